@@ -1,0 +1,144 @@
+"""Settings: the one module that reads the environment and the TOML config file.
+
+Precedence, highest first: command-line flags > ``ATLAS_*`` environment variables > the TOML
+file (``--config`` or ``ATLAS_CONFIG``) > defaults. Nested tables use ``__`` in the
+environment: ``ATLAS_SCORING__CATALOG_PRIOR=0.9``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from platformdirs import user_data_dir
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .domain.limits import Limits
+from .domain.scoring import ScoringPolicy
+from .errors import ConfigurationError
+
+CONFIG_ENV = "ATLAS_CONFIG"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class UserConfig(BaseModel):
+    """One ``[users.<id>]`` table: how that user authenticates over HTTP."""
+
+    model_config = ConfigDict(extra="allow")
+
+    token: str | None = Field(None, repr=False)
+    token_sha256: str | None = None
+
+    def token_digest(self) -> str | None:
+        if self.token_sha256:
+            return self.token_sha256.strip().lower()
+        if self.token:
+            return hashlib.sha256(self.token.encode()).hexdigest()
+        return None
+
+
+class EmbeddingSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: Literal["minilm-l6-int8"] = "minilm-l6-int8"
+    threads: int = Field(2, ge=1, description="onnxruntime intra-op threads")
+
+
+class RerankSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model_dir: Path | None = Field(
+        None, description="folder with a cross-encoder model.onnx + tokenizer.json; unset = fused score"
+    )
+    candidates: int = Field(40, ge=1, description="how many fused candidates the cross-encoder sees")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ATLAS_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    backend: Literal["embedded", "elasticsearch"] = "embedded"
+    data_dir: Path = Field(default_factory=lambda: Path(user_data_dir("atlas-mcp", appauthor=False)))
+    user: str = Field("default", min_length=1, description="the stdio identity")
+    users: dict[str, UserConfig] = Field(default_factory=dict)
+    transport: Literal["stdio", "http"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    insecure_no_auth: bool = False
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    scoring: ScoringPolicy = Field(default_factory=ScoringPolicy)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
+    limits: Limits = Field(default_factory=Limits)
+
+    @model_validator(mode="after")
+    def _http_needs_auth(self) -> Settings:
+        if self.transport == "http" and not self.insecure_no_auth and not self.token_digests():
+            raise ValueError(
+                "HTTP transport needs at least one [users.<id>] token (or token_sha256); "
+                "use --insecure-no-auth only for local experiments on a loopback host"
+            )
+        if self.transport == "http" and self.insecure_no_auth and self.host not in LOOPBACK_HOSTS:
+            raise ValueError("--insecure-no-auth is allowed only on a loopback host (127.0.0.1, ::1)")
+        return self
+
+    def token_digests(self) -> dict[str, str]:
+        """sha256(token) → user id, for every user with a configured token."""
+        return {d: uid for uid, u in self.users.items() if (d := u.token_digest())}
+
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / "atlas.db"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlSource(settings_cls))
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """The TOML file named by ``ATLAS_CONFIG`` (``load_settings`` sets it from ``--config``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self._data = read_toml(os.environ.get(CONFIG_ENV))
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def read_toml(path: str | os.PathLike[str] | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError as exc:
+        raise ConfigurationError(f"config file not found: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, **flags: Any) -> Settings:
+    """Build settings; ``flags`` are command-line values (``None`` = not given)."""
+    if config_file is not None:
+        os.environ[CONFIG_ENV] = str(config_file)
+    given = {k: v for k, v in flags.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc

@@ -1,0 +1,44 @@
+"""Reciprocal rank fusion as a pure function over ranked id lists.
+
+The embedded engine fuses its BM25 and dense branches with this; the Elasticsearch engine
+asks the cluster's ``rrf`` retriever for the same arithmetic with the same constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    id: str
+    score: float
+    ranks: tuple[int | None, ...]  # 1-based rank in each input list, None if absent
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]], rank_constant: int, window: int
+) -> list[Fused]:
+    """Fuse ranked lists: score(d) = Σ 1 / (rank_constant + rank_i(d)) over lists holding d.
+
+    Only the first ``window`` entries of each list take part, and the fused list is cut to
+    ``window``. Ties break by best single rank, then by id, so results are deterministic.
+    """
+    ranks: dict[str, list[int | None]] = {}
+    for position, ranking in enumerate(rankings):
+        for rank, doc_id in enumerate(ranking[:window], start=1):
+            slot = ranks.setdefault(doc_id, [None] * len(rankings))
+            if slot[position] is None:
+                slot[position] = rank
+    fused = [
+        Fused(doc_id, sum(1.0 / (rank_constant + r) for r in rs if r is not None), tuple(rs))
+        for doc_id, rs in ranks.items()
+    ]
+    fused.sort(key=lambda f: (-f.score, min(r for r in f.ranks if r is not None), f.id))
+    return fused[:window]
+
+
+def max_rrf_score(branches: int, rank_constant: int) -> float:
+    """The score of a document ranked first in every branch: normalises RRF to (0, 1]."""
+    return branches / (rank_constant + 1)

@@ -1,0 +1,134 @@
+"""Coercion and validation of caller input, with errors a model can act on.
+
+Tools, the CLI, consolidation and import all go through these, so a limit or a format is
+checked in exactly one place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import InvalidInput
+from .limits import Limits
+from .model import FactType, MemoryType, Step
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_text(value: Any, what: str, max_chars: int) -> str:
+    """Strip, drop control characters and lone surrogates; refuse empty or oversized text."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string")
+    text = _CONTROL.sub("", value).encode("utf-8", "replace").decode("utf-8").strip()
+    if not text:
+        raise InvalidInput(f"{what} must not be empty")
+    if len(text) > max_chars:
+        raise InvalidInput(f"{what} is {len(text)} characters; the limit is {max_chars}. Shorten it.")
+    return text
+
+
+def memory_id(value: Any) -> str:
+    if not isinstance(value, str) or not _ID.match(value):
+        raise InvalidInput(
+            "memory ids are 1-128 characters of letters, digits, '_', '-', '.', ':'; "
+            f"got {str(value)[:40]!r}. Use an id returned by recall_memory."
+        )
+    return value
+
+
+def memory_ids(value: str | Iterable[str] | None, limits: Limits) -> tuple[str, ...]:
+    """One id or a list of ids, de-duplicated in order."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else list(value)
+    if len(items) > limits.max_supersedes:
+        raise InvalidInput(f"at most {limits.max_supersedes} ids can be superseded in one write")
+    return tuple(dict.fromkeys(memory_id(v) for v in items))
+
+
+def memory_type(value: Any, allowed: Iterable[MemoryType]) -> MemoryType:
+    allowed = tuple(allowed)
+    try:
+        kind = MemoryType(value)
+    except ValueError:
+        kind = None
+    if kind not in allowed:
+        names = ", ".join(t.value for t in allowed)
+        raise InvalidInput(f"unknown memory_type {value!r}; use one of: {names}")
+    return kind
+
+
+def timestamp(value: datetime | str | None, what: str) -> datetime | None:
+    """ISO-8601 → aware UTC datetime; a naive value is taken as UTC."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidInput(f"{what} must be ISO-8601, e.g. 2026-05-01T14:30:00Z") from exc
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def confidence(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise InvalidInput("confidence must be a number between 0 and 1")
+    return float(value)
+
+
+def fact_type(value: Any) -> str:
+    if value is None:
+        return FactType.PREFERENCE.value
+    try:
+        return FactType(value).value
+    except ValueError:
+        names = ", ".join(f.value for f in FactType)
+        raise InvalidInput(f"unknown fact_type {value!r}; use one of: {names}") from None
+
+
+def steps(value: Any, limits: Limits) -> tuple[Step, ...]:
+    """Playbook steps as plain strings or ``{order?, instruction, tool?}`` objects."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidInput("steps must be a list of strings or {instruction, tool?} objects")
+    if len(value) > limits.max_steps:
+        raise InvalidInput(f"a playbook has at most {limits.max_steps} steps")
+    out = []
+    for position, item in enumerate(value, start=1):
+        raw = item if isinstance(item, Mapping) else {"instruction": item}
+        instruction = clean_text(raw.get("instruction"), f"step {position} instruction", 2_000)
+        tool = raw.get("tool")
+        if tool is not None and not isinstance(tool, str):
+            raise InvalidInput(f"step {position} tool must be a string")
+        out.append(Step(order=position, instruction=instruction, tool=tool or None))
+    return tuple(out)
+
+
+def metadata(value: Any, limits: Limits) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput("metadata must be a JSON object")
+    try:
+        encoded = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput("metadata must be JSON-serialisable") from exc
+    if len(encoded.encode("utf-8", "replace")) > limits.max_metadata_bytes:
+        raise InvalidInput(f"metadata is larger than {limits.max_metadata_bytes} bytes of JSON")
+    return json.loads(encoded)
+
+
+def top_k(value: Any, limits: Limits) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limits.max_k:
+        raise InvalidInput(f"k must be an integer from 1 to {limits.max_k}")
+    return value

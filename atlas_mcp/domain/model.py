@@ -1,0 +1,133 @@
+"""The memory model: what a memory is, per type, independent of storage and transport.
+
+Pure data: no I/O, no MCP, no engine. Every engine stores and returns these objects and
+every surface (tools, CLI, eval, export) renders them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class MemoryType(StrEnum):
+    EPISODIC = "episodic"  # a timestamped event, kept verbatim
+    SEMANTIC = "semantic"  # a distilled fact about the user; can be superseded
+    PROCEDURAL = "procedural"  # a multi-step playbook with a track record
+    CATALOG = "catalog"  # shared world data with no owner, visible to every user
+
+
+USER_MEMORY_TYPES: tuple[MemoryType, ...] = (
+    MemoryType.EPISODIC,
+    MemoryType.SEMANTIC,
+    MemoryType.PROCEDURAL,
+)
+
+
+class Contradiction(StrEnum):
+    NATURAL = "natural"  # the world changed (moved house): no penalty
+    HARSH = "harsh"  # the user corrected us: the new fact starts less certain
+
+
+class FactType(StrEnum):
+    PREFERENCE = "preference"
+    IDENTITY = "identity"
+    CONSTRAINT = "constraint"
+    WORLD = "world"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a procedural playbook."""
+
+    order: int
+    instruction: str
+    tool: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"order": self.order, "instruction": self.instruction}
+        if self.tool:
+            out["tool"] = self.tool
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One stored memory. Fields that do not apply to a type stay at their defaults.
+
+    ``user_id`` is ``None`` exactly for catalog entries: the absence of an owner is what
+    makes an entry shared (the same convention the Elasticsearch indices use).
+    """
+
+    id: str
+    memory_type: MemoryType
+    user_id: str | None
+    text: str
+    created_at: datetime
+    occurred_at: datetime | None = None  # episodic: when it happened
+    # semantic
+    fact_type: str | None = None
+    confidence: float | None = None
+    source_episodes: tuple[str, ...] = ()
+    supersedes: tuple[str, ...] = ()
+    superseded_by: str | None = None
+    superseded_at: datetime | None = None
+    # semantic + procedural usage statistics
+    last_used_at: datetime | None = None
+    use_count: int = 0
+    # procedural
+    name: str | None = None
+    steps: tuple[Step, ...] = ()
+    success_count: int = 0
+    failure_count: int = 0
+    last_success_at: datetime | None = None
+    # catalog
+    title: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_superseded(self) -> bool:
+        return self.superseded_by is not None
+
+    @property
+    def is_catalog(self) -> bool:
+        return self.memory_type is MemoryType.CATALOG
+
+    @property
+    def tracks_usage(self) -> bool:
+        """Recall refreshes ``last_used_at``/``use_count`` only for these types."""
+        return self.memory_type in (MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
+
+    @property
+    def trigger_text(self) -> str | None:
+        """A playbook's trigger is its text: when to use it."""
+        return self.text if self.memory_type is MemoryType.PROCEDURAL else None
+
+    def search_text(self) -> str:
+        """The text both retrieval branches index: what a query should be able to match."""
+        if self.memory_type is MemoryType.PROCEDURAL:
+            parts = [self.name or "", self.text, *(s.instruction for s in self.steps)]
+            return "\n".join(p for p in parts if p)
+        if self.memory_type is MemoryType.CATALOG and self.title:
+            return f"{self.title}\n{self.text}"
+        return self.text
+
+    def evolve(self, **changes: Any) -> Memory:
+        return replace(self, **changes)
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value is not None else None

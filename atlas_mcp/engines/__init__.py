@@ -1,0 +1,24 @@
+"""Storage engines. ``open_engine`` is the only place that chooses one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import Candidate, Engine, EngineInfo, RecallPlan
+
+if TYPE_CHECKING:
+    from ..config import Settings
+
+__all__ = ["Candidate", "Engine", "EngineInfo", "RecallPlan", "open_engine"]
+
+
+def open_engine(settings: Settings) -> Engine:
+    if settings.backend == "embedded":
+        from ..inference.embedder import open_embedder
+        from .embedded.engine import EmbeddedEngine
+
+        embedder = open_embedder(settings.embedding.model, settings.embedding.threads)
+        return EmbeddedEngine(settings.database_path, embedder)
+    from ..errors import ConfigurationError
+
+    raise ConfigurationError(f"backend {settings.backend!r} is not available in this build")

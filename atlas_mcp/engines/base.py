@@ -1,0 +1,85 @@
+"""The engine protocol: the small surface every storage engine implements.
+
+Engines store and fetch; they hold no policy. Scoring, supersession rules, isolation checks
+and input validation live once, in ``atlas_mcp.domain`` and ``atlas_mcp.service``. Every
+read takes the caller's ``user_id`` and must return only that user's memories (plus catalog
+entries where asked): engines enforce isolation too, as defence in depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from ..domain.model import Memory, MemoryType
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    name: str
+    reranks_server_side: bool = False  # candidates arrive with ``rerank_score`` set
+    embedding_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallPlan:
+    """What one recall asks of an engine."""
+
+    user_id: str
+    query: str
+    memory_types: frozenset[MemoryType]  # may include CATALOG
+    include_superseded: bool
+    window: int  # candidates per branch, and the fused pool size
+    rank_constant: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A fused retrieval candidate, with the signals that put it there."""
+
+    memory: Memory
+    rrf_score: float
+    bm25_rank: int | None = None
+    dense_rank: int | None = None
+    bm25_score: float | None = None
+    dense_similarity: float | None = None
+    rerank_score: float | None = None
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    info: EngineInfo
+
+    def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
+        """Store ``memory``; atomically mark each id in ``supersede`` as superseded by it."""
+
+    def get(self, user_id: str, ids: Sequence[str], *, include_catalog: bool = False) -> list[Memory]:
+        """The caller's memories among ``ids`` (catalog entries too if asked); unknown ids skipped."""
+
+    def candidates(self, plan: RecallPlan) -> list[Candidate]:
+        """Fused hybrid-retrieval candidates for ``plan``, best first, at most ``plan.window``."""
+
+    def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
+        """Record a recall: set ``last_used_at`` and increment ``use_count``."""
+
+    def update(self, user_id: str, memory: Memory) -> None:
+        """Replace the stored fields of one of the caller's memories (counts, steps, confidence)."""
+
+    def forget(self, user_id: str, memory_id: str) -> bool:
+        """Hard-delete one of the caller's memories; False if the caller has no such memory."""
+
+    def list(
+        self,
+        user_id: str | None,
+        *,
+        memory_types: frozenset[MemoryType] | None = None,
+        include_superseded: bool = True,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Memory]:
+        """A user's memories newest first (``user_id=None``: the catalog)."""
+
+    def close(self) -> None: ...

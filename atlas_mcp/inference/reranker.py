@@ -1,0 +1,98 @@
+"""Rerank stage: turns fused candidates into a relevance score in [0, 1].
+
+The default needs no model: it blends the normalised RRF score with the dense cosine the
+engine already computed (a cross-encoder is ~180 ms for 80 pairs on 2 cores, far over the
+recall budget, and none ships on a package registry). A user may point ``[rerank]
+model_dir`` at a cross-encoder exported to ONNX (``model.onnx`` + ``tokenizer.json``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..domain.fusion import max_rrf_score
+from ..domain.scoring import ScoringPolicy
+from ..engines.base import Candidate
+from ..errors import ConfigurationError
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    name: str
+
+    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        """One relevance in [0, 1] per candidate, in the candidates' order."""
+
+
+class FusedScoreReranker:
+    """relevance = (1 − w)·RRF/RRF_max + w·max(cosine, 0), with w = ``fused_dense_weight``."""
+
+    name = "fused"
+
+    def __init__(self, policy: ScoringPolicy, branches: int = 2) -> None:
+        self._dense_weight = policy.fused_dense_weight
+        self._rrf_max = max_rrf_score(branches, policy.rrf_rank_constant)
+
+    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        return [self.score(c) for c in candidates]
+
+    def score(self, candidate: Candidate) -> float:
+        rrf = min(candidate.rrf_score / self._rrf_max, 1.0)
+        cosine = max(candidate.dense_similarity or 0.0, 0.0)
+        return (1 - self._dense_weight) * rrf + self._dense_weight * cosine
+
+
+class OnnxCrossEncoder:
+    """A user-supplied cross-encoder; its logit goes through a sigmoid to land in [0, 1].
+
+    Only the top ``limit`` fused candidates are scored (the rest keep their fused score,
+    scaled below the scored ones) so latency stays bounded.
+    """
+
+    name = "cross-encoder"
+
+    def __init__(self, model_dir: Path, fallback: FusedScoreReranker, limit: int, threads: int = 2):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        model, tokenizer = model_dir / "model.onnx", model_dir / "tokenizer.json"
+        if not model.is_file() or not tokenizer.is_file():
+            raise ConfigurationError(f"{model_dir} must hold model.onnx and tokenizer.json")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._tokenizer = Tokenizer.from_file(str(tokenizer))
+        self._tokenizer.enable_truncation(512)
+        self._tokenizer.enable_padding()
+        self._fallback = fallback
+        self._limit = limit
+
+    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        head = list(candidates[: self._limit])
+        scores = self._cross_scores(query, [c.memory.search_text() for c in head]) if head else []
+        tail = [0.5 * self._fallback.score(c) for c in candidates[self._limit :]]
+        return [*scores, *tail]
+
+    def _cross_scores(self, query: str, texts: list[str]) -> list[float]:
+        encodings = self._tokenizer.encode_batch([(query, t) for t in texts])
+        feeds = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        flat = np.asarray(logits, dtype=np.float64).reshape(len(texts), -1)[:, -1]
+        return [1.0 / (1.0 + math.exp(-x)) for x in flat]
+
+
+def open_reranker(policy: ScoringPolicy, model_dir: Path | None, limit: int, threads: int) -> Reranker:
+    fused = FusedScoreReranker(policy)
+    if model_dir is None:
+        return fused
+    return OnnxCrossEncoder(model_dir, fused, limit, threads)

@@ -1,0 +1,282 @@
+"""MemoryService: the one API every surface uses (MCP tools, CLI, eval, consolidation, bench).
+
+It owns the policy: input validation, supersession rules, the rerank stage, final scoring and
+usage statistics. Engines only store and fetch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .domain import inputs
+from .domain.limits import Limits
+from .domain.model import (
+    USER_MEMORY_TYPES,
+    Contradiction,
+    Memory,
+    MemoryType,
+    new_id,
+    utcnow,
+)
+from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers
+from .domain.supersession import check_targets, penalised_confidence
+from .engines.base import Candidate, Engine, RecallPlan
+from .errors import InvalidInput, NotFound
+from .inference.reranker import FusedScoreReranker, Reranker
+
+WRITABLE_TYPES = USER_MEMORY_TYPES  # catalog entries are loaded by an admin, never by a tool
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a memory scored what it did (the arithmetic of ``domain.scoring``)."""
+
+    bm25_rank: int | None
+    dense_rank: int | None
+    rrf_score: float
+    dense_similarity: float | None
+    relevance: float
+    reranker: str
+    factors: Multipliers
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    memory: Memory
+    score: float
+    explanation: Explanation
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    id: str
+    memory_type: MemoryType
+    superseded: tuple[str, ...]
+
+
+class MemoryService:
+    def __init__(
+        self,
+        engine: Engine,
+        policy: ScoringPolicy | None = None,
+        limits: Limits | None = None,
+        reranker: Reranker | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.engine = engine
+        self.policy = policy or ScoringPolicy()
+        self.limits = limits or Limits()
+        self.reranker = reranker or FusedScoreReranker(self.policy)
+        self.clock = clock
+
+    # -- write -------------------------------------------------------------------------
+
+    def write(
+        self,
+        user_id: str,
+        text: str,
+        memory_type: str = "semantic",
+        *,
+        supersedes_id: str | Sequence[str] | None = None,
+        contradiction: str = "natural",
+        occurred_at: datetime | str | None = None,
+        confidence: float | None = None,
+        fact_type: str | None = None,
+        steps: list[Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        name: str | None = None,
+        source_episodes: Iterable[str] = (),
+    ) -> WriteResult:
+        kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
+        memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
+        targets = inputs.memory_ids(supersedes_id, self.limits)
+        mode = _contradiction(contradiction)
+        if targets:
+            check_targets(kind, targets, self.engine.get(user_id, targets), user_id)
+            memory = memory.evolve(
+                supersedes=targets,
+                confidence=penalised_confidence(
+                    memory.confidence, mode, True, self.policy.harsh_confidence_penalty
+                ),
+            )
+        memory = memory.evolve(source_episodes=tuple(inputs.memory_id(e) for e in source_episodes))
+        self.engine.write(memory, supersede=targets)
+        return WriteResult(memory.id, kind, targets)
+
+    def _build(
+        self, user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name
+    ) -> Memory:
+        now = self.clock()
+        body = inputs.clean_text(text, "text", self.limits.max_text_chars)
+        memory = Memory(
+            id=new_id(),
+            memory_type=kind,
+            user_id=user_id,
+            text=body,
+            created_at=now,
+            metadata=inputs.metadata(metadata, self.limits),
+        )
+        if kind is MemoryType.EPISODIC:
+            return memory.evolve(occurred_at=inputs.timestamp(occurred_at, "occurred_at") or now)
+        if kind is MemoryType.SEMANTIC:
+            return memory.evolve(
+                fact_type=inputs.fact_type(fact_type),
+                confidence=1.0 if confidence is None else inputs.confidence(confidence),
+                last_used_at=now,
+            )
+        title = inputs.clean_text(name, "name", 200) if name else body[:60]
+        return memory.evolve(
+            name=title,
+            steps=inputs.steps(steps, self.limits),
+            confidence=inputs.confidence(confidence),
+        )
+
+    def load_catalog(self, entries: Iterable[dict[str, Any]]) -> int:
+        """Upsert shared catalog entries (admin path: never reachable from a tool)."""
+        count = 0
+        now = self.clock()
+        for number, entry in enumerate(entries, start=1):
+            try:
+                memory = self._catalog_entry(entry, now)
+            except InvalidInput as exc:
+                raise InvalidInput(f"catalog entry {number}: {exc}") from exc
+            self.engine.write(memory)
+            count += 1
+        return count
+
+    def _catalog_entry(self, entry: dict[str, Any], now: datetime) -> Memory:
+        tags = entry.get("tags") or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise InvalidInput("tags must be a list of strings")
+        return Memory(
+            id=inputs.memory_id(entry["id"]) if entry.get("id") else new_id(),
+            memory_type=MemoryType.CATALOG,
+            user_id=None,
+            text=inputs.clean_text(entry.get("text"), "text", self.limits.max_text_chars),
+            created_at=now,
+            title=inputs.clean_text(entry.get("title"), "title", 500),
+            category=entry.get("category"),
+            tags=tuple(tags),
+        )
+
+    # -- recall ------------------------------------------------------------------------
+
+    def recall(
+        self,
+        user_id: str,
+        query: str,
+        k: int = 10,
+        *,
+        memory_types: Iterable[str] | None = None,
+        include_catalog: bool = True,
+        include_superseded: bool = False,
+        touch: bool = True,
+    ) -> list[Hit]:
+        plan = RecallPlan(
+            user_id=user_id,
+            query=inputs.clean_text(query, "query", self.limits.max_query_chars),
+            memory_types=self._recall_types(memory_types, include_catalog),
+            include_superseded=bool(include_superseded),
+            window=max(self.policy.rrf_window, inputs.top_k(k, self.limits)),
+            rank_constant=self.policy.rrf_rank_constant,
+        )
+        hits = self.rank(plan.query, self.engine.candidates(plan))[:k]
+        if touch:
+            hits = self._touch(user_id, hits)
+        return hits
+
+    def _recall_types(self, memory_types: Iterable[str] | None, include_catalog: bool):
+        if memory_types is None:
+            kinds = set(USER_MEMORY_TYPES)
+        else:
+            if isinstance(memory_types, str):
+                memory_types = [memory_types]
+            kinds = {inputs.memory_type(t, MemoryType) for t in memory_types}
+            if not kinds:
+                raise InvalidInput("memory_types must name at least one type, or be omitted for all")
+        if include_catalog:
+            kinds.add(MemoryType.CATALOG)
+        return frozenset(kinds)
+
+    def rank(self, query: str, candidates: Sequence[Candidate]) -> list[Hit]:
+        """Rerank (unless the engine already did) and apply the final-score multipliers."""
+        if candidates and candidates[0].rerank_score is not None:
+            relevance, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
+        else:
+            relevance, reranker = self.reranker.relevance(query, candidates), self.reranker.name
+        now = self.clock()
+        hits = [self._hit(c, r, reranker, now) for c, r in zip(candidates, relevance, strict=True)]
+        hits.sort(key=lambda h: (-h.score, h.memory.id))
+        return hits
+
+    def _hit(self, candidate: Candidate, relevance: float, reranker: str, now: datetime) -> Hit:
+        factors = multipliers(candidate.memory, now, self.policy)
+        score = final_score(relevance, factors)
+        why = Explanation(
+            bm25_rank=candidate.bm25_rank,
+            dense_rank=candidate.dense_rank,
+            rrf_score=candidate.rrf_score,
+            dense_similarity=candidate.dense_similarity,
+            relevance=relevance,
+            reranker=reranker,
+            factors=factors,
+            score=score,
+        )
+        return Hit(candidate.memory, score, why)
+
+    def _touch(self, user_id: str, hits: list[Hit]) -> list[Hit]:
+        used = [h.memory.id for h in hits if h.memory.tracks_usage and h.memory.user_id == user_id]
+        if not used:
+            return hits
+        now = self.clock()
+        self.engine.touch(user_id, used, now)
+        touched = set(used)
+        return [
+            Hit(h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=now), h.score, h.explanation)
+            if h.memory.id in touched
+            else h
+            for h in hits
+        ]
+
+    # -- read / forget -----------------------------------------------------------------
+
+    def get(self, user_id: str, memory_id: str, *, include_catalog: bool = True) -> Memory:
+        found = self.engine.get(user_id, [inputs.memory_id(memory_id)], include_catalog=include_catalog)
+        if not found:
+            raise NotFound(f"memory {memory_id!r} not found")
+        return found[0]
+
+    def forget(self, user_id: str, memory_id: str) -> str:
+        if not self.engine.forget(user_id, inputs.memory_id(memory_id)):
+            raise NotFound(f"memory {memory_id!r} not found; recall it first to get a valid id")
+        return memory_id
+
+    def list(
+        self,
+        user_id: str | None,
+        *,
+        memory_types: Iterable[str] | None = None,
+        include_superseded: bool = True,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Memory]:
+        kinds = None
+        if memory_types is not None:
+            kinds = frozenset(inputs.memory_type(t, MemoryType) for t in memory_types)
+        return self.engine.list(
+            user_id, memory_types=kinds, include_superseded=include_superseded, limit=limit, offset=offset
+        )
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _contradiction(value: Any) -> Contradiction:
+    try:
+        return Contradiction(value or "natural")
+    except ValueError:
+        raise InvalidInput("contradiction must be 'natural' or 'harsh'") from None
