@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     insecure_no_auth: bool = False
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Host headers HTTP accepts (DNS-rebinding guard); loopback by default"
+    )
+    allowed_origins: list[str] = Field(default_factory=list, description="Origin headers HTTP accepts")
+    max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest HTTP request body")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     scoring: ScoringPolicy = Field(default_factory=ScoringPolicy)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)

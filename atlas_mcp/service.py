@@ -136,17 +136,20 @@ class MemoryService:
         )
 
     def load_catalog(self, entries: Iterable[dict[str, Any]]) -> int:
-        """Upsert shared catalog entries (admin path: never reachable from a tool)."""
-        count = 0
+        """Upsert shared catalog entries (admin path: never reachable from a tool).
+
+        Every entry is validated before the first is written, so a bad line loads nothing.
+        """
         now = self.clock()
+        memories = []
         for number, entry in enumerate(entries, start=1):
             try:
-                memory = self._catalog_entry(entry, now)
+                memories.append(self._catalog_entry(entry, now))
             except InvalidInput as exc:
                 raise InvalidInput(f"catalog entry {number}: {exc}") from exc
+        for memory in memories:
             self.engine.write(memory)
-            count += 1
-        return count
+        return len(memories)
 
     def _catalog_entry(self, entry: dict[str, Any], now: datetime) -> Memory:
         tags = entry.get("tags") or []

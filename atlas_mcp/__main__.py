@@ -1,0 +1,3 @@
+from atlas_mcp.cli import main
+
+main()

@@ -1,0 +1,16 @@
+"""Composition root: turns settings into a ready MemoryService (engine, reranker, policy)."""
+
+from __future__ import annotations
+
+from .config import Settings
+from .engines import open_engine
+from .inference.reranker import open_reranker
+from .service import MemoryService
+
+
+def open_service(settings: Settings) -> MemoryService:
+    engine = open_engine(settings)
+    reranker = open_reranker(
+        settings.scoring, settings.rerank.model_dir, settings.rerank.candidates, settings.embedding.threads
+    )
+    return MemoryService(engine, settings.scoring, settings.limits, reranker)

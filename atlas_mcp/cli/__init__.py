@@ -1,0 +1,45 @@
+"""The ``atlas-mcp`` command: thin shells over MemoryService, one module per command group.
+
+``atlas-mcp`` with no command is ``atlas-mcp serve`` (stdio), so an MCP client config needs
+nothing but the executable.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import AtlasError
+from .catalog import catalog
+from .serve import serve
+
+
+class AtlasGroup(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except AtlasError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=AtlasGroup, invoke_without_command=True)
+@click.version_option(__version__, prog_name="atlas-mcp")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Persistent, per-user long-term memory for AI agents, over MCP."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(serve)
+
+
+cli.add_command(serve)
+cli.add_command(catalog)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="atlas-mcp", standalone_mode=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

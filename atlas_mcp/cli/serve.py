@@ -1,0 +1,58 @@
+"""``atlas-mcp serve``: run the MCP server over stdio (default) or streamable HTTP."""
+
+from __future__ import annotations
+
+import anyio
+import click
+
+from ..app import open_service
+from ..config import Settings
+from ..log import configure_logging, get_logger
+from .options import config_option, settings_from, user_option
+
+log = get_logger(__name__)
+
+
+@click.command()
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default=None, help="Default: stdio.")
+@click.option("--host", default=None, help="HTTP bind address (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="HTTP port (default 8765).")
+@click.option(
+    "--insecure-no-auth", is_flag=True, default=None,
+    help="Serve HTTP without tokens (loopback hosts only; for local experiments).",
+)
+@config_option
+@user_option
+def serve(transport, host, port, insecure_no_auth, config_file, user) -> None:
+    """Serve the memory tools (stdio unless --transport http)."""
+    settings = settings_from(
+        config_file, transport=transport, host=host, port=port, insecure_no_auth=insecure_no_auth, user=user
+    )
+    configure_logging(settings.log_level)
+    service = open_service(settings)
+    try:
+        if settings.transport == "http":
+            anyio.run(_serve_http, service, settings)
+        else:
+            anyio.run(_serve_stdio, service, settings)
+    finally:
+        service.close()
+
+
+async def _serve_stdio(service, settings: Settings) -> None:
+    from ..mcp.server import build_server
+
+    log.info("serving", transport="stdio", user=settings.user, data_dir=str(settings.data_dir))
+    await build_server(service, settings.user).run_stdio_async()
+
+
+async def _serve_http(service, settings: Settings) -> None:
+    import uvicorn
+
+    from ..mcp.http import build_http_app, describe
+    from ..mcp.server import build_server
+
+    app = build_http_app(build_server(service, settings.user), settings)
+    log.info("serving", transport="http", **describe(settings))
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,39 @@
+"""build_server: the MCP server object, with the memory tools and their usage rules."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+
+from .. import __version__
+from ..service import MemoryService
+from .tools import register_tools
+
+INSTRUCTIONS = """\
+atlas-mcp is this user's long-term memory. Rules:
+1. At the start of every turn, call recall_memory with the user's message verbatim (keep exact
+   names, versions and error codes), before answering. Re-query with literal terms if needed.
+2. When the user states a stable fact, preference, constraint or identity detail, call
+   write_memory right away (memory_type "semantic"). Do not duplicate a fact recall already shows.
+3. When a new statement makes stored facts false, write the new fact with supersedes_id set to
+   EVERY contradicted id. contradiction="natural" when the world changed (moved, new job);
+   "harsh" when the user says the stored fact was wrong. Leave facts that merely mention the
+   same thing. Never use forget_memory to update a fact.
+4. Record notable events as "episodic" memories; record a multi-step procedure that worked as
+   "procedural" with its steps. When a recalled playbook matches, follow its steps.
+5. For questions about the past ("what did I use to..."), recall with include_superseded=true;
+   a result with superseded_at is a previous state, not the current one.
+6. A fact with confidence below 0.7 is provisional: confirm before relying on it.
+7. Call forget_memory only when the user explicitly asks you to forget something.
+"""
+
+
+def build_server(service: MemoryService, stdio_user: str) -> MCPServer:
+    server = MCPServer(
+        name="atlas-mcp",
+        title="atlas-mcp long-term memory",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
+    register_tools(server, service, stdio_user)
+    return server

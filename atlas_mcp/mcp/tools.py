@@ -1,0 +1,207 @@
+"""The three MCP tools: parse arguments, resolve the caller, call the service, shape the result.
+
+The caller's identity never comes from tool arguments: over stdio it is the configured user,
+over HTTP the user whose bearer token the auth middleware verified for this very request.
+"""
+
+# No `from __future__ import annotations`: the SDK evaluates these signatures at
+# registration, and `max_k` is a closure variable.
+import json
+from collections.abc import Callable
+from functools import partial
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import AtlasError
+from ..service import MemoryService
+from ..views import memory_view
+from .identity import principal
+
+MemoryTypeName = Literal["episodic", "semantic", "procedural", "catalog"]
+WritableTypeName = Literal["episodic", "semantic", "procedural"]
+T = TypeVar("T")
+
+
+class Step(BaseModel):
+    order: int | None = None
+    instruction: str
+    tool: str | None = None
+
+
+class MemoryOut(BaseModel):
+    """One recalled memory; fields that do not apply to its type are omitted."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    memory_type: MemoryTypeName
+    text: str
+    score: float
+    occurred_at: str | None = None
+    created_at: str | None = None
+    confidence: float | None = None
+    fact_type: str | None = None
+    use_count: int | None = None
+    last_used_at: str | None = None
+    supersedes: list[str] | None = None
+    superseded_by: str | None = None
+    superseded_at: str | None = None
+    source_episodes: list[str] | None = None
+    name: str | None = None
+    trigger_text: str | None = None
+    steps: list[Step] | None = None
+    success_count: int | None = None
+    failure_count: int | None = None
+    title: str | None = None
+    category: str | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class RecallOut(BaseModel):
+    memories: list[MemoryOut]
+
+
+class WriteOut(BaseModel):
+    id: str
+    memory_type: WritableTypeName
+    superseded: list[str]
+
+
+class ForgetOut(BaseModel):
+    deleted: bool
+    id: str
+
+
+def _result(payload: dict[str, Any]) -> CallToolResult:
+    text = json.dumps(payload, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+
+
+async def _call(service_call: Callable[[], T]) -> T:
+    """Run a (blocking) service call off the event loop; turn domain errors into tool errors."""
+    try:
+        return await anyio.to_thread.run_sync(service_call)
+    except AtlasError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -> None:
+    max_k = service.limits.max_k
+
+    @server.tool(
+        annotations=ToolAnnotations(title="Recall memory", read_only_hint=True, open_world_hint=False),
+    )
+    async def recall_memory(
+        ctx: Context,
+        query: Annotated[str, Field(description="What to look for. Pass the user's message verbatim first.")],
+        k: Annotated[int, Field(ge=1, le=max_k, description="How many memories to return.")] = 10,
+        memory_types: Annotated[
+            list[MemoryTypeName] | None, Field(description="Restrict to these types; omit for all.")
+        ] = None,
+        include_catalog: Annotated[bool, Field(description="Also search shared catalog entries.")] = True,
+        include_superseded: Annotated[
+            bool, Field(description="Also return facts that were replaced (for 'what did I used to...').")
+        ] = False,
+    ) -> Annotated[CallToolResult, RecallOut]:
+        """Recall long-term memories about the user relevant to a query, best first.
+
+        Call this before answering anything that may depend on what you know about the user,
+        with their message verbatim. Results mix episodic events, semantic facts, procedural
+        playbooks (follow their steps) and shared catalog entries. A memory with
+        superseded_at is a past state, shown only when include_superseded is true.
+        """
+        user = principal(ctx, stdio_user)
+        hits = await _call(
+            partial(
+                service.recall,
+                user,
+                query,
+                k,
+                memory_types=memory_types,
+                include_catalog=include_catalog,
+                include_superseded=include_superseded,
+            )
+        )
+        return _result({"memories": [memory_view(h.memory, h.score) for h in hits]})
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Write memory", read_only_hint=False, destructive_hint=False, open_world_hint=False
+        ),
+    )
+    async def write_memory(
+        ctx: Context,
+        text: Annotated[str, Field(description="The memory, as a self-contained sentence.")],
+        memory_type: Annotated[
+            WritableTypeName,
+            Field(description="semantic: a fact about the user; episodic: an event; procedural: a playbook."),
+        ] = "semantic",
+        supersedes_id: Annotated[
+            str | list[str] | None,
+            Field(description="Id(s) of facts this new one makes false; they are kept but hidden."),
+        ] = None,
+        contradiction: Annotated[
+            Literal["natural", "harsh"],
+            Field(description="natural: the world changed; harsh: the user corrected a wrong fact."),
+        ] = "natural",
+        occurred_at: Annotated[str | None, Field(description="ISO-8601 time of an event; default now.")] = None,
+        confidence: Annotated[float | None, Field(ge=0, le=1, description="How certain the fact is.")] = None,
+        fact_type: Annotated[
+            Literal["preference", "identity", "constraint", "world"] | None,
+            Field(description="Kind of semantic fact; default preference."),
+        ] = None,
+        steps: Annotated[
+            list[str | Step] | None, Field(description="Procedural only: the playbook's steps, in order.")
+        ] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Free-form JSON to keep with it.")] = None,
+    ) -> Annotated[CallToolResult, WriteOut]:
+        """Store a long-term memory about the user; it is recallable on the very next call.
+
+        Write stable facts as soon as the user states them. If the new fact makes stored
+        facts false, pass their ids as supersedes_id (all of them) instead of forgetting
+        them; use contradiction="harsh" when the user says a stored fact was wrong.
+        """
+        user = principal(ctx, stdio_user)
+        raw_steps = [s.model_dump(exclude_none=True) if isinstance(s, Step) else s for s in steps or []]
+        result = await _call(
+            partial(
+                service.write,
+                user,
+                text,
+                memory_type,
+                supersedes_id=supersedes_id,
+                contradiction=contradiction,
+                occurred_at=occurred_at,
+                confidence=confidence,
+                fact_type=fact_type,
+                steps=raw_steps if steps is not None else None,
+                metadata=metadata,
+            )
+        )
+        return _result(
+            {"id": result.id, "memory_type": result.memory_type.value, "superseded": list(result.superseded)}
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            title="Forget memory", read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )
+    async def forget_memory(
+        ctx: Context,
+        memory_id: Annotated[str, Field(description="The id of one of the user's memories.")],
+    ) -> Annotated[CallToolResult, ForgetOut]:
+        """Permanently delete one memory. Only when the user explicitly asks to forget something.
+
+        To record that a fact changed, use write_memory with supersedes_id instead.
+        """
+        user = principal(ctx, stdio_user)
+        deleted = await _call(partial(service.forget, user, memory_id))
+        return _result({"deleted": True, "id": deleted})

@@ -1,0 +1,51 @@
+"""How a memory looks outside the process: the JSON shape tools, CLI and export share.
+
+Only the fields that apply to a memory's type are emitted, so a model reading a recall
+result is not handed a wall of nulls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .domain.model import Memory, MemoryType, iso
+
+
+def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
+    view: dict[str, Any] = {"id": memory.id, "memory_type": memory.memory_type.value, "text": memory.text}
+    if score is not None:
+        view["score"] = round(score, 6)
+    view |= _type_fields(memory)
+    if memory.metadata:
+        view["metadata"] = memory.metadata
+    return view
+
+
+def _type_fields(memory: Memory) -> dict[str, Any]:
+    kind = memory.memory_type
+    if kind is MemoryType.EPISODIC:
+        return {"occurred_at": iso(memory.occurred_at), "created_at": iso(memory.created_at)}
+    out: dict[str, Any] = {"created_at": iso(memory.created_at)}
+    if kind is MemoryType.CATALOG:
+        return out | _present(title=memory.title, category=memory.category, tags=list(memory.tags))
+    out |= {"use_count": memory.use_count, "last_used_at": iso(memory.last_used_at)}
+    out |= _present(
+        confidence=memory.confidence,
+        supersedes=list(memory.supersedes),
+        superseded_by=memory.superseded_by,
+        superseded_at=iso(memory.superseded_at),
+        source_episodes=list(memory.source_episodes),
+    )
+    if kind is MemoryType.SEMANTIC:
+        return out | _present(fact_type=memory.fact_type)
+    return out | {
+        "name": memory.name,
+        "trigger_text": memory.trigger_text,
+        "steps": [s.to_dict() for s in memory.steps],
+        "success_count": memory.success_count,
+        "failure_count": memory.failure_count,
+    } | _present(last_success_at=iso(memory.last_success_at))
+
+
+def _present(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v not in (None, [], ())}

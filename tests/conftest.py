@@ -1,0 +1,45 @@
+"""Shared fixtures: every test gets its own data directory and a clean ATLAS_* environment."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from atlas_mcp.config import Settings, load_settings
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.service import MemoryService
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"sqlite {sqlite3.sqlite_version}; shared/ {'present' if SHARED.exists() else 'absent'}"
+
+
+@pytest.fixture(autouse=True)
+def _clean_atlas_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(os.environ):
+        if key.startswith("ATLAS_") and key != "ATLAS_ES_URL":
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("ATLAS_DATA_DIR", str(tmp_path / "data"))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load_settings(data_dir=tmp_path / "data")
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    engine = EmbeddedEngine(tmp_path / "data" / "atlas.db", default_embedder())
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def service(engine) -> MemoryService:
+    return MemoryService(engine)
