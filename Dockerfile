@@ -1,0 +1,20 @@
+# atlas-mcp over streamable HTTP, embedded engine. Mount a config with [users.*] tokens:
+#   docker build -t atlas-mcp .
+#   docker run -p 8765:8765 -v atlas-data:/data -v $PWD/config/atlas.toml:/etc/atlas/atlas.toml:ro atlas-mcp
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    ATLAS_DATA_DIR=/data ATLAS_CONFIG=/etc/atlas/atlas.toml \
+    ATLAS_TRANSPORT=http ATLAS_HOST=0.0.0.0 ATLAS_PORT=8765
+
+WORKDIR /app
+COPY pyproject.toml README.md LICENSE ./
+COPY atlas_mcp ./atlas_mcp
+RUN pip install ".[elasticsearch]" && useradd --system --create-home atlas \
+    && mkdir -p /data /etc/atlas && chown atlas /data
+
+USER atlas
+VOLUME ["/data"]
+EXPOSE 8765
+HEALTHCHECK --interval=30s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8765/healthz').status != 200)"
+CMD ["atlas-mcp", "serve", "--transport", "http"]
