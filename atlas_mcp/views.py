@@ -6,15 +6,20 @@ result is not handed a wall of nulls.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .domain.model import Memory, MemoryType, iso
+
+if TYPE_CHECKING:
+    from .service import Explanation
+
+SCORE_DIGITS = 6  # the precision every score is shown with
 
 
 def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
     view: dict[str, Any] = {"id": memory.id, "memory_type": memory.memory_type.value, "text": memory.text}
     if score is not None:
-        view["score"] = round(score, 6)
+        view["score"] = round(score, SCORE_DIGITS)
     view |= _type_fields(memory)
     if memory.metadata:
         view["metadata"] = memory.metadata
@@ -49,3 +54,28 @@ def _type_fields(memory: Memory) -> dict[str, Any]:
 
 def _present(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v not in (None, [], ())}
+
+
+def explanation_view(why: Explanation) -> dict[str, Any]:
+    """The breakdown of one recall score: final = relevance × decay × use × prior × track."""
+    factors = why.factors
+    return {
+        "bm25_rank": why.bm25_rank,
+        "dense_rank": why.dense_rank,
+        "rrf_score": _rounded(why.rrf_score),
+        "dense_similarity": _rounded(why.dense_similarity),
+        "relevance": _rounded(why.relevance),
+        "reranker": why.reranker,
+        "multipliers": {
+            "decay": _rounded(factors.decay),
+            "decay_reference": iso(factors.decay_reference),
+            "use_boost": _rounded(factors.use_boost),
+            "catalog_prior": _rounded(factors.catalog_prior),
+            "track_record": _rounded(factors.track_record),
+        },
+        "score": _rounded(why.score),
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, SCORE_DIGITS)

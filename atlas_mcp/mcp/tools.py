@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import AtlasError
 from ..service import MemoryService
-from ..views import memory_view
+from ..views import explanation_view, memory_view
 from .identity import principal
 
 MemoryTypeName = Literal["episodic", "semantic", "procedural", "catalog"]
@@ -31,6 +31,27 @@ class Step(BaseModel):
     order: int | None = None
     instruction: str
     tool: str | None = None
+
+
+class MultipliersOut(BaseModel):
+    decay: float
+    decay_reference: str | None = Field(None, description="the date decay aged this memory from")
+    use_boost: float
+    catalog_prior: float
+    track_record: float
+
+
+class ExplainOut(BaseModel):
+    """Why a memory scored what it did: score = relevance × every multiplier."""
+
+    bm25_rank: int | None = None
+    dense_rank: int | None = None
+    rrf_score: float
+    dense_similarity: float | None = None
+    relevance: float = Field(description="the rerank stage's score")
+    reranker: str
+    multipliers: MultipliersOut
+    score: float
 
 
 class MemoryOut(BaseModel):
@@ -61,6 +82,7 @@ class MemoryOut(BaseModel):
     category: str | None = None
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
+    explain: ExplainOut | None = None
 
 
 class RecallOut(BaseModel):
@@ -108,6 +130,9 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         include_superseded: Annotated[
             bool, Field(description="Also return facts that were replaced (for 'what did I used to...').")
         ] = False,
+        explain: Annotated[
+            bool, Field(description="Add each memory's score breakdown (ranks, rerank, multipliers).")
+        ] = False,
     ) -> Annotated[CallToolResult, RecallOut]:
         """Recall long-term memories about the user relevant to a query, best first.
 
@@ -128,7 +153,10 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
                 include_superseded=include_superseded,
             )
         )
-        return _result({"memories": [memory_view(h.memory, h.score) for h in hits]})
+        views = [memory_view(h.memory, h.score) for h in hits]
+        if explain:
+            views = [v | {"explain": explanation_view(h.explanation)} for v, h in zip(views, hits, strict=True)]
+        return _result({"memories": views})
 
     @server.tool(
         annotations=ToolAnnotations(
