@@ -147,3 +147,8 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **flags: An
         return Settings(**given)
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from exc
+
+
+def env_secret(name: str) -> str | None:
+    """A secret named in the settings (e.g. ``api_key_env``), read from the environment here only."""
+    return os.environ.get(name) or None

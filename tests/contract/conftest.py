@@ -1,0 +1,31 @@
+"""Engines under contract: every engine must pass tests/contract against one definition of correct.
+
+To add an engine, add a param to ``engine_factory`` that yields a ready Engine for a fresh store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from atlas_mcp.engines.base import Engine
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.service import MemoryService
+
+
+def _embedded(tmp_path: Path) -> Engine:
+    return EmbeddedEngine(tmp_path / "contract" / "atlas.db", default_embedder())
+
+
+ENGINE_FACTORIES: dict[str, Callable[[Path], Engine]] = {"embedded": _embedded}
+
+
+@pytest.fixture(params=sorted(ENGINE_FACTORIES))
+def contract_service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryService]:
+    engine = ENGINE_FACTORIES[request.param](tmp_path)
+    service = MemoryService(engine)
+    yield service
+    service.close()

@@ -1,0 +1,115 @@
+"""Pure domain rules, checked against hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from atlas_mcp.domain.fusion import max_rrf_score, reciprocal_rank_fusion
+from atlas_mcp.domain.model import Contradiction, Memory, MemoryType
+from atlas_mcp.domain.scoring import (
+    ScoringPolicy,
+    final_score,
+    gaussian_decay,
+    multipliers,
+    track_record,
+    use_boost,
+)
+from atlas_mcp.domain.supersession import check_targets, penalised_confidence
+from atlas_mcp.errors import Conflict, InvalidInput, NotFound
+
+POLICY = ScoringPolicy()
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def fact(id_: str = "f1", user: str = "sarah", **kw) -> Memory:
+    return Memory(id=id_, memory_type=MemoryType.SEMANTIC, user_id=user, text="t", created_at=NOW, **kw)
+
+
+def test_rrf_sums_reciprocal_ranks_with_rank_constant():
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["b", "d"]], rank_constant=30, window=80)
+    scores = {f.id: f.score for f in fused}
+    assert scores["b"] == pytest.approx(1 / 32 + 1 / 31)
+    assert scores["a"] == pytest.approx(1 / 31)
+    assert [f.id for f in fused] == ["b", "a", "d", "c"]
+    assert fused[0].ranks == (2, 1)
+
+
+def test_rrf_window_cuts_inputs_and_output():
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "d", "e"]], rank_constant=30, window=2)
+    assert {f.id for f in fused} <= {"a", "b", "c", "d"}
+    assert len(fused) == 2
+
+
+def test_max_rrf_is_first_in_every_branch():
+    assert max_rrf_score(2, 30) == pytest.approx(2 / 31)
+
+
+@pytest.mark.parametrize(
+    ("age_days", "expected"),
+    [(0, 1.0), (180, 1.0), (180 + 1825, 0.5), (720, math.exp(-(540**2) / (2 * 1825**2 / (2 * math.log(2)))))],
+)
+def test_gaussian_decay_matches_elasticsearch_gauss(age_days, expected):
+    assert gaussian_decay(age_days, POLICY) == pytest.approx(expected)
+
+
+def test_720_day_old_memory_keeps_about_094():
+    assert gaussian_decay(720, POLICY) == pytest.approx(0.9406, abs=1e-3)
+
+
+def test_use_boost_is_log_scaled():
+    assert use_boost(0, POLICY) == 1.0
+    assert use_boost(9, POLICY) == pytest.approx(1.2)
+    assert use_boost(99, POLICY) == pytest.approx(1.4)
+
+
+def test_track_record_is_smoothed_around_one():
+    assert track_record(0, 0, POLICY) == 1.0
+    assert track_record(1, 0, POLICY) == pytest.approx(1 + 0.25 * (2 * (2 / 3) - 1))
+    assert track_record(10, 0, POLICY) > track_record(1, 0, POLICY) > track_record(0, 1, POLICY)
+    assert 0.75 <= track_record(0, 1000, POLICY) < track_record(0, 1, POLICY)
+
+
+def test_multipliers_per_type():
+    old_event = Memory(
+        id="e", memory_type=MemoryType.EPISODIC, user_id="u", text="t",
+        created_at=NOW, occurred_at=NOW - timedelta(days=2005),
+    )
+    assert multipliers(old_event, NOW, POLICY).decay == pytest.approx(0.5)
+    used_fact = fact(use_count=9, last_used_at=NOW)
+    m = multipliers(used_fact, NOW, POLICY)
+    assert (m.decay, m.use_boost, m.catalog_prior) == (1.0, pytest.approx(1.2), 1.0)
+    entry = Memory(id="c", memory_type=MemoryType.CATALOG, user_id=None, text="t", created_at=NOW)
+    assert multipliers(entry, NOW, POLICY).catalog_prior == 0.85
+    playbook = Memory(
+        id="p", memory_type=MemoryType.PROCEDURAL, user_id="u", text="t", created_at=NOW,
+        success_count=3, failure_count=1,
+    )
+    factors = multipliers(playbook, NOW, POLICY)
+    assert factors.track_record == pytest.approx(track_record(3, 1, POLICY))
+    assert final_score(0.5, factors) == pytest.approx(0.5 * factors.product)
+
+
+def test_harsh_contradiction_costs_point_one_clamped_at_zero():
+    assert penalised_confidence(0.9, Contradiction.HARSH, True, 0.1) == pytest.approx(0.8)
+    assert penalised_confidence(None, Contradiction.HARSH, True, 0.1) == pytest.approx(0.9)
+    assert penalised_confidence(0.05, Contradiction.HARSH, True, 0.1) == 0.0
+    assert penalised_confidence(0.9, Contradiction.NATURAL, True, 0.1) == 0.9
+    assert penalised_confidence(0.9, Contradiction.HARSH, False, 0.1) == 0.9
+
+
+def test_supersession_targets_must_be_live_own_same_type():
+    check_targets(MemoryType.SEMANTIC, ["f1"], [fact()], "sarah")
+    with pytest.raises(NotFound):
+        check_targets(MemoryType.SEMANTIC, ["f1"], [fact(user="james")], "sarah")
+    with pytest.raises(NotFound):
+        check_targets(MemoryType.SEMANTIC, ["missing"], [], "sarah")
+    with pytest.raises(Conflict):
+        check_targets(MemoryType.SEMANTIC, ["f1"], [fact(superseded_by="f2")], "sarah")
+    with pytest.raises(InvalidInput):
+        check_targets(MemoryType.EPISODIC, ["f1"], [fact()], "sarah")
+    playbook = Memory(id="p", memory_type=MemoryType.PROCEDURAL, user_id="sarah", text="t", created_at=NOW)
+    with pytest.raises(InvalidInput):
+        check_targets(MemoryType.SEMANTIC, ["p"], [playbook], "sarah")

@@ -1,0 +1,71 @@
+"""The embedded store on disk: durability settings, persistence, and the embedding-model guard."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine, fts_query
+from atlas_mcp.errors import ConfigurationError
+from atlas_mcp.inference.embedder import MINILM_MODEL_ID, default_embedder, sha256_of, OnnxMiniLM
+from atlas_mcp.service import MemoryService
+
+
+class OtherModel:
+    model_id = "some-other-model"
+    dimensions = 384
+
+    def embed_batch(self, texts):
+        return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
+
+
+def test_store_is_wal_and_survives_reopen(tmp_path: Path):
+    path = tmp_path / "atlas.db"
+    service = MemoryService(EmbeddedEngine(path, default_embedder()))
+    written = service.write("sarah", "Sarah's boiler is a Vaillant")
+    service.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT embedding_model FROM memories").fetchone()[0] == MINILM_MODEL_ID
+    conn.close()
+    reopened = MemoryService(EmbeddedEngine(path, default_embedder()))
+    assert reopened.recall("sarah", "boiler brand")[0].memory.id == written.id
+    reopened.close()
+
+
+def test_a_store_from_another_model_is_refused(tmp_path: Path):
+    path = tmp_path / "atlas.db"
+    EmbeddedEngine(path, default_embedder()).close()
+    with pytest.raises(ConfigurationError, match="reindex"):
+        EmbeddedEngine(path, OtherModel())
+
+
+def test_model_file_is_verified_by_sha256(tmp_path: Path):
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not a model")
+    assert sha256_of(fake) != ""
+    with pytest.raises(ConfigurationError, match="sha256"):
+        OnnxMiniLM(fake)
+
+
+def test_embeddings_are_normalised_and_semantic():
+    vectors = default_embedder().embed_batch(["I moved to Berlin", "The user lives in Berlin", "Quarterly tax report"])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > 0.5 > vectors[0] @ vectors[2]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('hub "E42" NEAR(x', '"hub" OR "e42" OR "near" OR "x"'),
+        ("AND OR NOT", '"and" OR "or" OR "not"'),
+        ("*** ::: ;;;", None),
+        ("Café naïve", '"café" OR "naïve"'),
+    ],
+)
+def test_fts_query_quotes_every_word(text, expected):
+    assert fts_query(text) == expected
