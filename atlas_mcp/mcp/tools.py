@@ -155,7 +155,10 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         )
         views = [memory_view(h.memory, h.score) for h in hits]
         if explain:
-            views = [v | {"explain": explanation_view(h.explanation)} for v, h in zip(views, hits, strict=True)]
+            views = [
+                view | {"explain": explanation_view(hit.explanation)}
+                for view, hit in zip(views, hits, strict=True)
+            ]
         return _result({"memories": views})
 
     @server.tool(

@@ -73,7 +73,8 @@ def test_a_playbook_with_three_wins_and_one_loss_scores_its_smoothed_rate(fixed_
 
 
 def test_a_catalog_entry_carries_the_catalog_prior(fixed_service):
-    fixed_service.load_catalog([{"id": "hub-manual", "title": "Hub manual", "text": "Resetting the hub firmware"}])
+    entry = {"id": "hub-manual", "title": "Hub manual", "text": "Resetting the hub firmware"}
+    fixed_service.load_catalog([entry])
     why = _only_hit(fixed_service, "hub firmware", "hub-manual").explanation
     assert why.factors.catalog_prior == pytest.approx(0.85)
     assert why.score == pytest.approx(why.relevance * 0.85)
@@ -119,7 +120,8 @@ async def test_the_recall_tool_adds_the_breakdown_only_when_asked(fixed_service)
     assert explain["multipliers"]["decay"] == pytest.approx(0.5)
     assert explain["multipliers"]["decay_reference"] == (NOW - timedelta(days=2005)).isoformat()
     assert explain["score"] == memory["score"]
-    product = math.prod(explain["multipliers"][k] for k in ("decay", "use_boost", "catalog_prior", "track_record"))
+    factors = ("decay", "use_boost", "catalog_prior", "track_record")
+    product = math.prod(explain["multipliers"][name] for name in factors)
     assert explain["score"] == pytest.approx(explain["relevance"] * product, abs=1e-6)
     assert explain["rrf_score"] == pytest.approx(
         sum(1 / (30 + r) for r in (explain["bm25_rank"], explain["dense_rank"]) if r is not None), abs=1e-6
