@@ -13,6 +13,7 @@ import click
 from .. import __version__
 from ..errors import AtlasError
 from .catalog import catalog
+from .reindex import reindex
 from .serve import serve
 
 
@@ -35,6 +36,7 @@ def cli(ctx: click.Context) -> None:
 
 cli.add_command(serve)
 cli.add_command(catalog)
+cli.add_command(reindex)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -69,3 +69,20 @@ def test_embeddings_are_normalised_and_semantic():
 )
 def test_fts_query_quotes_every_word(text, expected):
     assert fts_query(text) == expected
+
+
+def test_reindex_moves_a_store_to_the_configured_model(tmp_path: Path):
+    from atlas_mcp.engines.embedded.reindex import reindex
+
+    path = tmp_path / "atlas.db"
+    old = MemoryService(EmbeddedEngine(path, OtherModel()))
+    written = old.write("sarah", "Sarah's heat pump is a Daikin Altherma")
+    old.close()
+    seen = []
+    assert reindex(path, default_embedder(), lambda done, total: seen.append((done, total))) == 1
+    assert seen == [(1, 1)]
+    service = MemoryService(EmbeddedEngine(path, default_embedder()))
+    assert service.recall("sarah", "which heat pump")[0].memory.id == written.id
+    service.close()
+    with pytest.raises(ConfigurationError, match="reindex"):
+        EmbeddedEngine(path, OtherModel())
