@@ -266,12 +266,20 @@ class MemoryService:
         include_superseded: bool = True,
         limit: int = 100,
         offset: int = 0,
+        since: datetime | None = None,
+        oldest_first: bool = False,
     ) -> list[Memory]:
         kinds = None
         if memory_types is not None:
             kinds = frozenset(inputs.memory_type(t, MemoryType) for t in memory_types)
         return self.engine.list(
-            user_id, memory_types=kinds, include_superseded=include_superseded, limit=limit, offset=offset
+            user_id,
+            memory_types=kinds,
+            include_superseded=include_superseded,
+            limit=limit,
+            offset=offset,
+            since=since,
+            oldest_first=oldest_first,
         )
 
     def close(self) -> None:

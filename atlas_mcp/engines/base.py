@@ -79,7 +79,19 @@ class Engine(Protocol):
         include_superseded: bool = True,
         limit: int = 100,
         offset: int = 0,
+        since: datetime | None = None,
+        oldest_first: bool = False,
     ) -> list[Memory]:
-        """A user's memories newest first (``user_id=None``: the catalog)."""
+        """A user's memories newest first (``user_id=None``: the catalog).
+
+        ``since``: only memories *created* strictly after it. ``oldest_first``: order by
+        ``created_at`` ascending instead (consolidation reads episodes past its watermark).
+        """
+
+    def get_state(self, user_id: str, key: str) -> str | None:
+        """A small per-user bookkeeping value (e.g. the consolidation watermark), or None."""
+
+    def set_state(self, user_id: str, key: str, value: str | None) -> None:
+        """Store (or, with None, delete) a per-user bookkeeping value; durable once it returns."""
 
     def close(self) -> None: ...

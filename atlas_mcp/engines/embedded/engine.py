@@ -185,20 +185,48 @@ class EmbeddedEngine:
         include_superseded: bool = True,
         limit: int = 100,
         offset: int = 0,
+        since: datetime | None = None,
+        oldest_first: bool = False,
     ) -> list[Memory]:
         clauses, params = ["user_id IS ?"], [user_id]
+        if since is not None:
+            clauses.append("created_at > ?")  # same ISO-8601 UTC form rows.to_row writes
+            params.append(iso(since))
         if memory_types:
             clauses.append(f"memory_type IN ({','.join('?' * len(memory_types))})")
             params.extend(sorted(t.value for t in memory_types))
         if not include_superseded:
             clauses.append("superseded_by IS NULL")
+        order = (
+            "created_at ASC, rowid ASC"
+            if oldest_first
+            else "COALESCE(occurred_at, created_at) DESC, rowid DESC"
+        )
         sql = (
             f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {' AND '.join(clauses)} "
-            "ORDER BY COALESCE(occurred_at, created_at) DESC, rowid DESC LIMIT ? OFFSET ?"
+            f"ORDER BY {order} LIMIT ? OFFSET ?"
         )
         with self._lock:
             found = self._conn.execute(sql, (*params, limit, offset)).fetchall()
         return [rows.from_row(r) for r in found]
+
+    def get_state(self, user_id: str, key: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT value FROM user_state WHERE user_id = ? AND key = ?", (user_id, key)
+            ).fetchone()
+        return row[0] if row else None
+
+    def set_state(self, user_id: str, key: str, value: str | None) -> None:
+        with self._transaction() as conn:
+            if value is None:
+                conn.execute("DELETE FROM user_state WHERE user_id = ? AND key = ?", (user_id, key))
+            else:
+                conn.execute(
+                    "INSERT INTO user_state(user_id, key, value) VALUES (?, ?, ?) "
+                    "ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value",
+                    (user_id, key, value),
+                )
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
         query_vector = embed_one(self.embedder, plan.query)

@@ -74,7 +74,15 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
     _run_script(conn, _M001)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_initial,)
+def _m002_user_state(conn: sqlite3.Connection) -> None:
+    # Per-user bookkeeping (the consolidation watermark and its in-flight batch).
+    conn.execute(
+        "CREATE TABLE user_state (user_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
+        "PRIMARY KEY (user_id, key))"
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_initial, _m002_user_state)
 
 
 def migrate(conn: sqlite3.Connection) -> None:
