@@ -23,7 +23,7 @@ from .domain.model import (
 )
 from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers
 from .domain.supersession import check_targets, penalised_confidence
-from .engines.base import Candidate, Engine, RecallPlan
+from .engines.base import Candidate, Engine, RecallPlan, StoreStats
 from .errors import InvalidInput, NotFound
 from .inference.reranker import FusedScoreReranker, Reranker
 
@@ -281,6 +281,10 @@ class MemoryService:
             since=since,
             oldest_first=oldest_first,
         )
+
+    def stats(self) -> StoreStats:
+        """Counts per owner and type, and store size: an operator's view across all users."""
+        return self.engine.stats()
 
     def close(self) -> None:
         self.engine.close()

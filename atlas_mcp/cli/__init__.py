@@ -13,8 +13,11 @@ import click
 from .. import __version__
 from ..errors import AtlasError
 from .catalog import catalog
+from .memories import memories
+from .recall import recall
 from .reindex import reindex
 from .serve import serve
+from .stats import stats
 
 
 class AtlasGroup(click.Group):
@@ -36,6 +39,9 @@ def cli(ctx: click.Context) -> None:
 
 cli.add_command(serve)
 cli.add_command(catalog)
+cli.add_command(recall)
+cli.add_command(memories)
+cli.add_command(stats)
 cli.add_command(reindex)
 
 

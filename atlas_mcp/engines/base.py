@@ -49,6 +49,25 @@ class Candidate:
     extras: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class TypeCount:
+    """How many memories one owner holds of one type (``user_id`` None: the catalog)."""
+
+    user_id: str | None
+    memory_type: MemoryType
+    count: int
+    superseded: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """What an operator sees with ``atlas-mcp stats``: counts per owner and type, and size."""
+
+    counts: tuple[TypeCount, ...]
+    size_bytes: int | None  # None when the engine cannot tell
+    location: str  # a file path or a cluster address, never credentials
+
+
 @runtime_checkable
 class Engine(Protocol):
     info: EngineInfo
@@ -93,5 +112,8 @@ class Engine(Protocol):
 
     def set_state(self, user_id: str, key: str, value: str | None) -> None:
         """Store (or, with None, delete) a per-user bookkeeping value; durable once it returns."""
+
+    def stats(self) -> StoreStats:
+        """Memory counts per owner and type (superseded ones included) and the store's size."""
 
     def close(self) -> None: ...

@@ -22,8 +22,9 @@ from ...domain.fusion import reciprocal_rank_fusion
 from ...domain.model import Memory, MemoryType, iso
 from ...errors import BackendUnavailable, Conflict, ConfigurationError
 from ...inference.embedder import Embedder, embed_one
-from ..base import Candidate, EngineInfo, RecallPlan
+from ..base import Candidate, EngineInfo, RecallPlan, StoreStats
 from . import rows, schema
+from .stats import store_stats
 from .vectors import CATALOG_OWNER, OwnerVectors, VectorCache, bump_version, owner_key, top_dense
 
 BUSY_TIMEOUT_S = 30.0
@@ -288,6 +289,10 @@ class EmbeddedEngine:
 
     def _load(self, ids: list[str], user_id: str) -> list[Memory]:
         return self.get(user_id, ids, include_catalog=True)
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            return store_stats(self._conn, self.path)
 
     def close(self) -> None:
         with self._lock:

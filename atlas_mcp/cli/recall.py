@@ -1,0 +1,64 @@
+"""``atlas-mcp recall``: what the agent would recall for a query, and why (``--explain``)."""
+
+from __future__ import annotations
+
+import click
+
+from ..inspection import explain_recall
+from ..service import Hit
+from ..views import explanation_view, memory_view
+from .options import config_option, service_session, settings_from, user_option
+from .tables import clip, echo_json, json_option, table, type_option, when
+
+
+@click.command()
+@click.argument("query")
+@click.option("--k", "k", type=int, default=10, show_default=True, help="How many memories to return.")
+@type_option
+@click.option("--include-superseded", is_flag=True, help="Also return facts that were replaced.")
+@click.option("--explain", is_flag=True, help="Show each memory's score breakdown.")
+@json_option
+@config_option
+@user_option
+def recall(query, k, memory_types, include_superseded, explain, as_json, config_file, user) -> None:
+    """Recall memories for QUERY as the agent would (use counts are left unchanged)."""
+    settings = settings_from(config_file, user=user)
+    with service_session(settings) as service:
+        hits = explain_recall(
+            service, settings.user, query, k,
+            memory_types=memory_types, include_superseded=include_superseded,
+        )  # fmt: skip
+    if as_json:
+        echo_json({"memories": [_hit_view(h, explain) for h in hits]})
+        return
+    if not hits:
+        click.echo("no memories matched")
+        return
+    click.echo(table(["#", "score", "type", "id", "text"], _result_rows(hits)))
+    if explain:
+        click.echo("\nwhy: score = relevance × decay × use × prior × track")
+        click.echo(table(EXPLAIN_HEADERS, _explain_rows(hits)))
+
+
+EXPLAIN_HEADERS = ["#", "bm25", "dense", "rrf", "relevance", "reranker", "decay", "aged from", "use",
+                   "prior", "track", "score"]  # fmt: skip
+
+
+def _hit_view(hit: Hit, explain: bool) -> dict:
+    view = memory_view(hit.memory, hit.score)
+    return view | {"explain": explanation_view(hit.explanation)} if explain else view
+
+
+def _result_rows(hits: list[Hit]):
+    for rank, hit in enumerate(hits, start=1):
+        yield rank, hit.score, hit.memory.memory_type.value, hit.memory.id, clip(hit.memory.text, 60)
+
+
+def _explain_rows(hits: list[Hit]):
+    for rank, hit in enumerate(hits, start=1):
+        why, factors = hit.explanation, hit.explanation.factors
+        yield (
+            rank, why.bm25_rank, why.dense_rank, why.rrf_score, why.relevance, why.reranker,
+            factors.decay, when(factors.decay_reference), factors.use_boost, factors.catalog_prior,
+            factors.track_record, why.score,
+        )  # fmt: skip
