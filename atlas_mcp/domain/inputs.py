@@ -110,7 +110,8 @@ def steps(value: Any, limits: Limits) -> tuple[Step, ...]:
         tool = raw.get("tool")
         if tool is not None and not isinstance(tool, str):
             raise InvalidInput(f"step {position} tool must be a string")
-        out.append(Step(order=position, instruction=instruction, tool=tool or None))
+        tool = clean_text(tool, f"step {position} tool", 200) if tool and tool.strip() else None
+        out.append(Step(order=position, instruction=instruction, tool=tool))
     return tuple(out)
 
 
@@ -123,7 +124,9 @@ def metadata(value: Any, limits: Limits) -> dict[str, Any]:
         encoded = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput("metadata must be JSON-serialisable") from exc
-    if len(encoded.encode("utf-8", "replace")) > limits.max_metadata_bytes:
+    # Lone surrogates cannot be stored or sent as UTF-8: replace them, as clean_text does.
+    encoded = encoded.encode("utf-8", "replace").decode("utf-8")
+    if len(encoded.encode("utf-8")) > limits.max_metadata_bytes:
         raise InvalidInput(f"metadata is larger than {limits.max_metadata_bytes} bytes of JSON")
     return json.loads(encoded)
 
