@@ -14,6 +14,7 @@ from .. import __version__
 from ..errors import AtlasError
 from .catalog import catalog
 from .memories import memories
+from .portability import export, import_
 from .recall import recall
 from .reindex import reindex
 from .serve import serve
@@ -43,6 +44,8 @@ cli.add_command(recall)
 cli.add_command(memories)
 cli.add_command(stats)
 cli.add_command(reindex)
+cli.add_command(export)
+cli.add_command(import_)
 
 
 def main(argv: list[str] | None = None) -> None:

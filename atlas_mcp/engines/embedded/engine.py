@@ -102,9 +102,15 @@ class EmbeddedEngine:
             if memory.is_catalog:
                 self._upsert_catalog(conn, names, marks, row)
             else:
-                conn.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", row)
+                self._insert(conn, names, marks, row)
                 self._mark_superseded(conn, memory, supersede)
             bump_version(conn, owner_key(memory.user_id))
+
+    def _insert(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> None:
+        try:
+            conn.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", row)
+        except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
+            raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
 
     def _upsert_catalog(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> None:
         updates = ", ".join(f"{k} = excluded.{k}" for k in row if k != "id")

@@ -1,0 +1,155 @@
+"""export → import is lossless: every field, supersession link and provenance survives, in a
+fresh store whose vectors come from its own model (vector spaces are never mixed)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from atlas_mcp.cli import cli
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.portability import FORMAT, iter_memories, owners
+from atlas_mcp.service import MemoryService
+
+from .conftest import database
+
+
+def _open(data_dir: Path) -> MemoryService:
+    return MemoryService(EmbeddedEngine(database(data_dir), default_embedder()))
+
+
+def _everything(data_dir: Path) -> dict[str, object]:
+    service = _open(data_dir)
+    try:
+        return {m.id: m for owner in owners(service.engine) for m in iter_memories(service.engine, owner)}
+    finally:
+        service.close()
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, data_dir: Path, *args: str):
+    monkeypatch.setenv("ATLAS_DATA_DIR", str(data_dir))
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result
+
+
+@pytest.fixture
+def rich_store(tmp_path: Path) -> Path:
+    """Every kind of memory and every field a memory can carry, for two users and the catalog."""
+    data_dir = tmp_path / "source"
+    service = _open(data_dir)
+    try:
+        episode = service.write("sarah", "Sarah flew to Lisbon", "episodic", occurred_at="2025-03-01T09:30:00Z")
+        old = service.write("sarah", "Sarah lives in Leeds", fact_type="identity", confidence=0.9)
+        older = service.write("sarah", "Sarah rents a flat", metadata={"source": "chat", "ünï": ["ç", 1]})
+        service.write(
+            "sarah", "Sarah lives in Lisbon", supersedes_id=[old.id, older.id], contradiction="harsh",
+            source_episodes=[episode.id],
+        )
+        playbook = service.write(
+            "sarah", "Reset the hub", "procedural", name="hub reset",
+            steps=["unplug it", {"instruction": "hold reset 10 s", "tool": "timer"}],
+        )
+        stored = service.get("sarah", playbook.id)
+        service.engine.update("sarah", stored.evolve(success_count=3, failure_count=1))
+        service.write("omar", "Omar prefers tea to coffee")
+        service.load_catalog([{"id": "hub-x1", "title": "Hub X1", "text": "Firmware 2.1", "tags": ["hub"]}])
+        service.recall("sarah", "where does Sarah live")  # usage counts move
+    finally:
+        service.close()
+    return data_dir
+
+
+def test_round_trip_is_lossless(rich_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exported = tmp_path / "all.jsonl"
+    result = _run(monkeypatch, rich_store, "export", str(exported))
+    assert result.exit_code == 0, result.output
+    assert "exporting" in result.stderr and result.stdout == ""
+    lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 7 and all(line["format"] == FORMAT for line in lines)
+    assert {line["embedding_model"] for line in lines} == {default_embedder().model_id}
+
+    target = tmp_path / "target"
+    result = _run(monkeypatch, target, "import", str(exported))
+    assert result.exit_code == 0, result.output
+    assert "imported 7 memories" in result.stderr
+
+    source, copied = _everything(rich_store), _everything(target)
+    assert copied == source  # every field of every memory, dataclass equality
+    superseded = [m for m in copied.values() if m.superseded_by]
+    assert len(superseded) == 2 and all(copied[m.superseded_by].supersedes for m in superseded)
+
+    again = tmp_path / "again.jsonl"
+    assert _run(monkeypatch, target, "export", str(again)).exit_code == 0
+    assert sorted(again.read_text().splitlines()) == sorted(exported.read_text().splitlines())
+
+
+def test_recall_after_import_matches_the_source(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
+    exported, target = tmp_path / "all.jsonl", tmp_path / "target"
+    _run(monkeypatch, rich_store, "export", str(exported))
+    _run(monkeypatch, target, "import", str(exported))
+    ranked = []
+    for data_dir in (rich_store, target):
+        service = _open(data_dir)
+        try:
+            hits = service.recall("sarah", "how do I reset the hub", touch=False)
+            ranked.append([h.memory.id for h in hits])
+        finally:
+            service.close()
+    assert ranked[0] == ranked[1] and ranked[0]
+
+
+def test_import_twice_skips_what_is_there(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
+    exported, target = tmp_path / "all.jsonl", tmp_path / "target"
+    _run(monkeypatch, rich_store, "export", str(exported))
+    _run(monkeypatch, target, "import", str(exported))
+    result = _run(monkeypatch, target, "import", str(exported))
+    assert result.exit_code == 0 and "imported 1 memories" in result.stderr  # the catalog upsert
+    assert "6 already present" in result.stderr
+    assert len(_everything(target)) == 7
+
+
+def test_export_one_user(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
+    exported = tmp_path / "omar.jsonl"
+    assert _run(monkeypatch, rich_store, "export", "--user", "omar", str(exported)).exit_code == 0
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [line["user_id"] for line in lines] == ["omar"]
+
+
+def test_a_bad_line_imports_nothing(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
+    exported, target = tmp_path / "all.jsonl", tmp_path / "target"
+    _run(monkeypatch, rich_store, "export", str(exported))
+    lines = exported.read_text().splitlines()
+    broken = json.loads(lines[3]) | {"user_id": None}  # a user memory without an owner
+    exported.write_text("\n".join([*lines[:3], json.dumps(broken), *lines[4:]]) + "\n")
+    result = _run(monkeypatch, target, "import", str(exported))
+    assert result.exit_code != 0 and ":4: user_id" in result.output and "nothing imported" in result.output
+    assert not database(target).exists() or _everything(target) == {}
+
+
+def test_another_model_is_re_embedded_never_mixed(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
+    exported, target = tmp_path / "all.jsonl", tmp_path / "target"
+    _run(monkeypatch, rich_store, "export", str(exported))
+    lines = [json.loads(line) | {"embedding_model": "jina-v5-1024"} for line in exported.read_text().splitlines()]
+    exported.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = _run(monkeypatch, target, "import", str(exported))
+    assert result.exit_code == 0 and "re-embedded with" in result.stderr
+    conn = sqlite3.connect(database(target))
+    try:
+        models = {r[0] for r in conn.execute("SELECT DISTINCT embedding_model FROM memories")}
+    finally:
+        conn.close()
+    assert models == {default_embedder().model_id}
+
+
+def test_an_id_taken_by_another_user_is_a_conflict(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
+    exported = tmp_path / "all.jsonl"
+    _run(monkeypatch, rich_store, "export", "--user", "omar", str(exported))
+    line = json.loads(exported.read_text()) | {"user_id": "sarah"}
+    exported.write_text(json.dumps(line) + "\n")
+    result = _run(monkeypatch, rich_store, "import", str(exported))
+    assert result.exit_code != 0 and "already taken" in result.output
