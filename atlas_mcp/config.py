@@ -57,6 +57,60 @@ class RerankSettings(BaseModel):
     candidates: int = Field(40, ge=1, description="how many fused candidates the cross-encoder sees")
 
 
+class ConsolidationSettings(BaseModel):
+    """``[consolidation]``: which LLM turns episodes into facts and playbooks, and when.
+
+    No ``provider`` means consolidation is off; everything else works without it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["sampling", "openai", "elasticsearch"] | None = Field(
+        None, description="sampling: the connected MCP client's model; openai: any /chat/completions; "
+        "elasticsearch: an inference chat_completion endpoint"
+    )
+    base_url: str | None = Field(
+        None, description="openai: e.g. https://api.openai.com/v1; elasticsearch: the cluster URL"
+    )
+    model: str | None = Field(None, description="openai: the model name")
+    api_key_env: str | None = Field(
+        None, description="name of the environment variable holding the key (never the key itself)"
+    )
+    inference_id: str | None = Field(None, description="elasticsearch: the chat_completion endpoint id")
+    json_mode: bool = Field(True, description="openai: ask for response_format json_object")
+    timeout_s: float = Field(120.0, gt=0, description="one LLM call")
+    max_tokens: int = Field(4_000, ge=256, description="longest LLM answer")
+    batch_episodes: int = Field(50, ge=1, le=500, description="most new episodes one LLM call sees")
+    context_facts: int = Field(50, ge=0, description="most existing facts shown (found by hybrid recall)")
+    context_playbooks: int = Field(20, ge=0, description="most playbooks shown, with their counts")
+    min_fact_confidence: float = Field(0.6, ge=0, le=1, description="facts below are dropped")
+    min_procedure_confidence: float = Field(0.8, ge=0, le=1, description="new playbooks below are dropped")
+    duplicate_similarity: float | None = Field(
+        None, gt=0, le=1, description="cosine at or above which a new fact repeats an old one; "
+        "unset = the value calibrated for the embedding model"
+    )
+    every_hours: float = Field(24.0, gt=0, description="schedule: consolidate a user with new episodes this often")
+    after_episodes: int = Field(20, ge=1, description="schedule: or as soon as this many new episodes exist")
+    poll_seconds: float = Field(60.0, gt=0, description="schedule: how often the HTTP server checks")
+
+    def api_key(self) -> str | None:
+        """The provider's key, read from the variable ``api_key_env`` names (None: no key needed)."""
+        if not self.api_key_env:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ConfigurationError(f"[consolidation] api_key_env names {self.api_key_env!r}, but it is not set")
+        return key
+
+    @model_validator(mode="after")
+    def _provider_needs(self) -> ConsolidationSettings:
+        needed = {"openai": ("base_url", "model"), "elasticsearch": ("base_url", "inference_id")}
+        missing = [k for k in needed.get(self.provider or "", ()) if not getattr(self, k)]
+        if missing:
+            raise ValueError(f"[consolidation] provider = {self.provider!r} needs {', '.join(missing)}")
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="ATLAS_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -80,6 +134,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     limits: Limits = Field(default_factory=Limits)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
 
     @model_validator(mode="after")
     def _http_needs_auth(self) -> Settings:

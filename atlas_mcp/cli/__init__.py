@@ -13,6 +13,7 @@ import click
 from .. import __version__
 from ..errors import AtlasError
 from .catalog import catalog
+from .consolidate import consolidate
 from .memories import memories
 from .portability import export, import_
 from .recall import recall
@@ -40,6 +41,7 @@ def cli(ctx: click.Context) -> None:
 
 cli.add_command(serve)
 cli.add_command(catalog)
+cli.add_command(consolidate)
 cli.add_command(recall)
 cli.add_command(memories)
 cli.add_command(stats)

@@ -49,10 +49,17 @@ async def _serve_stdio(service, settings: Settings) -> None:
 async def _serve_http(service, settings: Settings) -> None:
     import uvicorn
 
+    from ..consolidation import server_scheduler
     from ..mcp.http import build_http_app, describe
     from ..mcp.server import build_server
 
-    app = build_http_app(build_server(service, settings.user), settings)
+    server = build_server(service, settings.user)
+    scheduler = server_scheduler(server, service, settings)  # None when consolidation is off
+    app = build_http_app(server, settings)
     log.info("serving", transport="http", **describe(settings))
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    async with anyio.create_task_group() as background:
+        if scheduler is not None:
+            background.start_soon(scheduler.run)
+        await uvicorn.Server(config).serve()
+        background.cancel_scope.cancel()

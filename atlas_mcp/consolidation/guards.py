@@ -1,0 +1,90 @@
+"""Guards between the model's answer and the store: provenance and duplicates.
+
+Duplicate check: the service's hybrid recall finds the user's nearest facts; a candidate is
+a duplicate of a neighbour when their embedding cosine reaches a threshold calibrated for the
+embedding model *and* nothing distinctive differs. The second condition exists because cosine
+alone cannot tell a restatement from a contradiction: with MiniLM, "User prefers tea over
+coffee" and "User prefers coffee over tea" score 0.996, "firmware 4.2.1" vs "5.0.2" 0.947.
+So a neighbour is never a duplicate when the numbers/versions or names differ, or when the
+words the two share appear in another order.
+
+Calibration (``python -m atlas_mcp.consolidation.calibrate PAIRS.jsonl``): 30 paraphrase
+pairs and 30 contradicting or related-but-distinct pairs (``tests/consolidation/data/
+duplicate_pairs.jsonl``); the threshold is the lowest at which no distinct pair is taken
+for a duplicate. For all-MiniLM-L6-v2 (int8) that is 0.91.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Lowest cosine at which, with the veto below, no distinct pair of the calibration set
+# counted as a duplicate. Keyed by EngineInfo.embedding_model.
+CALIBRATED_DUPLICATE_SIMILARITY: dict[str, float] = {
+    "all-MiniLM-L6-v2-onnx-int8": 0.91,
+}
+# Without a calibration for the model, only near-verbatim restatements count.
+UNCALIBRATED_DUPLICATE_SIMILARITY = 0.97
+
+_WORD = re.compile(r"\d+(?:[.,:/-]\d+)*[a-z]*|[^\W\d_]+(?:['’][^\W\d_]+)?", re.UNICODE)
+_STOPWORDS = frozenset(
+    "a an the is are was were be been being am i i'm user user's users their theirs they them "
+    "he she his her its it this that these those of to in on at for with by from as and or "
+    "but do does did have has had s my me we our your you who which".split()
+)
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def duplicate_similarity(embedding_model: str | None, configured: float | None) -> float:
+    if configured is not None:
+        return configured
+    return CALIBRATED_DUPLICATE_SIMILARITY.get(embedding_model or "", UNCALIBRATED_DUPLICATE_SIMILARITY)
+
+
+def is_duplicate(new_text: str, old_text: str, cosine: float | None, threshold: float) -> bool:
+    """A repeat of ``old_text``: close enough in meaning, and nothing distinctive differs."""
+    if cosine is None or cosine < threshold:
+        return False
+    return distinctive_tokens(new_text) == distinctive_tokens(old_text) and _same_order(new_text, old_text)
+
+
+def distinctive_tokens(text: str) -> frozenset[str]:
+    """Numbers, versions, amounts and mid-sentence capitalised names: what a fact pins down."""
+    out = set()
+    for match in _WORD.finditer(text):
+        word = match.group()
+        if any(c.isdigit() for c in word):
+            out.add(word.lower())
+        elif word[0].isupper() and not _sentence_start(text, match.start()):
+            name = word.lower().removesuffix("'s").removesuffix("’s")
+            if name not in _STOPWORDS:
+                out.add(name)
+    return frozenset(out)
+
+
+def _sentence_start(text: str, position: int) -> bool:
+    before = text[:position].rstrip()
+    return not before or before[-1] in ".!?:;"
+
+
+def content_words(text: str) -> list[str]:
+    return [_stem(w) for w in (m.group().lower() for m in _WORD.finditer(text)) if w not in _STOPWORDS]
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _same_order(a: str, b: str) -> bool:
+    """The words both texts share appear in the same relative order ("tea over coffee")."""
+    words_a, words_b = content_words(a), content_words(b)
+    shared = set(words_a) & set(words_b)
+    return _ordered(words_a, shared) == _ordered(words_b, shared)
+
+
+def _ordered(words: Iterable[str], keep: set[str]) -> list[str]:
+    return list(dict.fromkeys(w for w in words if w in keep))
