@@ -32,6 +32,9 @@ class UserConfig(BaseModel):
 
     token: str | None = Field(None, repr=False)
     token_sha256: str | None = None
+    es_api_key: str | None = Field(
+        None, repr=False, description="this user's DLS-scoped Elasticsearch API key (encoded); else the secrets file"
+    )
 
     def token_digest(self) -> str | None:
         if self.token_sha256:
@@ -111,6 +114,37 @@ class ConsolidationSettings(BaseModel):
         return self
 
 
+class ElasticsearchSettings(BaseModel):
+    """The ``[elasticsearch]`` table, used when ``backend = "elasticsearch"``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(None, description="e.g. https://localhost:9200; or set cloud_id")
+    cloud_id: str | None = None
+    # The server's own writer credential. Minting per-user keys needs a *user* credential
+    # (username/password): an API key cannot create keys that carry privileges.
+    api_key: str | None = Field(None, repr=False, description="writer API key (encoded id:key)")
+    username: str | None = None
+    password: str | None = Field(None, repr=False)
+    ca_certs: Path | None = None
+    verify_certs: bool = True
+    request_timeout: float = Field(30.0, gt=0, description="seconds per request")
+    max_retries: int = Field(3, ge=0, description="retries of transient failures, with backoff")
+    retry_backoff: float = Field(0.5, ge=0, description="first backoff in seconds, doubled per retry")
+    max_retry_wait: float = Field(10.0, ge=0, description="cap on one wait, Retry-After included")
+    embedding_inference_id: str = Field(".jina-embeddings-v5-text-small", min_length=1)
+    rerank_inference_id: str | None = Field(
+        ".jina-reranker-v2-base-multilingual", description="empty = no server-side rerank"
+    )
+    rerank_score_scale: Literal["probability", "logit"] = Field(
+        "probability", description="logit: the endpoint returns raw logits, squashed by a sigmoid"
+    )
+    index_prefix: str = Field("atlas", pattern=r"^[a-z0-9][a-z0-9_\-]{0,40}$")
+    secrets_file: Path | None = Field(None, description="per-user keys (mode 0600); default data_dir/es-keys.json")
+    refresh: Literal["true", "wait_for"] = Field("true", description="how writes become visible to recall")
+    key_expiration: str | None = Field(None, description="lifetime of minted user keys, e.g. 90d; none = no expiry")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="ATLAS_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -133,6 +167,7 @@ class Settings(BaseSettings):
     scoring: ScoringPolicy = Field(default_factory=ScoringPolicy)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
+    elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
     limits: Limits = Field(default_factory=Limits)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
 

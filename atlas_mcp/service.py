@@ -179,31 +179,30 @@ class MemoryService:
         include_superseded: bool = False,
         touch: bool = True,
     ) -> list[Hit]:
-        plan = RecallPlan(
-            user_id=user_id,
-            query=inputs.clean_text(query, "query", self.limits.max_query_chars),
-            memory_types=self._recall_types(memory_types, include_catalog),
-            include_superseded=bool(include_superseded),
-            window=max(self.policy.rrf_window, inputs.top_k(k, self.limits)),
-            rank_constant=self.policy.rrf_rank_constant,
+        plan = self.recall_plan(
+            user_id, query, k, memory_types=memory_types, include_catalog=include_catalog,
+            include_superseded=include_superseded,
         )
         hits = self.rank(plan.query, self.engine.candidates(plan))[:k]
         if touch:
             hits = self._touch(user_id, hits)
         return hits
 
-    def _recall_types(self, memory_types: Iterable[str] | None, include_catalog: bool):
-        if memory_types is None:
-            kinds = set(USER_MEMORY_TYPES)
-        else:
-            if isinstance(memory_types, str):
-                memory_types = [memory_types]
-            kinds = {inputs.memory_type(t, MemoryType) for t in memory_types}
-            if not kinds:
-                raise InvalidInput("memory_types must name at least one type, or be omitted for all")
-        if include_catalog:
-            kinds.add(MemoryType.CATALOG)
-        return frozenset(kinds)
+    def recall_plan(
+        self,
+        user_id: str,
+        query: str,
+        k: int = 10,
+        *,
+        memory_types: Iterable[str] | None = None,
+        include_catalog: bool = True,
+        include_superseded: bool = False,
+    ) -> RecallPlan:
+        """What ``recall`` asks of the engine (validated)."""
+        return plan_recall(
+            self.policy, self.limits, user_id, query, k, memory_types=memory_types,
+            include_catalog=include_catalog, include_superseded=include_superseded,
+        )
 
     def rank(self, query: str, candidates: Sequence[Candidate]) -> list[Hit]:
         """Rerank (unless the engine already did) and apply the final-score multipliers."""
@@ -288,6 +287,42 @@ class MemoryService:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def plan_recall(
+    policy: ScoringPolicy,
+    limits: Limits,
+    user_id: str,
+    query: str,
+    k: int = 10,
+    *,
+    memory_types: Iterable[str] | None = None,
+    include_catalog: bool = True,
+    include_superseded: bool = False,
+) -> RecallPlan:
+    """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request)."""
+    return RecallPlan(
+        user_id=user_id,
+        query=inputs.clean_text(query, "query", limits.max_query_chars),
+        memory_types=_recall_types(memory_types, include_catalog),
+        include_superseded=bool(include_superseded),
+        window=max(policy.rrf_window, inputs.top_k(k, limits)),
+        rank_constant=policy.rrf_rank_constant,
+    )
+
+
+def _recall_types(memory_types: Iterable[str] | None, include_catalog: bool) -> frozenset[MemoryType]:
+    if memory_types is None:
+        kinds = set(USER_MEMORY_TYPES)
+    else:
+        if isinstance(memory_types, str):
+            memory_types = [memory_types]
+        kinds = {inputs.memory_type(t, MemoryType) for t in memory_types}
+        if not kinds:
+            raise InvalidInput("memory_types must name at least one type, or be omitted for all")
+    if include_catalog:
+        kinds.add(MemoryType.CATALOG)
+    return frozenset(kinds)
 
 
 def _contradiction(value: Any) -> Contradiction:

@@ -13,6 +13,7 @@ import click
 from .. import __version__
 from ..errors import AtlasError
 from .catalog import catalog
+from .es import COMMANDS as ES_COMMANDS
 from .consolidate import consolidate
 from .memories import memories
 from .portability import export, import_
@@ -41,6 +42,8 @@ def cli(ctx: click.Context) -> None:
 
 cli.add_command(serve)
 cli.add_command(catalog)
+for _command in ES_COMMANDS:
+    cli.add_command(_command)
 cli.add_command(consolidate)
 cli.add_command(recall)
 cli.add_command(memories)

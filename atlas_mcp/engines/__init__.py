@@ -19,6 +19,10 @@ def open_engine(settings: Settings) -> Engine:
 
         embedder = open_embedder(settings.embedding.model, settings.embedding.threads)
         return EmbeddedEngine(settings.database_path, embedder)
+    if settings.backend == "elasticsearch":
+        from .elasticsearch.engine import open_elasticsearch_engine
+
+        return open_elasticsearch_engine(settings)
     from ..errors import ConfigurationError
 
     raise ConfigurationError(f"backend {settings.backend!r} is not available in this build")

@@ -1,0 +1,143 @@
+"""Elasticsearch administration: ``bootstrap``, ``users add|revoke``, ``doctor``, ``es-query``.
+
+``--dry-run`` and ``es-query`` print the exact requests as JSON and never contact the cluster,
+so a reviewer (or a user debugging relevance) sees what would be sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ..config import Settings
+from ..domain.model import utcnow
+from ..engines.elasticsearch.layout import IndexLayout
+from .options import config_option, settings_from
+
+
+def _layout(settings: Settings) -> IndexLayout:
+    return IndexLayout(settings.elasticsearch.index_prefix)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _cluster(settings: Settings, *, admin: bool = False):
+    from ..engines.elasticsearch.transport import Cluster, connect
+
+    return Cluster(connect(settings.elasticsearch, admin=admin), settings.elasticsearch)
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Print every index body instead of sending it.")
+@config_option
+def bootstrap(dry_run: bool, config_file: str | None) -> None:
+    """Create the atlas indices (versioned, behind aliases) in Elasticsearch."""
+    from ..engines.elasticsearch import admin
+
+    settings = settings_from(config_file)
+    inference_id = settings.elasticsearch.embedding_inference_id
+    if dry_run:
+        _echo_json([r.to_dict() for r in admin.bootstrap_plan(_layout(settings), inference_id)])
+        return
+    cluster = _cluster(settings)
+    try:
+        for line in admin.bootstrap(cluster, _layout(settings), inference_id):
+            click.echo(line)
+    finally:
+        cluster.close()
+
+
+@click.group()
+def users() -> None:
+    """Mint and revoke per-user, document-level-security API keys."""
+
+
+@users.command("add")
+@click.argument("user_id")
+@click.option("--dry-run", is_flag=True, help="Print the API-key request instead of sending it.")
+@config_option
+def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
+    """Mint USER_ID's read key (their memories + the catalog only) and store it (mode 0600)."""
+    from ..engines.elasticsearch import admin
+    from ..engines.elasticsearch.engine import key_store
+
+    settings = settings_from(config_file)
+    if dry_run:
+        _echo_json(admin.user_key_plan(_layout(settings), user_id, settings.elasticsearch.key_expiration).to_dict())
+        return
+    cluster = _cluster(settings, admin=True)
+    keys = key_store(settings)
+    try:
+        stored = admin.add_user(cluster, keys, _layout(settings), user_id, settings.elasticsearch.key_expiration)
+    finally:
+        cluster.close()
+    click.echo(f"minted key {stored.id} for {user_id}; stored in {keys.path} (mode 0600)")
+
+
+@users.command("revoke")
+@click.argument("user_id")
+@config_option
+def users_revoke(user_id: str, config_file: str | None) -> None:
+    """Invalidate every key minted for USER_ID and remove the stored one."""
+    from ..engines.elasticsearch import admin
+    from ..engines.elasticsearch.engine import key_store
+
+    settings = settings_from(config_file)
+    cluster = _cluster(settings, admin=True)
+    try:
+        count = admin.revoke_user(cluster, key_store(settings), user_id)
+    finally:
+        cluster.close()
+    click.echo(f"invalidated {count} key(s) of {user_id}")
+
+
+@click.command()
+@config_option
+def doctor(config_file: str | None) -> None:
+    """Check the cluster: version, licence, inference endpoints, mappings, privileges."""
+    from ..engines.elasticsearch import doctor as checks
+    from ..engines.elasticsearch.engine import key_store
+    from ..engines.elasticsearch.requests import Inference
+
+    settings = settings_from(config_file)
+    cluster = _cluster(settings)
+    try:
+        results = checks.run_checks(
+            cluster, _layout(settings), Inference.from_config(settings.elasticsearch), key_store(settings)
+        )
+    finally:
+        cluster.close()
+    click.echo(checks.render(results))
+    if any(c.status == checks.FAIL for c in results):
+        raise SystemExit(1)
+
+
+@click.command("es-query")
+@click.argument("text")
+@click.option("--user", "user", required=True, help="Whose recall to show.")
+@click.option("--k", "k", type=int, default=10, show_default=True, help="How many memories recall returns.")
+@click.option("--type", "memory_types", multiple=True, help="Restrict to a memory type (repeatable).")
+@click.option("--no-catalog", is_flag=True, help="Leave the shared catalog out.")
+@click.option("--include-superseded", is_flag=True, help="Show superseded memories too.")
+@config_option
+def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:
+    """Print the exact search request recall would send for TEXT (the cluster is not contacted)."""
+    from ..engines.elasticsearch.requests import Inference, recall_request
+    from ..service import plan_recall
+
+    settings = settings_from(config_file)
+    plan = plan_recall(
+        settings.scoring, settings.limits, user, text, k, memory_types=memory_types or None,
+        include_catalog=not no_catalog, include_superseded=include_superseded,
+    )
+    request = recall_request(
+        plan, _layout(settings), settings.scoring, Inference.from_config(settings.elasticsearch), utcnow()
+    )
+    _echo_json({"method": "POST", "path": request.path, "body": request.body})
+
+
+COMMANDS = (bootstrap, users, doctor, es_query)

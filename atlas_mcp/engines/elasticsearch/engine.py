@@ -1,0 +1,359 @@
+"""ElasticsearchEngine: the ``Engine`` protocol over a cluster, with cluster-enforced isolation.
+
+Reads run with the caller's DLS API key, so the cluster itself hides other users' memories;
+the code-level ``user_id`` filter in every body is defence in depth. Writes, supersession and
+usage statistics go through the server's writer credential, which stamps ``user_id`` from the
+caller's identity; before it changes an existing memory, the engine proves ownership by
+reading that memory with the caller's key (and pins the version it read, so a concurrent
+change fails instead of being overwritten).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ...config import ElasticsearchSettings, Settings
+from ...domain.model import Memory, MemoryType, iso, utcnow
+from ...domain.scoring import ScoringPolicy
+from ...errors import AtlasError, BackendUnavailable, Conflict, NotFound
+from ...log import get_logger
+from ..base import Candidate, EngineInfo, RecallPlan, StoreStats, TypeCount
+from . import documents as docs
+from . import requests as rq
+from .keys import KeyStore
+from .layout import ALL_TYPES, IndexLayout
+from .transport import Cluster
+
+log = get_logger(__name__)
+STATS_ATTEMPTS = 3  # rounds of read-then-conditional-update when recalls race on use_count
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A memory as read, with where it lives and the version it was read at."""
+
+    memory: Memory
+    index: str
+    version: tuple[int, int] | None
+
+
+class ElasticsearchEngine:
+    def __init__(
+        self,
+        cluster: Cluster,
+        keys: KeyStore,
+        policy: ScoringPolicy | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        config = cluster.config
+        self.cluster = cluster
+        self.keys = keys
+        self.policy = policy or ScoringPolicy()
+        self.layout = IndexLayout(config.index_prefix)
+        self.inference = rq.Inference.from_config(config)
+        self._config: ElasticsearchSettings = config
+        self._clock = clock
+        self.info = EngineInfo(
+            name="elasticsearch",
+            reranks_server_side=self.inference.rerank_id is not None,
+            embedding_model=config.embedding_inference_id,
+        )
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _search_as(self, user_id: str | None, what: str, request: rq.SearchRequest) -> list[dict[str, Any]]:
+        """Search with ``user_id``'s DLS key (``None``: the writer, for the shared catalog only)."""
+        client = None if user_id is None else self.cluster.as_user(self.keys.key_for(user_id))
+        response = self.cluster.call(
+            what, lambda es: es.search(index=list(request.indices), body=request.body), client=client
+        )
+        return list(response["hits"]["hits"])
+
+    def _bulk(self, what: str, operations: list[dict[str, Any]], *, refresh: bool = True) -> list[dict[str, Any]]:
+        """Run a bulk request as the writer; one result per action, in order (never a user key)."""
+        flag = self._config.refresh if refresh else "false"
+        response = self.cluster.call(
+            what, lambda es: es.bulk(operations=operations, refresh=flag), idempotent=False
+        )
+        return [next(iter(item.values())) for item in response["items"]]
+
+    def _stored(self, user_id: str | None, ids: Sequence[str], kinds: Sequence[MemoryType], what: str) -> list[Stored]:
+        if not ids:
+            return []
+        request = rq.by_ids_request(self.layout, user_id, ids, kinds, versions=True)
+        hits = self._search_as(user_id, what, request)
+        found = [self._from_hit(h, user_id) for h in hits]
+        by_id = {s.memory.id: s for s in found if s is not None}
+        return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+
+    def _from_hit(self, hit: dict[str, Any], user_id: str | None) -> Stored | None:
+        memory = docs.from_source(hit["_id"], hit["_source"])
+        if memory.user_id not in (user_id, None):  # the DLS key should make this impossible
+            log.error("elasticsearch_isolation_breach", index=hit.get("_index"), id=hit["_id"])
+            return None
+        version = (hit["_seq_no"], hit["_primary_term"]) if "_seq_no" in hit else None
+        return Stored(memory, hit["_index"], version)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
+        if memory.is_catalog:
+            self._write_catalog(memory)
+            return
+        targets = self._supersede_targets(memory, supersede)
+        ops = rq.bulk_create(self.layout.alias(memory.memory_type), memory.id, docs.to_source(memory))
+        for target in targets:
+            ops += rq.bulk_update(target.index, target.memory.id, docs.superseded_doc(memory.id, memory.created_at),
+                                  target.version)
+        results = self._bulk(f"write for user {memory.user_id}", ops)
+        failed = [r for r in results if not _ok(r)]
+        if failed:
+            self._roll_back(memory, results)
+            raise _write_failure(memory, failed)
+
+    def _supersede_targets(self, memory: Memory, ids: Sequence[str]) -> list[Stored]:
+        """Prove with the caller's key that every target is theirs, live and of the same type."""
+        if not ids:
+            return []
+        found = self._stored(memory.user_id, ids, [memory.memory_type], f"supersede check for user {memory.user_id}")
+        by_id = {s.memory.id: s for s in found if s.memory.user_id == memory.user_id}
+        for wanted in ids:
+            target = by_id.get(wanted)
+            if target is None:
+                raise NotFound(f"memory {wanted!r} not found; recall it first to get a valid id")
+            if target.memory.is_superseded:
+                raise Conflict(f"memory {wanted!r} is no longer a live {memory.memory_type} memory")
+        return [by_id[i] for i in ids]
+
+    def _roll_back(self, memory: Memory, results: list[dict[str, Any]]) -> None:
+        """Undo the parts of a failed supersession write that did apply, so none of it stays."""
+        undo: list[dict[str, Any]] = []
+        created, *updates = results
+        if _ok(created):
+            undo += rq.bulk_delete(created["_index"], memory.id)
+        for result in updates:
+            if _ok(result):
+                version = (result["_seq_no"], result["_primary_term"])
+                undo += rq.bulk_update(result["_index"], result["_id"], docs.unsuperseded_doc(), version)
+        if not undo:
+            return
+        try:
+            undone = self._bulk(f"roll back write for user {memory.user_id}", undo)
+        except Exception as exc:
+            undone, reason = [], str(exc)
+        else:
+            reason = "; ".join(_reason(r) for r in undone if not _ok(r))
+        if not undone or not all(_ok(r) for r in undone):
+            log.error("elasticsearch_partial_write", memory_id=memory.id, user_id=memory.user_id, reason=reason)
+            raise BackendUnavailable(
+                f"writing memory {memory.id!r} failed half-way and could not be rolled back ({reason}); "
+                f"check memory {memory.id!r} and the ids it supersedes ({', '.join(memory.supersedes)})"
+            )
+
+    def _write_catalog(self, memory: Memory) -> None:
+        taken = self._writer_ids([memory.id], [k for k in ALL_TYPES if k is not MemoryType.CATALOG])
+        if taken:
+            raise Conflict(f"id {memory.id!r} is taken by a user memory; give the catalog entry another id")
+        ops = rq.bulk_index(self.layout.alias(MemoryType.CATALOG), memory.id, docs.to_source(memory))
+        (result,) = self._bulk("catalog write", ops)
+        if not _ok(result):
+            raise BackendUnavailable(f"catalog entry {memory.id!r} was not written: {_reason(result)}")
+
+    def _writer_ids(self, ids: Sequence[str], kinds: Sequence[MemoryType]) -> list[str]:
+        """Which of ``ids`` exist in ``kinds`` at all (an admin check, writer credential)."""
+        body = {"size": len(ids), "query": {"ids": {"values": list(ids)}}, "_source": False}
+        request = rq.SearchRequest(tuple(self.layout.aliases(tuple(kinds))), body)
+        return [h["_id"] for h in self._search_as(None, "id check", request)]
+
+    def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
+        """Bump usage with conditional partial updates; a lost race re-reads and retries."""
+        pending = list(dict.fromkeys(ids))
+        kinds = [MemoryType.SEMANTIC, MemoryType.PROCEDURAL]
+        for _ in range(STATS_ATTEMPTS):
+            stored = self._stored(user_id, pending, kinds, f"usage read for user {user_id}")
+            if not stored:
+                return
+            ops: list[dict[str, Any]] = []
+            for s in stored:
+                ops += rq.bulk_update(s.index, s.memory.id, docs.used_doc(s.memory, at), s.version)
+            results = self._bulk(f"usage update for user {user_id}", ops)
+            pending = [r["_id"] for r in results if _conflict(r)]
+            hard = [r for r in results if not _ok(r) and not _conflict(r)]
+            if hard:
+                raise BackendUnavailable(f"usage statistics were not saved: {_reason(hard[0])}")
+            if not pending:
+                return
+        log.warning("elasticsearch_usage_contended", user_id=user_id, ids=pending)
+
+    def update(self, user_id: str, memory: Memory) -> None:
+        found = self._stored(user_id, [memory.id], rq.USER_TYPES, f"update read for user {user_id}")
+        if not found or found[0].memory.user_id != user_id:
+            raise Conflict(f"memory {memory.id!r} not found for this user")
+        stored = found[0]
+        doc = docs.changed_doc(stored.memory, memory)
+        if not doc:
+            return
+        (result,) = self._bulk(f"update for user {user_id}", rq.bulk_update(stored.index, memory.id, doc, stored.version))
+        if _conflict(result):
+            raise Conflict(f"memory {memory.id!r} changed while it was being updated; try again")
+        if not _ok(result):
+            raise BackendUnavailable(f"memory {memory.id!r} was not updated: {_reason(result)}")
+
+    def forget(self, user_id: str, memory_id: str) -> bool:
+        found = self._stored(user_id, [memory_id], rq.USER_TYPES, f"forget read for user {user_id}")
+        if not found or found[0].memory.user_id != user_id:
+            return False
+        (result,) = self._bulk(f"forget for user {user_id}", rq.bulk_delete(found[0].index, memory_id))
+        if result.get("status") == 404:
+            return False
+        if not _ok(result):
+            raise BackendUnavailable(f"memory {memory_id!r} was not deleted: {_reason(result)}")
+        return True
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, user_id: str, ids: Sequence[str], *, include_catalog: bool = False) -> list[Memory]:
+        kinds = ALL_TYPES if include_catalog else rq.USER_TYPES
+        return [s.memory for s in self._stored(user_id, ids, kinds, f"read for user {user_id}")]
+
+    def list(
+        self,
+        user_id: str | None,
+        *,
+        memory_types: frozenset[MemoryType] | None = None,
+        include_superseded: bool = True,
+        limit: int = 100,
+        offset: int = 0,
+        since: datetime | None = None,
+        oldest_first: bool = False,
+    ) -> list[Memory]:
+        if user_id is None:
+            kinds: Sequence[MemoryType] = [MemoryType.CATALOG]
+        else:
+            kinds = [k for k in rq.USER_TYPES if memory_types is None or k in memory_types]
+        if not kinds or limit <= 0:
+            return []
+        request = rq.list_request(self.layout, user_id, kinds, include_superseded, limit, offset, since, oldest_first)
+        hits = self._search_as(user_id, f"list for user {user_id or 'catalog'}", request)
+        return [s.memory for h in hits if (s := self._from_hit(h, user_id)) is not None]
+
+    # -- bookkeeping and operator views (writer credential: not memory, no DLS key reads it) --
+
+    def get_state(self, user_id: str, key: str) -> str | None:
+        alias, doc_id = self.layout.state_alias, state_id(user_id, key)
+        found = self.cluster.call(
+            f"read state {key} of user {user_id}",
+            lambda es: es.options(ignore_status=404).get(index=alias, id=doc_id),
+        )
+        source = found.get("_source") if found.get("found") else None
+        return source.get("value") if source and source.get("user_id") == user_id else None
+
+    def set_state(self, user_id: str, key: str, value: str | None) -> None:
+        alias, doc_id = self.layout.state_alias, state_id(user_id, key)
+        if value is None:
+            ops = rq.bulk_delete(alias, doc_id)
+        else:
+            source = {"user_id": user_id, "key": key, "value": value, "updated_at": iso(self._clock())}
+            ops = rq.bulk_index(alias, doc_id, source)
+        (result,) = self._bulk(f"save state {key} of user {user_id}", ops)
+        if not _ok(result) and result.get("status") != 404:
+            raise BackendUnavailable(f"state {key!r} of user {user_id!r} was not saved: {_reason(result)}")
+
+    def stats(self) -> StoreStats:
+        request = rq.stats_request(self.layout)
+        response = self.cluster.call("count memories", lambda es: es.search(index=list(request.indices), body=request.body))
+        counts = []
+        for bucket in response["aggregations"]["types"]["buckets"]:
+            kind = MemoryType(bucket["key"])
+            if kind is MemoryType.CATALOG:
+                counts.append(TypeCount(None, kind, bucket["doc_count"]))
+                continue
+            counts += [TypeCount(u["key"], kind, u["doc_count"], u["superseded"]["doc_count"])
+                       for u in bucket["users"]["buckets"]]
+        counts.sort(key=lambda c: (c.user_id is not None, c.user_id or "", c.memory_type.value))
+        return StoreStats(tuple(counts), self._size_bytes(), self._location())
+
+    def _size_bytes(self) -> int | None:
+        names = [*self.layout.aliases(ALL_TYPES), self.layout.state_alias]
+        try:
+            found = self.cluster.call("read index sizes", lambda es: es.indices.stats(index=names, metric="store"))
+        except AtlasError:  # Serverless has no index stats; the size is optional
+            return None
+        return found.get("_all", {}).get("total", {}).get("store", {}).get("size_in_bytes")
+
+    def _location(self) -> str:
+        config = self._config
+        where = config.url.split("@")[-1] if config.url else f"cloud:{(config.cloud_id or '').split(':')[0]}"
+        return f"{where} ({self.layout.prefix}-*)"
+
+    def recall_request(self, plan: RecallPlan) -> rq.SearchRequest:
+        return rq.recall_request(plan, self.layout, self.policy, self.inference, self._clock())
+
+    def candidates(self, plan: RecallPlan) -> list[Candidate]:
+        hits = self._search_as(plan.user_id, f"recall for user {plan.user_id}", self.recall_request(plan))
+        out = []
+        for rank, hit in enumerate(hits, start=1):
+            stored = self._from_hit(hit, plan.user_id)
+            if stored is None:
+                continue
+            score = float(hit.get("_score") or 0.0)
+            if self.inference.rerank_id:
+                relevance = rq.rerank_relevance(score, self._config.rerank_score_scale)
+                out.append(Candidate(stored.memory, rrf_score=0.0, rerank_score=relevance,
+                                     extras={"es_score": score, "es_rank": rank}))
+            else:
+                out.append(Candidate(stored.memory, rrf_score=score, extras={"es_rank": rank}))
+        return out[: plan.window]
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+def state_id(user_id: str, key: str) -> str:
+    return f"{user_id}\u001f{key}"  # unit separator: neither a user id nor a key contains it
+
+
+def _ok(result: dict[str, Any]) -> bool:
+    return 200 <= int(result.get("status", 500)) < 300
+
+
+def _conflict(result: dict[str, Any]) -> bool:
+    return result.get("status") == 409
+
+
+def _reason(result: dict[str, Any]) -> str:
+    error = result.get("error") or {}
+    if isinstance(error, dict):
+        return f"{result.get('status')} {error.get('type', '')}: {error.get('reason', '')}".strip()
+    return f"{result.get('status')} {error}"
+
+
+def _write_failure(memory: Memory, failed: list[dict[str, Any]]) -> Exception:
+    if all(_conflict(r) for r in failed):
+        return Conflict(
+            f"a memory this write supersedes changed at the same time; nothing was written. "
+            f"Recall again and retry ({', '.join(r.get('_id', '?') for r in failed)})"
+        )
+    return BackendUnavailable(f"memory was not written; nothing was changed ({_reason(failed[0])})")
+
+
+def secrets_path(settings: Settings) -> Path:
+    """Where ``users add`` keeps minted keys: ``[elasticsearch] secrets_file`` or the data dir."""
+    return settings.elasticsearch.secrets_file or settings.data_dir / "es-keys.json"
+
+
+def key_store(settings: Settings) -> KeyStore:
+    configured = {uid: u.es_api_key for uid, u in settings.users.items() if u.es_api_key}
+    return KeyStore(secrets_path(settings), configured)
+
+
+def open_elasticsearch_engine(settings: Settings) -> ElasticsearchEngine:
+    """The engine ``backend = "elasticsearch"`` selects."""
+    from .transport import connect
+
+    cluster = Cluster(connect(settings.elasticsearch), settings.elasticsearch)
+    return ElasticsearchEngine(cluster, key_store(settings), settings.scoring)

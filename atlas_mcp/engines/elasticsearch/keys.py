@@ -1,0 +1,147 @@
+"""Per-user API keys: the DLS role descriptor, and where minted keys are kept.
+
+A user's key may read the atlas indices, and only documents whose ``user_id`` is that user
+or that have no ``user_id`` (the catalog). ``monitor_inference`` lets the semantic query and
+the reranker run under the key. There is exactly one role descriptor with exactly one
+``indices`` entry: DLS queries of several entries are OR-ed, so a second entry without a
+query would silently lift the restriction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ...domain.model import iso, utcnow
+from ...errors import ConfigurationError
+from .layout import ALL_TYPES, IndexLayout
+from .requests import owner_filter
+
+KEY_NAME_PREFIX = "atlas-user-"
+
+
+def key_name(user_id: str) -> str:
+    return f"{KEY_NAME_PREFIX}{user_id}"
+
+
+def role_descriptors(layout: IndexLayout, user_id: str) -> dict[str, Any]:
+    return {
+        f"atlas_read_{user_id}": {
+            "cluster": ["monitor_inference"],
+            "indices": [
+                {
+                    "names": [layout.pattern(k) for k in ALL_TYPES],
+                    "privileges": ["read"],
+                    "query": owner_filter(user_id, include_catalog=True),
+                }
+            ],
+        }
+    }
+
+
+def create_key_body(layout: IndexLayout, user_id: str, expiration: str | None) -> dict[str, Any]:
+    """``POST /_security/api_key``, sent with a *user* credential (an API key cannot mint it)."""
+    body: dict[str, Any] = {
+        "name": key_name(user_id),
+        "role_descriptors": role_descriptors(layout, user_id),
+        "metadata": {"application": "atlas-mcp", "user_id": user_id, "index_prefix": layout.prefix},
+    }
+    if expiration:
+        body["expiration"] = expiration
+    return body
+
+
+def invalidate_body(user_id: str) -> dict[str, Any]:
+    """``DELETE /_security/api_key``: every key minted for the user, whoever holds it."""
+    return {"name": key_name(user_id)}
+
+
+def key_id(encoded: str) -> str | None:
+    """The id part of an encoded ``base64(id:key)`` API key."""
+    try:
+        return base64.b64decode(encoded, validate=True).decode().split(":", 1)[0] or None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredKey:
+    user_id: str
+    id: str
+    encoded: str
+    created_at: str
+
+
+class KeyStore:
+    """Per-user keys: ``[users.<id>] es_api_key`` first, else the secrets file (mode 0600).
+
+    The file is re-read when it changes, so a key minted while the server runs is picked up.
+    """
+
+    def __init__(self, path: Path, configured: dict[str, str] | None = None) -> None:
+        self.path = Path(path)
+        self._configured = dict(configured or {})
+        self._loaded: tuple[float, dict[str, StoredKey]] | None = None
+
+    def configured_users(self) -> list[str]:
+        return list(self._configured)
+
+    def key_for(self, user_id: str) -> str:
+        if user_id in self._configured:
+            return self._configured[user_id]
+        stored = self.stored().get(user_id)
+        if stored is None:
+            raise ConfigurationError(
+                f"user {user_id!r} has no Elasticsearch API key; an administrator runs "
+                f"`atlas-mcp users add {user_id}` (or sets [users.{user_id}] es_api_key)"
+            )
+        return stored.encoded
+
+    def stored(self) -> dict[str, StoredKey]:
+        try:
+            mtime = self.path.stat().st_mtime
+        except FileNotFoundError:
+            return {}
+        if self._loaded is None or self._loaded[0] != mtime:
+            self._loaded = (mtime, self._read())
+        return self._loaded[1]
+
+    def _read(self) -> dict[str, StoredKey]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return {uid: StoredKey(uid, **entry) for uid, entry in data.get("users", {}).items()}
+        except (OSError, ValueError, TypeError) as exc:
+            raise ConfigurationError(f"cannot read the key file {self.path}: {exc}") from exc
+
+    def save(self, user_id: str, api_key_id: str, encoded: str, at: datetime | None = None) -> StoredKey:
+        entry = StoredKey(user_id, api_key_id, encoded, iso(at or utcnow()) or "")
+        self._write({**self.stored(), user_id: entry})
+        return entry
+
+    def remove(self, user_id: str) -> StoredKey | None:
+        keys = dict(self.stored())
+        entry = keys.pop(user_id, None)
+        if entry is not None:
+            self._write(keys)
+        return entry
+
+    def _write(self, keys: dict[str, StoredKey]) -> None:
+        """Atomic replace; the file is created 0600 and never exists with wider permissions."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"users": {u: {"id": k.id, "encoded": k.encoded, "created_at": k.created_at} for u, k in keys.items()}}
+        fd, tmp = tempfile.mkstemp(prefix=".es-keys-", dir=self.path.parent)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=2, sort_keys=True)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._loaded = None
