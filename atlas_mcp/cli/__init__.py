@@ -12,6 +12,7 @@ import click
 
 from .. import __version__
 from ..errors import AtlasError
+from .bench import bench
 from .catalog import catalog
 from .es import COMMANDS as ES_COMMANDS
 from .consolidate import consolidate
@@ -51,6 +52,7 @@ cli.add_command(stats)
 cli.add_command(reindex)
 cli.add_command(export)
 cli.add_command(import_)
+cli.add_command(bench)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,6 +30,11 @@ from .vectors import CATALOG_OWNER, OwnerVectors, VectorCache, bump_version, own
 BUSY_TIMEOUT_S = 30.0
 MAX_QUERY_TERMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
+_STORED_COLUMNS = (*rows.COLUMNS, "embedding", "embedding_model")
+_INSERT = (
+    f"INSERT INTO memories ({', '.join(_STORED_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in _STORED_COLUMNS)})"
+)
 
 
 def fts_query(text: str) -> str | None:
@@ -111,6 +116,28 @@ class EmbeddedEngine:
             conn.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", row)
         except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
             raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
+
+    def write_many(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
+        """Bulk-load finished memories as they are, supersession fields included (import, bench).
+
+        Embedded-only, not part of the Engine protocol: it embeds in batches (one ONNX call per
+        32 texts instead of one per memory), or takes ``vectors`` the caller already computed
+        with this engine's model, and commits everything in one transaction. No supersession
+        rules run here: the service has already applied them to what is being loaded.
+        """
+        if vectors is None:
+            vectors = self.embedder.embed_batch([m.search_text() for m in memories])
+        if len(vectors) != len(memories):
+            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
+        model = self.embedder.model_id
+        stored = [
+            rows.to_row(m) | {"embedding": np.asarray(v, dtype=np.float32).tobytes(), "embedding_model": model}
+            for m, v in zip(memories, vectors, strict=True)
+        ]
+        with self._transaction() as conn:
+            conn.executemany(_INSERT, stored)
+            for owner in sorted({owner_key(m.user_id) for m in memories}):
+                bump_version(conn, owner)
 
     def _upsert_catalog(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> None:
         updates = ", ".join(f"{k} = excluded.{k}" for k in row if k != "id")

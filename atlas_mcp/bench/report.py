@@ -1,0 +1,88 @@
+"""Render a benchmark report: a text table, a JSON file, and a latency-vs-size plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError
+
+# (heading, how to read it from one size's result)
+COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("memories/tenant", lambda r: f"{r['memories_per_tenant']:,}"),
+    ("total rows", lambda r: f"{r['total_memories']:,}"),
+    ("recall p50", lambda r: _ms(r["recall_ms"]["p50"])),
+    ("recall p95", lambda r: _ms(r["recall_ms"]["p95"])),
+    ("recall p99", lambda r: _ms(r["recall_ms"]["p99"])),
+    ("recall after write p95", lambda r: _ms(r["recall_after_write_ms"]["p95"])),
+    ("write p50", lambda r: _ms(r["write_ms"]["p50"])),
+    ("write p95", lambda r: _ms(r["write_ms"]["p95"])),
+    ("recalls/s", lambda r: f"{r['stdio_recalls_per_s']:.0f}"),
+    ("cold start", lambda r: f"{r['cold_start_s']:.2f} s"),
+    ("RSS", lambda r: "n/a" if r["rss_mb"] is None else f"{r['rss_mb']:.0f} MB"),
+    ("disk/memory", lambda r: f"{r['disk_bytes_per_memory'] / 1024:.1f} KiB"),
+)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f} ms"
+
+
+def table(report: dict[str, Any]) -> str:
+    """A Markdown table (readable on a terminal, pastable into the README)."""
+    heads = [h for h, _ in COLUMNS]
+    rows = [[cell(r) for _, cell in COLUMNS] for r in report["sizes"]]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---:|" * len(heads)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def conditions_line(report: dict[str, Any]) -> str:
+    c, cfg = report["conditions"], report["config"]
+    return (
+        f"{c['cpus']} CPUs ({c.get('cpu_model') or 'unknown CPU'}), load average "
+        f"{c.get('load_average_before')} before / {c.get('load_average_after')} after; "
+        f"Python {c['python']}, SQLite {c['sqlite']}, onnxruntime {c['onnxruntime']}; "
+        f"{cfg['tenants']} tenants, {cfg['queries']} recalls, {cfg['writes']} writes, "
+        f"{cfg['clients']} concurrent clients for recalls/s; {c['date']}"
+    )
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Latency and memory against corpus size, both axes logarithmic: linear cost is a slope of 1."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ConfigurationError("--plot needs matplotlib: pip install 'atlas-mcp[plot]'") from exc
+    sizes = [r["memories_per_tenant"] for r in report["sizes"]]
+    figure, (latency, memory) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for label, key, stat, style in (
+        ("recall p50", "recall_ms", "p50", "o-"),
+        ("recall p95", "recall_ms", "p95", "s-"),
+        ("recall p99", "recall_ms", "p99", "^-"),
+        ("recall right after a write, p95", "recall_after_write_ms", "p95", "d--"),
+        ("write p95", "write_ms", "p95", "x--"),
+    ):
+        latency.plot(sizes, [r[key][stat] for r in report["sizes"]], style, label=label)
+    latency.set(xscale="log", yscale="log", xlabel="memories per tenant", ylabel="ms (through a stdio MCP client)")
+    latency.set_title("Latency vs. corpus size")
+    latency.grid(True, which="both", alpha=0.3)
+    latency.legend(fontsize=8)
+    memory.plot(sizes, [r["rss_mb"] or 0 for r in report["sizes"]], "o-", label="server RSS (MB)")
+    memory.plot(sizes, [r["cold_start_s"] * 1000 for r in report["sizes"]], "s--", label="cold start (ms)")
+    memory.set(xscale="log", xlabel="memories per tenant")
+    memory.set_title("Resident memory and cold start")
+    memory.grid(True, which="both", alpha=0.3)
+    memory.legend(fontsize=8)
+    figure.suptitle(f"atlas-mcp embedded engine, {report['conditions']['cpus']} CPUs", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

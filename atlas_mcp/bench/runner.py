@@ -1,0 +1,180 @@
+"""One benchmark run: for each corpus size, seed a fresh store, then measure it over MCP."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+from .. import __version__
+from ..engines.embedded.engine import EmbeddedEngine
+from ..inference.embedder import Embedder
+from ..log import get_logger
+from . import corpus, measure
+from .seed import seed_store
+
+log = get_logger(__name__)
+WARMUP_RECALLS = 5
+COMMIT_SAMPLES = 50
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    sizes: tuple[int, ...] = (1_000, 10_000)
+    tenants: int = 3
+    queries: int = 200
+    writes: int = 100
+    clients: int = 4
+    seed: int = 7
+    http: bool = False
+    cache_dir: Path | None = None
+    work_dir: Path | None = None
+
+
+def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "conditions": conditions(),
+        "config": {
+            "sizes": list(config.sizes), "tenants": config.tenants, "queries": config.queries,
+            "writes": config.writes, "clients": config.clients, "seed": config.seed,
+            "http": config.http, "engine": "embedded", "embedding_model": embedder.model_id,
+        },  # fmt: skip
+        "sizes": [],
+    }
+    for size in config.sizes:
+        log.info("bench size", memories_per_tenant=size, tenants=config.tenants)
+        report["sizes"].append(run_size(config, embedder, size))
+    report["conditions"]["load_average_after"] = _load_average()
+    return report
+
+
+def run_size(config: BenchConfig, embedder: Embedder, size: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="atlas-bench-", dir=config.work_dir) as tmp:
+        data_dir = Path(tmp) / "data"
+        seeded = seed_store(
+            data_dir / "atlas.db", embedder, size, config.tenants, config.seed, config.cache_dir
+        )
+        disk = store_bytes(data_dir)
+        server = measure.ServerRun(data_dir, corpus.tenant_id(0))
+        result = anyio.run(_over_mcp, server, config)
+        result |= {
+            "memories_per_tenant": size,
+            "tenants": config.tenants,
+            "total_memories": seeded.memories,
+            "seed_embed_s": round(seeded.embed_seconds, 2),
+            "seed_load_s": round(seeded.load_seconds, 2),
+            "disk_bytes_per_memory": round(disk / seeded.memories, 1),
+            "commit_ms": commit_cost(data_dir / "atlas.db", embedder),
+        }
+        return result
+
+
+async def _over_mcp(server: measure.ServerRun, config: BenchConfig) -> dict[str, Any]:
+    queries = corpus.queries(config.seed, config.queries)
+    warmup = corpus.queries(config.seed + 100, WARMUP_RECALLS)
+    writes = corpus.new_writes(config.seed, config.writes)
+    out: dict[str, Any] = {"cold_start_s": round(await measure.cold_start(server, queries[0]), 3)}
+    async with measure.stdio_session(server) as client:
+        await measure.timed_calls(client, "recall_memory", [{"query": q} for q in warmup])
+        recalls = await measure.timed_calls(client, "recall_memory", [{"query": q} for q in queries])
+        after_recalls = measure.server_rss()
+        write_s, recall_after_write_s = await measure.writes_then_recalls(client, writes, queries)
+        after_writes = measure.server_rss()
+    out |= {
+        "recall_ms": measure.Latency.of(recalls).as_dict(),
+        "write_ms": measure.Latency.of(write_s).as_dict(),
+        "recall_after_write_ms": measure.Latency.of(recall_after_write_s).as_dict(),
+        "rss_mb": round(after_recalls[0], 1) if after_recalls else None,
+        "peak_rss_mb": round(after_writes[1], 1) if after_writes else None,
+    }
+    out["stdio_recalls_per_s"] = round(
+        await measure.throughput(lambda: measure.stdio_session(server), queries, config.clients, warmup), 1
+    )
+    if config.http:
+        with measure.http_server(server) as url:
+            factory = measure.http_session_factory(url)
+            out["http_recalls_per_s"] = round(
+                await measure.throughput(factory, queries, config.clients, warmup), 1
+            )
+            async with factory() as client:
+                await measure.timed_calls(client, "recall_memory", [{"query": q} for q in warmup])
+                recalls = await measure.timed_calls(client, "recall_memory", [{"query": q} for q in queries])
+            out["http_recall_ms"] = measure.Latency.of(recalls).as_dict()
+    return out
+
+
+def commit_cost(path: Path, embedder: Embedder) -> dict[str, dict[str, float]]:
+    """What ``synchronous=FULL`` costs: one single-memory commit under FULL vs NORMAL.
+
+    The vector is precomputed so only SQLite is timed (insert, FTS index, WAL append, fsync).
+    """
+    items = corpus.specs(1, 2 * COMMIT_SAMPLES)
+    memories = corpus.tenant_memories(9_999, items)
+    vectors = embedder.embed_batch([m.search_text() for m in memories])
+    engine = EmbeddedEngine(path, embedder)
+    out = {}
+    try:
+        for mode, chunk in (("FULL", slice(0, COMMIT_SAMPLES)), ("NORMAL", slice(COMMIT_SAMPLES, None))):
+            # Bench-only reach into the engine's connection: the store itself always runs FULL.
+            engine._conn.execute(f"PRAGMA synchronous={mode}")
+            seconds = []
+            for memory, vector in zip(memories[chunk], vectors[chunk], strict=True):
+                started = time.perf_counter()
+                engine.write_many([memory], vector[None, :])
+                seconds.append(time.perf_counter() - started)
+            out[f"synchronous_{mode.lower()}"] = measure.Latency.of(seconds).as_dict()
+    finally:
+        engine.close()
+    return out
+
+
+def store_bytes(data_dir: Path) -> int:
+    """The store's size on disk after a checkpoint (database + WAL)."""
+    db = data_dir / "atlas.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return sum(p.stat().st_size for p in data_dir.glob("atlas.db*"))
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def conditions() -> dict[str, Any]:
+    import onnxruntime
+
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "atlas_mcp": __version__,
+        "cpus": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "load_average_before": _load_average(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "numpy": np.__version__,
+        "onnxruntime": onnxruntime.__version__,
+    }
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None

@@ -1,0 +1,63 @@
+"""``atlas-mcp bench``: seed synthetic corpora and measure the server through a real MCP client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from platformdirs import user_cache_dir
+
+from ..log import configure_logging
+
+
+def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(v.replace("_", "")) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of sizes, e.g. 1000,10000,100000") from None
+    if not sizes or min(sizes) < 10:
+        raise click.BadParameter("every size must be at least 10")
+    return sizes
+
+
+@click.command()
+@click.option("--memories", default="1000,10000", callback=_sizes, show_default=True,
+              help="Corpus sizes per tenant, comma-separated.")
+@click.option("--tenants", type=click.IntRange(1), default=3, show_default=True,
+              help="Tenants in the store, each holding that many memories; tenant 0 is measured.")
+@click.option("--queries", type=click.IntRange(10), default=200, show_default=True, help="Recalls to time.")
+@click.option("--writes", type=click.IntRange(1), default=100, show_default=True, help="Writes to time.")
+@click.option("--clients", type=click.IntRange(1), default=4, show_default=True,
+              help="Concurrent MCP clients for the throughput measurement.")
+@click.option("--seed", type=int, default=7, show_default=True, help="Corpus seed.")
+@click.option("--http", is_flag=True, help="Also measure over streamable HTTP (one server, many clients).")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Draw latency vs. size to this PNG (needs the 'plot' extra).")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=lambda: Path(user_cache_dir("atlas-mcp", appauthor=False)) / "bench",
+              show_default="user cache dir", help="Where corpus embeddings are kept between runs.")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the temporary stores go (default: the system temp dir).")
+def bench(memories, tenants, queries, writes, clients, seed, http, json_file, plot_file, cache_dir, work_dir) -> None:
+    """Benchmark the embedded engine: latency, throughput, cold start, memory, disk.
+
+    Each size gets a fresh store seeded through the engine's bulk path; every number is then
+    measured through a real MCP client talking to an `atlas-mcp serve` process over stdio.
+    """
+    from ..bench import report
+    from ..bench.runner import BenchConfig, run
+    from ..inference.embedder import default_embedder
+
+    configure_logging("INFO")
+    config = BenchConfig(
+        sizes=memories, tenants=tenants, queries=queries, writes=writes, clients=clients, seed=seed,
+        http=http, cache_dir=cache_dir, work_dir=work_dir,
+    )  # fmt: skip
+    result = run(config, default_embedder())
+    click.echo(report.table(result))
+    click.echo(f"\n{report.conditions_line(result)}")
+    if json_file:
+        report.write_json(result, json_file)
+    if plot_file:
+        report.plot(result, plot_file)

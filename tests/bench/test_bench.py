@@ -1,0 +1,111 @@
+"""The benchmark harness: corpus shape, the bulk loader, and a tiny end-to-end run.
+
+No timing assertions: the smoke run only checks that the report is complete and sane.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from atlas_mcp.bench import corpus
+from atlas_mcp.bench.seed import embed_distinct
+from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.service import MemoryService
+
+
+def test_stream_is_deterministic_and_prefix_stable():
+    assert corpus.specs(7, 300)[:100] == corpus.specs(7, 100)
+    assert corpus.specs(7, 100) != corpus.specs(8, 100)
+
+
+def test_corpus_has_every_type_varied_lengths_and_supersession_chains():
+    memories = corpus.tenant_memories(0, corpus.specs(7, 2_000))
+    kinds = Counter(m.memory_type for m in memories)
+    assert set(kinds) == {MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL}
+    lengths = sorted(len(m.text) for m in memories)
+    assert lengths[-1] > 10 * lengths[len(lengths) // 2]  # a long tail of long notes
+    by_id = {m.id: m for m in memories}
+    superseded = [m for m in memories if m.superseded_by]
+    assert len(superseded) > 20
+    for old in superseded:  # every link points at a newer fact of the same tenant that points back
+        new = by_id[old.superseded_by]
+        assert new.supersedes == (old.id,) and new.created_at >= old.created_at
+        assert old.user_id == new.user_id == corpus.tenant_id(0)
+    assert all(m.steps for m in memories if m.memory_type is MemoryType.PROCEDURAL)
+
+
+def test_tenants_share_texts_but_never_ids():
+    items = corpus.specs(7, 50)
+    first, second = corpus.tenant_memories(0, items), corpus.tenant_memories(1, items)
+    assert [m.text for m in first] == [m.text for m in second]
+    assert not {m.id for m in first} & {m.id for m in second}
+
+
+def test_write_many_matches_one_by_one_writes(tmp_path):
+    """The bulk path stores exactly what write() stores, and recall ranks both stores alike."""
+    memories = corpus.tenant_memories(0, corpus.specs(3, 60))
+    embedder = default_embedder()
+    bulk = EmbeddedEngine(tmp_path / "bulk.db", embedder)
+    single = EmbeddedEngine(tmp_path / "single.db", embedder)
+    try:
+        bulk.write_many(memories[:30])
+        bulk.write_many(memories[30:], embed_distinct(embedder, [m.search_text() for m in memories[30:]]))
+        for memory in memories:
+            single.write(memory)
+        user = corpus.tenant_id(0)
+        assert bulk.list(user, limit=100) == single.list(user, limit=100)
+        for query in corpus.queries(3, 8):
+            hits = [MemoryService(e).recall(user, query, k=10, touch=False) for e in (bulk, single)]
+            assert [h.memory.id for h in hits[0]] == [h.memory.id for h in hits[1]]
+            assert [h.score for h in hits[0]] == pytest.approx([h.score for h in hits[1]], abs=1e-5)
+    finally:
+        bulk.close()
+        single.close()
+
+
+@pytest.mark.slow
+def test_bench_command_reports_sane_numbers(tmp_path):
+    """A tiny real run: seeded store, stdio server processes, JSON report (and a plot if possible)."""
+    report_file = tmp_path / "bench.json"
+    args = [
+        "bench", "--memories", "40", "--tenants", "2", "--queries", "10", "--writes", "4",
+        "--clients", "2", "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path),
+        "--json", str(report_file),
+    ]  # fmt: skip
+    try:
+        import matplotlib  # noqa: F401
+
+        args += ["--plot", str(tmp_path / "bench.png")]
+    except ImportError:
+        pass
+    result = subprocess.run(
+        [sys.executable, "-m", "atlas_mcp", *args], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| memories/tenant |" in result.stdout
+    report = json.loads(report_file.read_text())
+    assert [s["memories_per_tenant"] for s in report["sizes"]] == [40]
+    for size in report["sizes"]:
+        assert size["total_memories"] == 2 * size["memories_per_tenant"]
+        for key in ("recall_ms", "write_ms", "recall_after_write_ms"):
+            stats = size[key]
+            assert stats["count"] > 0
+            assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
+        assert size["recall_ms"]["count"] == 10 and size["write_ms"]["count"] == 4
+        assert size["cold_start_s"] > 0 and size["stdio_recalls_per_s"] > 0
+        assert size["disk_bytes_per_memory"] > 384 * 4  # at least the vector itself
+        for mode in ("synchronous_full", "synchronous_normal"):
+            assert size["commit_ms"][mode]["p50"] > 0
+        if size["rss_mb"] is not None:  # Linux: read from /proc
+            assert 0 < size["rss_mb"] <= size["peak_rss_mb"]
+    assert report["conditions"]["cpus"] >= 1
+    if "--plot" in args:
+        assert (tmp_path / "bench.png").read_bytes().startswith(b"\x89PNG")
+    assert not list(tmp_path.glob("atlas-bench-*")), "temporary stores are cleaned up"
