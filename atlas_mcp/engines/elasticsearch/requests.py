@@ -232,10 +232,10 @@ def stats_request(layout: IndexLayout) -> SearchRequest:
     body = {
         "size": 0,
         "track_total_hits": True,
-        "aggs": {
+        "aggregations": {
             "types": {
                 "terms": {"field": "memory_type", "size": len(ALL_TYPES)},
-                "aggs": {"users": {"terms": {"field": "user_id", "size": STATS_MAX_USERS}, "aggs": superseded}},
+                "aggregations": {"users": {"terms": {"field": "user_id", "size": STATS_MAX_USERS}, "aggregations": superseded}},
             }
         },
     }

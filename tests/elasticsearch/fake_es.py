@@ -1,0 +1,700 @@
+"""A loopback stand-in for an Elasticsearch 9 cluster, speaking enough REST for atlas-mcp.
+
+It is the only Elasticsearch these machines can run, so it is built to catch what a real
+cluster would refuse, not to be lenient:
+
+- every response carries ``X-Elastic-Product: Elasticsearch`` (the client's product check);
+- authentication: ``Basic`` = the admin user, ``ApiKey`` = the writer key or a minted key;
+  minted keys are read-only and see only what their role descriptor's DLS query allows;
+  an API key cannot mint a key that carries privileges; invalidated keys get 401;
+- strict mappings: a field the index does not map, or a wrong ``constant_keyword``, is a 400;
+- retrievers: ``standard`` (query + filter), ``rrf`` (ranks only, rank_constant, window),
+  ``text_similarity_reranker`` (the documented ``max(s,0)+min(exp(s),1)`` score shift), with
+  the server's window validation; licence refusal for RRF on a ``basic`` licence;
+- queries: bool/term/terms/ids/exists/match_all, ``multi_match`` as BM25 over lower-cased
+  words, ``semantic`` as cosine over the injected embedder's vectors, ``function_score``;
+- bulk: create/index/update/delete with ``if_seq_no`` conflicts, per-item results, and the
+  refusal of scripted updates on indices with a ``semantic_text`` field.
+
+Not simulated: Painless (a ``script_score`` multiplies by 1.0), analyzers beyond lower-cased
+words, refresh latency (documents are visible at once; tests assert the refresh *flag*).
+Faults (status, body, headers, delay) can be queued per method and path.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import hashlib
+import itertools
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import numpy as np
+
+WRITER_KEY = ("writer-key-id", "writer-secret")
+ADMIN = ("atlas-admin", "admin-password")
+WORD = re.compile(r"\w+", re.UNICODE)
+Embed = Callable[[Sequence[str]], np.ndarray]
+
+
+def encode_key(key_id: str, secret: str) -> str:
+    return base64.b64encode(f"{key_id}:{secret}".encode()).decode()
+
+
+def hashed_embedder(dimensions: int = 256) -> Embed:
+    """Bag of hashed lower-cased words, L2-normalised: deterministic, instant, model-free."""
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), dimensions), dtype=np.float64)
+        for row, text in enumerate(texts):
+            for word in WORD.findall(text.lower()):
+                out[row, hash_word(word) % dimensions] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1.0, norms)
+
+    return embed
+
+
+def hash_word(word: str) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+
+
+class EsError(Exception):
+    def __init__(self, status: int, kind: str, reason: str, headers: dict[str, str] | None = None):
+        super().__init__(reason)
+        self.status, self.kind, self.reason, self.headers = status, kind, reason, headers or {}
+
+    def body(self) -> dict[str, Any]:
+        cause = {"type": self.kind, "reason": self.reason}
+        return {"error": {"root_cause": [cause], **cause}, "status": self.status}
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def ndjson(self) -> list[Any]:
+        return [json.loads(line) for line in self.body.decode().splitlines() if line.strip()]
+
+    @property
+    def auth(self) -> tuple[str, str]:
+        """("apikey", key id) or ("basic", username)."""
+        scheme, _, value = self.headers.get("authorization", "").partition(" ")
+        decoded = base64.b64decode(value).decode() if value else ":"
+        return scheme.lower(), decoded.split(":", 1)[0]
+
+
+@dataclass
+class Fault:
+    method: str
+    path: re.Pattern[str]
+    status: int = 0
+    body: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    times: int = 1
+
+
+@dataclass
+class Principal:
+    kind: str  # admin | writer | user
+    name: str
+    key_id: str | None = None
+    descriptors: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Key:
+    id: str
+    secret: str
+    name: str
+    owner: Principal
+    descriptors: dict[str, Any]
+    metadata: dict[str, Any]
+    invalidated: bool = False
+
+
+@dataclass
+class Index:
+    name: str
+    mappings: dict[str, Any]
+    docs: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> {"source", "seq_no"}
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return self.mappings.get("properties", {})
+
+    def has_semantic_text(self) -> bool:
+        return any(p.get("type") == "semantic_text" for p in self.properties.values())
+
+
+@dataclass(frozen=True)
+class DocRef:
+    index: Index = field(compare=False, hash=False)
+    id: str = ""
+    index_name: str = ""
+
+    @property
+    def source(self) -> dict[str, Any]:
+        return self.index.docs[self.id]["source"]
+
+
+class FakeElasticsearch:
+    def __init__(
+        self,
+        embed: Embed | None = None,
+        *,
+        version: str = "9.1.0",
+        licence: str = "trial",
+        inference_ids: Sequence[str] = (".jina-embeddings-v5-text-small", ".jina-reranker-v2-base-multilingual"),
+    ) -> None:
+        self.embed = embed or hashed_embedder()
+        self.version = version
+        self.licence = licence
+        self.inference_ids = set(inference_ids)
+        self.indices: dict[str, Index] = {}
+        self.aliases: dict[str, str] = {}
+        self.keys: dict[str, Key] = {}
+        self.requests: list[Recorded] = []
+        self.faults: list[Fault] = []
+        self._seq = itertools.count()
+        self._key_ids = itertools.count(1)
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.RLock()
+        writer = Principal("writer", "atlas-writer")
+        self.keys[WRITER_KEY[0]] = Key(WRITER_KEY[0], WRITER_KEY[1], "atlas-writer", writer, {}, {})
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> FakeElasticsearch:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def fail(self, method: str, path: str, status: int = 0, body: dict[str, Any] | None = None, *,
+             headers: dict[str, str] | None = None, delay: float = 0.0, times: int = 1) -> None:
+        """Queue a fault for requests whose path matches the regex ``path``."""
+        self.faults.append(Fault(method, re.compile(path), status, body, headers or {}, delay, times))
+
+    def requests_to(self, method: str, pattern: str) -> list[Recorded]:
+        return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    def handle(self, method: str, target: str, headers: dict[str, str], raw: bytes):
+        parts = urlsplit(target)
+        path = unquote(parts.path)
+        record = Recorded(method, path, dict(parse_qsl(parts.query)), {k.lower(): v for k, v in headers.items()}, raw)
+        with self._lock:
+            self.requests.append(record)
+            fault = self._take_fault(method, path)
+        if fault is not None:
+            time.sleep(fault.delay)
+            if fault.status:
+                return fault.status, fault.body or {}, fault.headers
+        try:
+            with self._lock:
+                principal = self._authenticate(record.headers.get("authorization", ""))
+                return (*self._route(principal, method, path, record), {})
+        except EsError as exc:
+            return exc.status, exc.body(), exc.headers
+        except Exception as exc:  # a fake bug must surface as a failure, not a dropped connection
+            return 500, EsError(500, "fake_internal_error", f"{type(exc).__name__}: {exc}").body(), {}
+
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        for fault in self.faults:
+            if fault.method == method and fault.path.search(path):
+                fault.times -= 1
+                if fault.times <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+    def _authenticate(self, header: str) -> Principal:
+        scheme, _, value = header.partition(" ")
+        try:
+            user, _, secret = base64.b64decode(value).decode().partition(":")
+        except ValueError:
+            user = secret = ""
+        if scheme.lower() == "basic" and (user, secret) == ADMIN:
+            return Principal("admin", user)
+        key = self.keys.get(user) if scheme.lower() == "apikey" else None
+        if key is not None and key.secret == secret and not key.invalidated:
+            if key.owner.kind == "writer":
+                return key.owner
+            return Principal("user", key.name, key.id, key.descriptors)
+        raise EsError(401, "security_exception", "unable to authenticate with provided credentials",
+                      {"WWW-Authenticate": 'ApiKey, Basic realm="security"'})
+
+    def _route(self, who: Principal, method: str, path: str, req: Recorded) -> tuple[int, Any]:
+        if path == "/" and method in ("GET", "HEAD"):
+            return 200, {"name": "fake", "cluster_name": "fake-cluster", "tagline": "You Know, for Search",
+                         "version": {"number": self.version, "build_flavor": "default"}}
+        if path == "/_security/_authenticate":
+            return 200, {"username": who.name, "authentication_type": "api_key" if who.key_id else "realm"}
+        if path == "/_security/user/_has_privileges":
+            return 200, self._has_privileges(who, req.json())
+        if who.kind == "user" and not path.endswith("/_search"):
+            raise EsError(403, "security_exception", f"action [{method} {path}] is unauthorized for API key id [{who.key_id}]")
+        if path == "/_license":
+            return 200, {"license": {"type": self.licence, "status": "active"}}
+        if m := re.fullmatch(r"/_inference/(?:[a-z_]+/)?([^/]+)", path):
+            return self._inference(m.group(1))
+        if path == "/_security/api_key":
+            return self._api_key(who, method, req.json() if req.body else {})
+        if path == "/_bulk" and method in ("POST", "PUT"):
+            return 200, self._bulk(who, req.ndjson())
+        if m := re.fullmatch(r"/_alias/([^/]+)", path):
+            found = m.group(1) in self.aliases
+            return (200 if found else 404), ({m.group(1): {}} if found else {})
+        if m := re.fullmatch(r"/([^/_][^/]*)/_search", path):
+            return 200, self._search(who, m.group(1), req.json() if req.body else {})
+        if m := re.fullmatch(r"/([^/_][^/]*)/_doc/([^/]+)", path):
+            return self._get_doc(m.group(1), m.group(2))
+        if m := re.fullmatch(r"/([^/_][^/]*)/_stats(?:/store)?", path):
+            size = sum(len(json.dumps(d["source"])) for i in self._resolve(m.group(1)) for d in i.docs.values())
+            return 200, {"_all": {"total": {"store": {"size_in_bytes": size}}}}
+        if m := re.fullmatch(r"/([^/_][^/]*)/_mapping", path):
+            return 200, {i.name: {"mappings": i.mappings} for i in self._resolve(m.group(1))}
+        if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "PUT":
+            return 200, self._create_index(m.group(1), req.json())
+        raise EsError(400, "illegal_argument_exception", f"fake: no handler for [{method} {path}]")
+
+    # -- security ------------------------------------------------------------------------
+
+    def _api_key(self, who: Principal, method: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if method == "DELETE":
+            hits = [k for k in self.keys.values() if k.owner.kind != "writer" and not k.invalidated
+                    and (k.id in body.get("ids", []) or k.name == body.get("name"))]
+            for key in hits:
+                key.invalidated = True
+            return 200, {"invalidated_api_keys": [k.id for k in hits], "previously_invalidated_api_keys": [],
+                         "error_count": 0}
+        if who.kind != "admin" and body.get("role_descriptors"):
+            raise EsError(400, "illegal_argument_exception",
+                          "creating derived api keys requires an explicit role descriptor that is empty")
+        key_id = f"key-{next(self._key_ids)}"
+        secret = f"secret-{key_id}"
+        self.keys[key_id] = Key(key_id, secret, body["name"], who, body.get("role_descriptors", {}), body.get("metadata", {}))
+        return 200, {"id": key_id, "name": body["name"], "api_key": secret, "encoded": encode_key(key_id, secret)}
+
+    def _grants(self, who: Principal) -> tuple[list[str], list[str], dict[str, Any] | None]:
+        """(index patterns, index privileges, DLS query) of a minted key (one descriptor, one entry)."""
+        (descriptor,) = who.descriptors.values()
+        (entry,) = descriptor["indices"]
+        return entry["names"], entry["privileges"], entry.get("query")
+
+    def _has_privileges(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
+        cluster_grants = set() if who.kind != "user" else set(next(iter(who.descriptors.values())).get("cluster", []))
+        index_result: dict[str, dict[str, bool]] = {}
+        for entry in body.get("index", []):
+            for name in entry["names"]:
+                if who.kind == "user":
+                    names, privileges, _ = self._grants(who)
+                    allowed = any(fnmatch.fnmatch(name, n) or name == n for n in names)
+                    index_result[name] = {p: allowed and p in privileges for p in entry["privileges"]}
+                else:
+                    index_result[name] = {p: True for p in entry["privileges"]}
+        cluster = {p: who.kind != "user" or p in cluster_grants for p in body.get("cluster", [])}
+        return {"username": who.name, "has_all_requested": all(cluster.values()) and all(
+            all(v.values()) for v in index_result.values()), "cluster": cluster, "index": index_result}
+
+    # -- indices -------------------------------------------------------------------------
+
+    def _create_index(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        if name in self.indices or name in self.aliases:
+            raise EsError(400, "resource_already_exists_exception", f"index [{name}] already exists")
+        self.indices[name] = Index(name, body.get("mappings", {}))
+        for alias in body.get("aliases", {}):
+            self.aliases[alias] = name
+        return {"acknowledged": True, "shards_acknowledged": True, "index": name}
+
+    def _resolve(self, expression: str) -> list[Index]:
+        out = []
+        for name in expression.split(","):
+            concrete = self.aliases.get(name, name)
+            if concrete not in self.indices:
+                raise EsError(404, "index_not_found_exception", f"no such index [{name}]")
+            out.append(self.indices[concrete])
+        return out
+
+    def _get_doc(self, expression: str, doc_id: str) -> tuple[int, Any]:
+        (index,) = self._resolve(expression)
+        doc = index.docs.get(doc_id)
+        if doc is None:
+            return 404, {"_index": index.name, "_id": doc_id, "found": False}
+        return 200, {"_index": index.name, "_id": doc_id, "found": True, "_seq_no": doc["seq_no"],
+                     "_primary_term": 1, "_source": doc["source"]}
+
+    def _inference(self, endpoint: str) -> tuple[int, Any]:
+        if endpoint == "_all":
+            return 200, {"endpoints": [{"inference_id": i, "task_type": "rerank" if "rerank" in i else "text_embedding"}
+                                       for i in sorted(self.inference_ids)]}
+        self._need_endpoint(endpoint)
+        task = "rerank" if "rerank" in endpoint else "text_embedding"
+        return 200, {"endpoints": [{"inference_id": endpoint, "task_type": task, "service": "fake"}]}
+
+    def _need_endpoint(self, endpoint: str) -> None:
+        if endpoint not in self.inference_ids:
+            raise EsError(404, "resource_not_found_exception", f"Inference endpoint not found [{endpoint}]")
+
+    # -- documents -----------------------------------------------------------------------
+
+    def _check_source(self, index: Index, source: dict[str, Any]) -> None:
+        for name, value in source.items():
+            spec = index.properties.get(name)
+            if spec is None:
+                raise EsError(400, "strict_dynamic_mapping_exception",
+                              f"[1:1] mapping set to strict, dynamic introduction of [{name}] within [_doc] is not allowed")
+            if spec.get("type") == "constant_keyword" and value is not None and value != spec.get("value"):
+                raise EsError(400, "document_parsing_exception",
+                              f"[constant_keyword] field [{name}] only accepts values that are equal to [{spec['value']}]")
+            if spec.get("type") == "semantic_text":
+                raise EsError(400, "document_parsing_exception", f"atlas never writes [{name}] directly (copy_to only)")
+
+    def _bulk(self, who: Principal, lines: list[Any]) -> dict[str, Any]:
+        items: list[dict[str, Any]] = []
+        it = iter(lines)
+        for action in it:
+            ((op, meta),) = action.items()
+            body = next(it) if op != "delete" else None
+            try:
+                result = self._bulk_item(who, op, meta, body)
+            except EsError as exc:
+                result = {"_index": meta.get("_index"), "_id": meta.get("_id"), "status": exc.status,
+                          "error": {"type": exc.kind, "reason": exc.reason}}
+            items.append({op: result})
+        return {"took": 1, "errors": any("error" in next(iter(i.values())) for i in items), "items": items}
+
+    def _bulk_item(self, who: Principal, op: str, meta: dict[str, Any], body: Any) -> dict[str, Any]:
+        if who.kind == "user":
+            raise EsError(403, "security_exception", f"action [indices:data/write/bulk[s]] is unauthorized for API key id [{who.key_id}]")
+        (index,) = self._resolve(meta["_index"])
+        doc_id = meta["_id"]
+        current = index.docs.get(doc_id)
+        if "if_seq_no" in meta and (current is None or current["seq_no"] != meta["if_seq_no"]):
+            raise EsError(409, "version_conflict_engine_exception",
+                          f"[{doc_id}]: version conflict, required seqNo [{meta['if_seq_no']}]")
+        if op == "delete":
+            if current is None:
+                return {"_index": index.name, "_id": doc_id, "result": "not_found", "status": 404}
+            del index.docs[doc_id]
+            return self._written(index, doc_id, "deleted", 200, keep=False)
+        if op == "update":
+            if "script" in body and index.has_semantic_text():
+                raise EsError(400, "illegal_argument_exception",
+                              "Cannot apply update with a script on indices that contain [semantic_text] field(s). "
+                              "You must retrieve and set the values directly for those fields.")
+            if current is None:
+                raise EsError(404, "document_missing_exception", f"[{doc_id}]: document missing")
+            merged = {**current["source"], **body["doc"]}
+            self._check_source(index, merged)
+            index.docs[doc_id] = {"source": merged, "seq_no": -1}
+            return self._written(index, doc_id, "updated", 200)
+        if op == "create" and current is not None:
+            raise EsError(409, "version_conflict_engine_exception", f"[{doc_id}]: version conflict, document already exists")
+        self._check_source(index, body)
+        index.docs[doc_id] = {"source": dict(body), "seq_no": -1}
+        return self._written(index, doc_id, "created" if current is None else "updated", 201 if current is None else 200)
+
+    def _written(self, index: Index, doc_id: str, result: str, status: int, keep: bool = True) -> dict[str, Any]:
+        seq_no = next(self._seq)
+        if keep:
+            index.docs[doc_id]["seq_no"] = seq_no
+        return {"_index": index.name, "_id": doc_id, "_version": 1, "result": result, "status": status,
+                "_seq_no": seq_no, "_primary_term": 1}
+
+    # -- search --------------------------------------------------------------------------
+
+    def _search(self, who: Principal, expression: str, body: dict[str, Any]) -> dict[str, Any]:
+        indices = self._resolve(expression)
+        docs = [DocRef(i, d, i.name) for i in indices for d in sorted(i.docs)]
+        if who.kind == "user":
+            names, _, dls = self._grants(who)
+            for index in indices:
+                if not any(fnmatch.fnmatch(index.name, n) for n in names):
+                    raise EsError(403, "security_exception", f"action [indices:data/read/search] is unauthorized for [{index.name}]")
+            docs = [d for d in docs if dls is None or self._score(dls, d, docs) is not None]
+        size = body.get("size", 10)
+        if "retriever" in body:
+            top = body["retriever"]
+            (kind, spec), = top.items()
+            if kind != "standard" and size > spec.get("rank_window_size", 10):
+                raise EsError(400, "illegal_argument_exception",
+                              f"[{kind}] requires [rank_window_size: {spec.get('rank_window_size', 10)}] to be >= [size: {size}]")
+            ranked = self._retrieve(top, docs, size)
+            page = ranked[body.get("from", 0): body.get("from", 0) + size]
+            hits = [self._hit(d, s, body) for d, s in page]
+        else:
+            hits = self._query_page(docs, body)
+        response = {"took": 1, "timed_out": False, "hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits}}
+        aggs = body.get("aggregations", body.get("aggs"))
+        if aggs:
+            matched = [d for d in docs if self._score(body.get("query", {"match_all": {}}), d, docs) is not None]
+            response["aggregations"] = self._aggregate(aggs, matched, docs)
+        return response
+
+    def _aggregate(self, aggs: dict[str, Any], docs: list[DocRef], corpus: list[DocRef]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, spec in aggs.items():
+            subs = spec.get("aggregations", spec.get("aggs", {}))
+            if "terms" in spec:
+                groups: dict[Any, list[DocRef]] = {}
+                for doc in docs:
+                    value = doc.source.get(spec["terms"]["field"])
+                    if spec["terms"]["field"] == "memory_type":  # constant_keyword: the mapping's value
+                        value = doc.index.properties["memory_type"]["value"]
+                    for v in _values(value):
+                        groups.setdefault(v, []).append(doc)
+                ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), str(g[0])))[: spec["terms"].get("size", 10)]
+                out[name] = {"buckets": [{"key": k, "doc_count": len(g), **self._aggregate(subs, g, corpus)} for k, g in ordered]}
+            elif "filter" in spec:
+                kept = [d for d in docs if self._score(spec["filter"], d, corpus) is not None]
+                out[name] = {"doc_count": len(kept), **self._aggregate(subs, kept, corpus)}
+            else:
+                raise EsError(400, "parsing_exception", f"fake: unsupported aggregation {spec}")
+        return out
+
+    def _query_page(self, docs: list[DocRef], body: dict[str, Any]) -> list[dict[str, Any]]:
+        query = body.get("query", {"match_all": {}})
+        scored = [(d, s) for d in docs if (s := self._score(query, d, docs)) is not None]
+        for spec in reversed(body.get("sort", [])):
+            ((name, how),) = spec.items()
+            present = [x for x in scored if x[0].source.get(name) is not None]
+            absent = [x for x in scored if x[0].source.get(name) is None]
+            present.sort(key=lambda x: x[0].source[name], reverse=how.get("order") == "desc")
+            scored = present + absent
+        if not body.get("sort"):
+            scored.sort(key=lambda x: (-x[1], x[0].id))
+        start = body.get("from", 0)
+        return [self._hit(d, s, body) for d, s in scored[start: start + body.get("size", 10)]]
+
+    def _hit(self, doc: DocRef, score: float, body: dict[str, Any]) -> dict[str, Any]:
+        source = body.get("_source", True)
+        hit: dict[str, Any] = {"_index": doc.index.name, "_id": doc.id, "_score": score}
+        if source is not False:
+            excludes = set(source.get("excludes", [])) if isinstance(source, dict) else set()
+            hit["_source"] = {k: v for k, v in doc.source.items() if k not in excludes}
+        if body.get("seq_no_primary_term"):
+            hit |= {"_seq_no": doc.index.docs[doc.id]["seq_no"], "_primary_term": 1}
+        return hit
+
+    def _retrieve(self, container: dict[str, Any], docs: list[DocRef], window: int) -> list[tuple[DocRef, float]]:
+        ((kind, spec),) = container.items()
+        filters = spec.get("filter", [])
+        for f in filters if isinstance(filters, list) else [filters]:
+            docs = [d for d in docs if self._score(f, d, docs) is not None]
+        if kind == "standard":
+            scored = [(d, s) for d in docs if (s := self._score(spec.get("query", {"match_all": {}}), d, docs)) is not None]
+            scored.sort(key=lambda x: (-x[1], x[0].id))
+            return scored[:window]
+        if kind == "rrf":
+            return self._rrf(spec, docs)
+        if kind == "text_similarity_reranker":
+            return self._rerank(spec, docs)
+        raise EsError(400, "x_content_parse_exception", f"unknown retriever [{kind}]")
+
+    def _rrf(self, spec: dict[str, Any], docs: list[DocRef]) -> list[tuple[DocRef, float]]:
+        if self.licence in ("basic", "standard", "gold", "platinum"):
+            raise EsError(403, "security_exception", "current license is non-compliant for [Reciprocal Rank Fusion (RRF)]")
+        window, constant = spec.get("rank_window_size", 10), spec.get("rank_constant", 60)
+        children = spec["retrievers"]
+        if len(children) < 2:
+            raise EsError(400, "illegal_argument_exception", "[rrf] requires at least 2 retrievers")
+        scores: dict[DocRef, float] = {}
+        for child in children:
+            for rank, (doc, _) in enumerate(self._retrieve(child, docs, window), start=1):
+                scores[doc] = scores.get(doc, 0.0) + 1.0 / (constant + rank)
+        return sorted(scores.items(), key=lambda x: (-x[1], x[0].id))[:window]
+
+    def _rerank(self, spec: dict[str, Any], docs: list[DocRef]) -> list[tuple[DocRef, float]]:
+        window = spec.get("rank_window_size", 10)
+        ((child_kind, child),) = spec["retriever"].items()
+        if child_kind != "standard" and child.get("rank_window_size", 10) < window:
+            raise EsError(400, "illegal_argument_exception",
+                          "[text_similarity_reranker] requires [rank_window_size] <= the inner retriever's")
+        self._need_endpoint(spec.get("inference_id", ".rerank-v1-elasticsearch"))
+        candidates = [d for d, _ in self._retrieve(spec["retriever"], docs, window)]
+        query = self._vector(spec["inference_text"])
+        out = []
+        for doc in candidates:
+            relevance = (1.0 + float(self._vector(doc.source.get(spec["field"], "")) @ query)) / 2.0
+            out.append((doc, max(relevance, 0.0) + min(math.exp(relevance), 1.0)))
+        out.sort(key=lambda x: (-x[1], x[0].id))
+        return [x for x in out if x[1] >= spec.get("min_score", 0.0)]
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = self._vectors.get(text)
+        if vector is None:
+            vector = self._vectors[text] = np.asarray(self.embed([text])[0], dtype=np.float64)
+        return vector
+
+    # -- queries (None = no match) -------------------------------------------------------
+
+    def _score(self, query: dict[str, Any], doc: DocRef, corpus: list[DocRef]) -> float | None:
+        ((kind, spec),) = query.items()
+        source = doc.source
+        if kind == "match_all":
+            return 1.0
+        if kind == "bool":
+            return self._bool(spec, doc, corpus)
+        if kind == "term":
+            ((name, value),) = spec.items()
+            value = value["value"] if isinstance(value, dict) else value
+            if name == "_index":
+                return 1.0 if value in (doc.index.name, *[a for a, c in self.aliases.items() if c == doc.index.name]) else None
+            return 1.0 if value in _values(source.get(name)) else None
+        if kind == "terms":
+            ((name, values),) = spec.items()
+            return 1.0 if set(values) & set(_values(source.get(name))) else None
+        if kind == "ids":
+            return 1.0 if doc.id in spec["values"] else None
+        if kind == "exists":
+            return 1.0 if _values(source.get(spec["field"])) else None
+        if kind == "range":
+            ((name, bounds),) = spec.items()
+            value = source.get(name)
+            if value is None:
+                return None
+            at = _instant(value)
+            tests = {"gt": at.__gt__, "gte": at.__ge__, "lt": at.__lt__, "lte": at.__le__}
+            return 1.0 if all(tests[op](_instant(bound)) for op, bound in bounds.items()) else None
+        if kind == "multi_match":
+            return self._bm25(spec, doc, corpus)
+        if kind == "semantic":
+            return self._semantic(spec, doc)
+        if kind == "function_score":
+            return self._function_score(spec, doc, corpus)
+        raise EsError(400, "parsing_exception", f"unknown query [{kind}]")
+
+    def _bool(self, spec: dict[str, Any], doc: DocRef, corpus: list[DocRef]) -> float | None:
+        total = 0.0
+        for clause in ("must", "filter"):
+            for q in _listed(spec.get(clause)):
+                s = self._score(q, doc, corpus)
+                if s is None:
+                    return None
+                total += s if clause == "must" else 0.0
+        if any(self._score(q, doc, corpus) is not None for q in _listed(spec.get("must_not"))):
+            return None
+        should = [s for q in _listed(spec.get("should")) if (s := self._score(q, doc, corpus)) is not None]
+        needed = spec.get("minimum_should_match", 0 if spec.get("must") or spec.get("filter") else 1)
+        if spec.get("should") and len(should) < needed:
+            return None
+        return total + sum(should)
+
+    def _bm25(self, spec: dict[str, Any], doc: DocRef, corpus: list[DocRef]) -> float | None:
+        terms = set(WORD.findall(spec["query"].lower()))
+        best = 0.0
+        for entry in spec["fields"]:
+            name, _, boost = entry.partition("^")
+            texts = [str(d.source.get(name) or "") for d in corpus if name in d.index.properties]
+            if name not in doc.index.properties or not texts:
+                continue
+            words = WORD.findall(str(doc.source.get(name) or "").lower())
+            average = sum(len(WORD.findall(t.lower())) for t in texts) / len(texts) or 1.0
+            score = 0.0
+            for term in terms:
+                tf = words.count(term)
+                if tf:
+                    df = sum(term in WORD.findall(t.lower()) for t in texts)
+                    idf = math.log(1 + (len(texts) - df + 0.5) / (df + 0.5))
+                    score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / average))
+            best = max(best, score * float(boost or 1.0))
+        return best if best > 0 else None
+
+    def _semantic(self, spec: dict[str, Any], doc: DocRef) -> float | None:
+        mapped = doc.index.properties.get(spec["field"])
+        if mapped is None:
+            return None
+        if mapped.get("type") != "semantic_text":
+            raise EsError(400, "illegal_argument_exception",
+                          f"Field [{spec['field']}] of type [{mapped.get('type')}] does not support semantic queries")
+        self._need_endpoint(mapped["inference_id"])
+        sources = [n for n, p in doc.index.properties.items() if p.get("copy_to") == spec["field"]]
+        text = "\n".join(str(doc.source.get(n) or "") for n in sources)
+        if not text.strip():
+            return None
+        return (1.0 + float(self._vector(text) @ self._vector(spec["query"]))) / 2.0
+
+    def _function_score(self, spec: dict[str, Any], doc: DocRef, corpus: list[DocRef]) -> float | None:
+        score = self._score(spec.get("query", {"match_all": {}}), doc, corpus)
+        if score is None:
+            return None
+        factor = 1.0
+        for function in spec.get("functions", []):
+            if "filter" in function and self._score(function["filter"], doc, corpus) is None:
+                continue
+            factor *= function.get("weight", 1.0)  # script_score: Painless is not simulated (1.0)
+        return score * factor
+
+
+def _instant(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _values(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return [v for v in value if v is not None] if isinstance(value, list) else [value]
+
+
+def _listed(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeElasticsearch
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        status, body, headers = self.fake.handle(self.command, self.path, dict(self.headers.items()), raw)
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("X-Elastic-Product", "Elasticsearch")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _serve
+
+    def log_message(self, *args: Any) -> None:  # keep test output clean
+        pass
