@@ -9,11 +9,22 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from .domain.model import Memory, MemoryType
 from .service import Hit, MemoryService
 
 MAX_CHAIN = 100  # bound on how many links a supersession history walk follows
+
+
+def when(value: datetime | None) -> str:
+    """A timestamp as operators read it (UTC, to the minute)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M") if value else "-"
+
+
+def shown_at(memory: Memory) -> datetime:
+    """The date a memory is listed under: when an event happened, else when it was stored."""
+    return memory.occurred_at or memory.created_at
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,12 @@ def _present(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v not in (None, [], ())}
 
 
+def recalled_view(memory: Memory, score: float, why: Explanation | None = None) -> dict[str, Any]:
+    """A recall result: the memory, its score and, when asked for, why it scored that."""
+    view = memory_view(memory, score)
+    return view | {"explain": explanation_view(why)} if why is not None else view
+
+
 def explanation_view(why: Explanation) -> dict[str, Any]:
     """The breakdown of one recall score: final = relevance × decay × use × prior × track."""
     factors = why.factors

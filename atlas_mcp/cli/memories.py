@@ -6,10 +6,10 @@ import json
 
 import click
 
-from ..inspection import MemoryDetail, memory_detail
+from ..inspection import MemoryDetail, memory_detail, shown_at
 from ..views import memory_view
 from .options import config_option, service_session, settings_from, user_option
-from .tables import clip, echo_json, json_option, shown_at, status, table, type_option
+from .tables import clip, echo_json, json_option, status, table, type_option
 
 LIST_HEADERS = ["id", "type", "when", "status", "text"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from ..inspection import explain_recall
+from ..inspection import explain_recall, when
 from ..service import Hit
-from ..views import explanation_view, memory_view
+from ..views import recalled_view
 from .options import config_option, service_session, settings_from, user_option
-from .tables import clip, echo_json, json_option, table, type_option, when
+from .tables import clip, echo_json, json_option, table, type_option
 
 
 @click.command()
@@ -29,7 +29,8 @@ def recall(query, k, memory_types, include_superseded, explain, as_json, config_
             memory_types=memory_types, include_superseded=include_superseded,
         )  # fmt: skip
     if as_json:
-        echo_json({"memories": [_hit_view(h, explain) for h in hits]})
+        views = [recalled_view(h.memory, h.score, h.explanation if explain else None) for h in hits]
+        echo_json({"memories": views})
         return
     if not hits:
         click.echo("no memories matched")
@@ -42,11 +43,6 @@ def recall(query, k, memory_types, include_superseded, explain, as_json, config_
 
 EXPLAIN_HEADERS = ["#", "bm25", "dense", "rrf", "relevance", "reranker", "decay", "aged from", "use",
                    "prior", "track", "score"]  # fmt: skip
-
-
-def _hit_view(hit: Hit, explain: bool) -> dict:
-    view = memory_view(hit.memory, hit.score)
-    return view | {"explain": explanation_view(hit.explanation)} if explain else view
 
 
 def _result_rows(hits: list[Hit]):

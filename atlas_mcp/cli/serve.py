@@ -55,7 +55,7 @@ async def _serve_http(service, settings: Settings) -> None:
 
     server = build_server(service, settings.user)
     scheduler = server_scheduler(server, service, settings)  # None when consolidation is off
-    app = build_http_app(server, settings)
+    app = build_http_app(server, settings, service=service)
     log.info("serving", transport="http", **describe(settings))
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
     async with anyio.create_task_group() as background:

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ..domain.model import Memory, MemoryType
+from ..inspection import when
 
 TEXT_WIDTH = 72
 
@@ -43,15 +44,6 @@ def clip(text: str, width: int = TEXT_WIDTH) -> str:
     """One line of at most ``width`` characters: newlines folded, the rest cut with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M") if value else "-"
-
-
-def shown_at(memory: Memory) -> datetime:
-    """The date an operator orders a memory by: when an event happened, else when it was stored."""
-    return memory.occurred_at or memory.created_at
 
 
 def status(memory: Memory) -> str:

@@ -4,6 +4,8 @@ Routes:
     /mcp                         identity = the user whose token was presented
     /api/atlas/mcp/{user_id}     the path's user must be the token's user, else 403
     /healthz                     200, no auth
+    /inspect/...                 the web inspector (when given the service): same tokens, as a
+                                 header or through its sign-in form's cookie
 
 Tokens are compared as sha256 digests with ``hmac.compare_digest`` against every configured
 user, so neither the token nor the timing reveals which user almost matched.
@@ -26,7 +28,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import LOOPBACK_HOSTS, Settings
+from ..inspector import mount_inspector
 from ..log import get_logger
+from ..service import MemoryService
 from .identity import SCOPE_USER_KEY
 
 MCP_PATH = "/mcp"
@@ -107,7 +111,9 @@ async def healthz(_request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-def build_http_app(server: MCPServer, settings: Settings) -> Starlette:
+def build_http_app(
+    server: MCPServer, settings: Settings, service: MemoryService | None = None
+) -> Starlette:
     server.streamable_http_app(  # builds the session manager we mount below
         streamable_http_path=MCP_PATH,
         transport_security=transport_security(settings),
@@ -126,6 +132,8 @@ def build_http_app(server: MCPServer, settings: Settings) -> Starlette:
     )
     tokens = None if settings.insecure_no_auth else TokenTable(settings.token_digests())
     app.add_middleware(BearerAuth, tokens=tokens, anonymous_user=settings.user)
+    if service is not None:  # after BearerAuth: the inspector's gate must run before it
+        mount_inspector(app, service, tokens.user_for if tokens else None)
     return app
 
 

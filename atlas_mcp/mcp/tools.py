@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import AtlasError
 from ..service import MemoryService
-from ..views import explanation_view, memory_view
+from ..views import recalled_view
 from .identity import principal
 
 MemoryTypeName = Literal["episodic", "semantic", "procedural", "catalog"]
@@ -153,12 +153,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
                 include_superseded=include_superseded,
             )
         )
-        views = [memory_view(h.memory, h.score) for h in hits]
-        if explain:
-            views = [
-                view | {"explain": explanation_view(hit.explanation)}
-                for view, hit in zip(views, hits, strict=True)
-            ]
+        views = [recalled_view(h.memory, h.score, h.explanation if explain else None) for h in hits]
         return _result({"memories": views})
 
     @server.tool(
