@@ -45,6 +45,7 @@ class StdioWire:
         )
         self._buffer = b""
         self._next_id = 0
+        self._answered: dict[Any, dict[str, Any]] = {}  # responses that arrived out of order
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.process.stdout, selectors.EVENT_READ)
         os.set_blocking(self.process.stdout.fileno(), False)
@@ -70,8 +71,7 @@ class StdioWire:
         return self.request("tools/call", {"name": name, "arguments": arguments}, timeout=timeout)
 
     def request(self, method: str, params: Any, timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
-        self._next_id += 1
-        request_id = self._next_id
+        request_id = self.new_id()
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return self.response(request_id, timeout)
 
@@ -86,12 +86,18 @@ class StdioWire:
         except (BrokenPipeError, ValueError) as exc:
             raise WireClosed("server stdin is closed") from exc
 
-    def response(self, request_id: int, timeout: float) -> dict[str, Any]:
+    def new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def response(self, request_id: Any, timeout: float) -> dict[str, Any]:
+        """The answer to ``request_id``; the server may answer concurrent requests in any order."""
         deadline = time.monotonic() + timeout
-        while True:
+        while request_id not in self._answered:
             message = self._next_message(deadline)
-            if message.get("id") == request_id and ("result" in message or "error" in message):
-                return message
+            if "result" in message or "error" in message:
+                self._answered[message.get("id")] = message
+        return self._answered.pop(request_id)
 
     def _next_message(self, deadline: float) -> dict[str, Any]:
         while b"\n" not in self._buffer:
