@@ -60,6 +60,34 @@ class RerankSettings(BaseModel):
     candidates: int = Field(40, ge=1, description="how many fused candidates the cross-encoder sees")
 
 
+class OAuthSettings(BaseModel):
+    """``[oauth]``: accept JWT access tokens from an identity provider (on when ``issuer`` is set)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: str | None = Field(None, description="the authorization server's issuer URL (the iss claim)")
+    jwks_url: str | None = Field(None, description="where the issuer publishes its signing keys")
+    resource_url: str | None = Field(None, description="this server's public MCP URL, e.g. https://mem.example/mcp")
+    audience: str | None = Field(None, description="the aud tokens must carry; default resource_url")
+    user_claim: str = Field("sub", min_length=1, description="the claim that names the memory user")
+    required_scopes: list[str] = Field(default_factory=list)
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"])
+    leeway_s: int = Field(30, ge=0, description="clock skew allowed on exp/nbf/iat")
+    jwks_cache_s: int = Field(300, ge=1, description="how long fetched signing keys are reused")
+
+    @property
+    def enabled(self) -> bool:
+        return self.issuer is not None
+
+    @model_validator(mode="after")
+    def _complete(self) -> OAuthSettings:
+        if self.enabled and not (self.jwks_url and self.resource_url):
+            raise ValueError("[oauth] issuer needs jwks_url and resource_url as well")
+        if any(a.upper().startswith("HS") or a.lower() == "none" for a in self.algorithms):
+            raise ValueError("[oauth] algorithms must be asymmetric (RS*, ES*, PS*, EdDSA)")
+        return self
+
+
 class ConsolidationSettings(BaseModel):
     """``[consolidation]``: which LLM turns episodes into facts and playbooks, and when.
 
@@ -163,19 +191,23 @@ class Settings(BaseSettings):
     )
     allowed_origins: list[str] = Field(default_factory=list, description="Origin headers HTTP accepts")
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest HTTP request body")
+    rate_limit_per_minute: int = Field(600, ge=0, description="HTTP requests per user per minute; 0 = no limit")
+    rate_limit_burst: int = Field(120, ge=1, description="HTTP requests a user may send at once")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     scoring: ScoringPolicy = Field(default_factory=ScoringPolicy)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
+    oauth: OAuthSettings = Field(default_factory=OAuthSettings)
     elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
     limits: Limits = Field(default_factory=Limits)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
 
     @model_validator(mode="after")
     def _http_needs_auth(self) -> Settings:
-        if self.transport == "http" and not self.insecure_no_auth and not self.token_digests():
+        authenticated = bool(self.token_digests()) or self.oauth.enabled
+        if self.transport == "http" and not self.insecure_no_auth and not authenticated:
             raise ValueError(
-                "HTTP transport needs at least one [users.<id>] token (or token_sha256); "
+                "HTTP transport needs at least one [users.<id>] token (or token_sha256) or [oauth]; "
                 "use --insecure-no-auth only for local experiments on a loopback host"
             )
         if self.transport == "http" and self.insecure_no_auth and self.host not in LOOPBACK_HOSTS:

@@ -8,7 +8,11 @@ Routes:
                                  header or through its sign-in form's cookie
 
 Tokens are compared as sha256 digests with ``hmac.compare_digest`` against every configured
-user, so neither the token nor the timing reveals which user almost matched.
+user, so neither the token nor the timing reveals which user almost matched. With ``[oauth]``,
+JWT access tokens from the configured issuer are accepted too (``oauth.py``) and the RFC 9728
+metadata is served at ``/.well-known/oauth-protected-resource...``. Every authenticated user
+has a request budget (``ratelimit.py``), and each MCP session is bound to the user who opened
+it, so a leaked session id is useless with another credential.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import hmac
 from collections.abc import Mapping
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
@@ -32,6 +38,8 @@ from ..inspector import mount_inspector
 from ..log import get_logger
 from ..service import MemoryService
 from .identity import SCOPE_USER_KEY
+from .oauth import WELL_KNOWN, JwtVerifier, Rejection, metadata, metadata_path, metadata_url
+from .ratelimit import RateLimiter
 
 MCP_PATH = "/mcp"
 USER_PATH_PREFIX = "/api/atlas/mcp/"
@@ -55,31 +63,52 @@ class TokenTable:
 class BearerAuth:
     """ASGI middleware: verify the bearer token, stamp the user on the scope, check path users."""
 
-    def __init__(self, app: ASGIApp, tokens: TokenTable | None, anonymous_user: str) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: TokenTable | None,
+        anonymous_user: str,
+        verifier: JwtVerifier | None = None,
+        limiter: RateLimiter | None = None,
+        challenge: str = 'Bearer realm="atlas-mcp"',
+    ) -> None:
         self.app = app
         self.tokens = tokens  # None = --insecure-no-auth (loopback only)
         self.anonymous_user = anonymous_user
+        self.verifier = verifier  # JWTs from the [oauth] issuer, checked after static tokens
+        self.limiter = limiter
+        self.challenge = challenge
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or scope["path"].startswith(WELL_KNOWN):
             return await self.app(scope, receive, send)
-        user = self._authenticate(scope)
+        user = await self._authenticate(scope)
+        if isinstance(user, Rejection):
+            challenge = f'{self.challenge}, error="{user.error}", error_description="{user.description}"'
+            return await _deny(scope, receive, send, user.status, user.description, challenge)
         if user is None:
-            return await _deny(scope, receive, send, 401, "missing or invalid bearer token")
+            return await _deny(scope, receive, send, 401, "missing or invalid bearer token", self.challenge)
         path_user = _path_user(scope["path"])
         if path_user is not None and path_user != user:
             return await _deny(scope, receive, send, 403, "this token does not belong to that user")
+        if self.limiter is not None and (wait := self.limiter.retry_after(user)) is not None:
+            return await _throttle(scope, receive, send, wait)
         scope[SCOPE_USER_KEY] = user
+        # The SDK binds each MCP session to the principal that opened it (404 for anyone else).
+        scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=user, scopes=[], subject=user))
         await self.app(scope, receive, send)
 
-    def _authenticate(self, scope: Scope) -> str | None:
+    async def _authenticate(self, scope: Scope) -> str | Rejection | None:
         if self.tokens is None:
             return _path_user(scope["path"]) or self.anonymous_user
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        return self.tokens.user_for(token.strip())
+        user = self.tokens.user_for(token.strip())
+        if user is None and self.verifier is not None:
+            return await self.verifier.verify(token.strip())
+        return user
 
 
 def _path_user(path: str) -> str | None:
@@ -88,10 +117,19 @@ def _path_user(path: str) -> str | None:
     return path[len(USER_PATH_PREFIX) :].strip("/") or None
 
 
-async def _deny(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+async def _deny(
+    scope: Scope, receive: Receive, send: Send, status: int, message: str, challenge: str | None = None
+) -> None:
     log.info("http_denied", status=status, path=scope["path"])
-    headers = {"WWW-Authenticate": 'Bearer realm="atlas-mcp"'} if status == 401 else None
+    headers = {"WWW-Authenticate": challenge} if challenge else None
     await JSONResponse({"error": message}, status_code=status, headers=headers)(scope, receive, send)
+
+
+async def _throttle(scope: Scope, receive: Receive, send: Send, retry_after: int) -> None:
+    log.warning("http_rate_limited", path=scope["path"], retry_after=retry_after)
+    body = {"error": f"too many requests for this user; retry in {retry_after} s"}
+    headers = {"Retry-After": str(retry_after)}
+    await JSONResponse(body, status_code=429, headers=headers)(scope, receive, send)
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -131,10 +169,29 @@ def build_http_app(
         lifespan=lambda _app: manager.run(),
     )
     tokens = None if settings.insecure_no_auth else TokenTable(settings.token_digests())
-    app.add_middleware(BearerAuth, tokens=tokens, anonymous_user=settings.user)
+    app.add_middleware(BearerAuth, tokens=tokens, anonymous_user=settings.user, **_auth_options(app, settings))
     if service is not None:  # after BearerAuth: the inspector's gate must run before it
         mount_inspector(app, service, tokens.user_for if tokens else None)
     return app
+
+
+def _auth_options(app: Starlette, settings: Settings) -> dict[str, Any]:
+    """Rate limit and, with ``[oauth]``, the JWT verifier, its metadata route and 401 challenge."""
+    options: dict[str, Any] = {}
+    if settings.rate_limit_per_minute:
+        options["limiter"] = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+    oauth = settings.oauth
+    if oauth.enabled and not settings.insecure_no_auth:
+        document = metadata(oauth)
+
+        async def protected_resource(_request: Request) -> JSONResponse:
+            return JSONResponse(document)
+
+        for path in {WELL_KNOWN, metadata_path(oauth)}:
+            app.add_route(path, protected_resource, methods=["GET"])
+        options["verifier"] = JwtVerifier(oauth)
+        options["challenge"] = f'Bearer realm="atlas-mcp", resource_metadata="{metadata_url(oauth)}"'
+    return options
 
 
 def describe(settings: Settings) -> dict[str, Any]:
@@ -143,5 +200,6 @@ def describe(settings: Settings) -> dict[str, Any]:
         "url": f"http://{settings.host}:{settings.port}{MCP_PATH}",
         "users": sorted(settings.users),
         "auth": "none (loopback only)" if settings.insecure_no_auth else "bearer",
+        "oauth_issuer": settings.oauth.issuer,
     }
 
