@@ -30,6 +30,7 @@ import itertools
 import json
 import math
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -188,7 +189,7 @@ class FakeElasticsearch:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -206,8 +207,9 @@ class FakeElasticsearch:
         """Queue a fault for requests whose path matches the regex ``path``."""
         self.faults.append(Fault(method, re.compile(path), status, body, headers or {}, delay, times))
 
-    def requests_to(self, method: str, pattern: str) -> list[Recorded]:
-        return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
+    def requests_to(self, method: str | None, pattern: str) -> list[Recorded]:
+        """Recorded requests whose path matches ``pattern`` (``method`` None: any method)."""
+        return [r for r in self.requests if method in (None, r.method) and re.search(pattern, r.path)]
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -678,6 +680,11 @@ def _listed(value: Any) -> list[dict[str, Any]]:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     fake: FakeElasticsearch
+
+    def setup(self) -> None:
+        super().setup()
+        # headers and body leave in two writes: without this, Nagle + delayed ACK add 40 ms each
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _serve(self) -> None:
         length = int(self.headers.get("content-length") or 0)
