@@ -23,7 +23,7 @@ def _open(data_dir: Path) -> MemoryService:
     return MemoryService(EmbeddedEngine(database(data_dir), default_embedder()))
 
 
-def _everything(data_dir: Path) -> dict[str, object]:
+def everything(data_dir: Path) -> dict[str, object]:
     service = _open(data_dir)
     try:
         return {m.id: m for owner in owners(service.engine) for m in iter_memories(service.engine, owner)}
@@ -37,10 +37,8 @@ def _run(monkeypatch: pytest.MonkeyPatch, data_dir: Path, *args: str):
     return result
 
 
-@pytest.fixture
-def rich_store(tmp_path: Path) -> Path:
+def build_rich_store(data_dir: Path) -> Path:
     """Every kind of memory and every field a memory can carry, for two users and the catalog."""
-    data_dir = tmp_path / "source"
     service = _open(data_dir)
     try:
         episode = service.write("sarah", "Sarah flew to Lisbon", "episodic", occurred_at="2025-03-01T09:30:00Z")
@@ -64,6 +62,11 @@ def rich_store(tmp_path: Path) -> Path:
     return data_dir
 
 
+@pytest.fixture
+def rich_store(tmp_path: Path) -> Path:
+    return build_rich_store(tmp_path / "source")
+
+
 def test_round_trip_is_lossless(rich_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exported = tmp_path / "all.jsonl"
     result = _run(monkeypatch, rich_store, "export", str(exported))
@@ -78,7 +81,7 @@ def test_round_trip_is_lossless(rich_store: Path, tmp_path: Path, monkeypatch: p
     assert result.exit_code == 0, result.output
     assert "imported 7 memories" in result.stderr
 
-    source, copied = _everything(rich_store), _everything(target)
+    source, copied = everything(rich_store), everything(target)
     assert copied == source  # every field of every memory, dataclass equality
     superseded = [m for m in copied.values() if m.superseded_by]
     assert len(superseded) == 2 and all(copied[m.superseded_by].supersedes for m in superseded)
@@ -110,7 +113,7 @@ def test_import_twice_skips_what_is_there(rich_store: Path, tmp_path: Path, monk
     result = _run(monkeypatch, target, "import", str(exported))
     assert result.exit_code == 0 and "imported 1 memories" in result.stderr  # the catalog upsert
     assert "6 already present" in result.stderr
-    assert len(_everything(target)) == 7
+    assert len(everything(target)) == 7
 
 
 def test_export_one_user(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
@@ -128,7 +131,7 @@ def test_a_bad_line_imports_nothing(rich_store: Path, tmp_path: Path, monkeypatc
     exported.write_text("\n".join([*lines[:3], json.dumps(broken), *lines[4:]]) + "\n")
     result = _run(monkeypatch, target, "import", str(exported))
     assert result.exit_code != 0 and ":4: user_id" in result.output and "nothing imported" in result.output
-    assert not database(target).exists() or _everything(target) == {}
+    assert not database(target).exists() or everything(target) == {}
 
 
 def test_another_model_is_re_embedded_never_mixed(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
