@@ -4,6 +4,7 @@ per-user rate limit, and no secret in the logs."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import httpx2
@@ -28,7 +29,8 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 
 def _config(**extra) -> dict:
-    config = {"users": {u: {"token": t} for u, t in TOKENS.items()}, "max_request_bytes": MAX_BODY} | extra
+    users = {"alice": {"token": TOKENS["alice"]}, "bob": {"token_sha256": hashlib.sha256(TOKENS["bob"].encode()).hexdigest()}}
+    config = {"users": users, "max_request_bytes": MAX_BODY} | extra  # bob's token is stored hashed
     if "elasticsearch" in Settings.model_fields:  # a configured ES key must never reach the log either
         config["elasticsearch"] = {"api_key": ES_KEY}
     return config
