@@ -43,7 +43,8 @@ def bootstrap(dry_run: bool, config_file: str | None) -> None:
     if dry_run:
         _echo_json([r.to_dict() for r in admin.bootstrap_plan(_layout(settings), inference_id)])
         return
-    cluster = _cluster(settings)
+    es = settings.elasticsearch
+    cluster = _cluster(settings, admin=bool(es.username and es.password))  # creating indices is admin work
     try:
         for line in admin.bootstrap(cluster, _layout(settings), inference_id):
             click.echo(line)

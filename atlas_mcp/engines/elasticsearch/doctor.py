@@ -134,7 +134,7 @@ def mapping_problems(expected: dict[str, Any], actual: dict[str, Any]) -> list[s
 
 
 def _writer(cluster: Cluster, layout: IndexLayout) -> list[Check]:
-    names = [layout.pattern(k) for k in ALL_TYPES]
+    names = [*(layout.pattern(k) for k in ALL_TYPES), f"{layout.state_alias}*"]
     result = cluster.call("check writer privileges", lambda es: es.security.has_privileges(
         index=[{"names": names, "privileges": WRITER_PRIVILEGES}]))
     missing = _missing(result)

@@ -1,0 +1,132 @@
+"""The Elasticsearch commands: dry runs print exactly what would be sent; real runs go to the fake."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from atlas_mcp.cli import cli
+from atlas_mcp.engines.elasticsearch import admin
+from atlas_mcp.engines.elasticsearch.layout import IndexLayout
+
+from . import bodies
+from .fake_es import ADMIN, WRITER_KEY, encode_key
+
+
+def es_env(url: str, data_dir: Path, prefix: str = "cli", **extra: str) -> dict[str, str]:
+    return {
+        "ATLAS_BACKEND": "elasticsearch",
+        "ATLAS_DATA_DIR": str(data_dir),
+        "ATLAS_ELASTICSEARCH__URL": url,
+        "ATLAS_ELASTICSEARCH__API_KEY": encode_key(*WRITER_KEY),
+        "ATLAS_ELASTICSEARCH__USERNAME": ADMIN[0],
+        "ATLAS_ELASTICSEARCH__PASSWORD": ADMIN[1],
+        "ATLAS_ELASTICSEARCH__INDEX_PREFIX": prefix,
+        "ATLAS_ELASTICSEARCH__RETRY_BACKOFF": "0.01",
+        **extra,
+    }
+
+
+@pytest.fixture
+def run(fake_es, tmp_path, monkeypatch):
+    def invoke(*args: str, **extra_env: str):
+        for key, value in es_env(fake_es.url, tmp_path / "data", **extra_env).items():
+            monkeypatch.setenv(key, value)
+        return CliRunner().invoke(cli, list(args))
+
+    return invoke
+
+
+def test_dry_runs_print_every_body_and_send_nothing(fake_es, run):
+    result = run("bootstrap", "--dry-run")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output)
+    assert printed == [r.to_dict() for r in admin.bootstrap_plan(IndexLayout("cli"), bodies.INFERENCE.embedding_id)]
+    key = json.loads(run("users", "add", "sarah", "--dry-run").output)
+    assert key["path"] == "/_security/api_key" and key["body"]["name"] == "atlas-user-sarah"
+    assert fake_es.requests == []
+
+
+def test_es_query_prints_the_recall_request(fake_es, run):
+    result = run("es-query", "--user", "sarah", "--k", "5", "--type", "semantic", "hub firmware")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output)
+    assert printed["path"] == "/cli-semantic,cli-catalog/_search"
+    reranker = printed["body"]["retriever"]["text_similarity_reranker"]
+    assert reranker["inference_text"] == "hub firmware" and printed["body"]["size"] == 80
+    assert fake_es.requests == []
+    assert run("es-query", "--user", "sarah", "--k", "0", "x").exit_code != 0
+
+
+def test_bootstrap_is_idempotent(fake_es, run):
+    first = run("bootstrap")
+    assert first.exit_code == 0 and first.output.count("created") == 5
+    second = run("bootstrap")
+    assert second.exit_code == 0 and second.output.count("exists") == 5
+    assert len(fake_es.indices) == 5
+
+
+def test_users_add_rotates_and_revoke_invalidates(fake_es, run, tmp_path):
+    run("bootstrap")
+    added = run("users", "add", "sarah")
+    assert added.exit_code == 0, added.output
+    key_file = tmp_path / "data" / "es-keys.json"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    first = json.loads(key_file.read_text())["users"]["sarah"]
+    assert first["encoded"] not in added.output, "keys are never printed"
+    run("users", "add", "sarah")
+    second = json.loads(key_file.read_text())["users"]["sarah"]
+    assert second["id"] != first["id"] and fake_es.keys[first["id"]].invalidated
+    revoked = run("users", "revoke", "sarah")
+    assert revoked.exit_code == 0 and "invalidated 1 key" in revoked.output
+    assert fake_es.keys[second["id"]].invalidated and "sarah" not in json.loads(key_file.read_text())["users"]
+
+
+def test_minting_without_a_user_credential_is_refused_clearly(run):
+    result = run("users", "add", "sarah", ATLAS_ELASTICSEARCH__USERNAME="", ATLAS_ELASTICSEARCH__PASSWORD="")
+    assert result.exit_code != 0 and "needs a user credential" in result.output
+
+
+def test_doctor_passes_on_a_ready_cluster_and_names_each_fix(fake_es, run):
+    run("bootstrap")
+    run("users", "add", "sarah")
+    healthy = run("doctor")
+    assert healthy.exit_code == 0, healthy.output
+    assert "FAIL" not in healthy.output and "Elasticsearch 9.1.0" in healthy.output
+    fake_es.licence = "gold"
+    fake_es.inference_ids.discard(".jina-reranker-v2-base-multilingual")
+    sick = run("doctor")
+    assert sick.exit_code == 1
+    assert "[FAIL] licence for RRF, reranker and inference: cluster licence is gold" in sick.output
+    assert "[FAIL] rerank endpoint" in sick.output and "start_trial" in sick.output
+
+
+def test_doctor_reports_missing_indices(run):
+    result = run("doctor")
+    assert result.exit_code == 1 and "run `atlas-mcp bootstrap`" in result.output
+
+
+@pytest.mark.slow
+async def test_stdio_server_on_the_elasticsearch_backend(fake_es, run, tmp_path):
+    """The production shape: `atlas-mcp serve` as a subprocess, memory in the (fake) cluster."""
+    run("bootstrap")
+    run("users", "add", "sarah")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATLAS_")}
+    env |= es_env(fake_es.url, tmp_path / "data")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "atlas_mcp", "serve", "--user", "sarah"], env=env)
+    async with Client(params) as client:
+        written = await client.call_tool("write_memory", {"text": "Sarah's hub runs firmware 2.1"})
+        assert not written.is_error, written.content[0].text
+        recalled = await client.call_tool("recall_memory", {"query": "hub firmware"})
+        assert [m["id"] for m in recalled.structured_content["memories"]] == [written.structured_content["id"]]
+    searches = fake_es.requests_to(None, r"/_search$")
+    sarah = json.loads((tmp_path / "data" / "es-keys.json").read_text())["users"]["sarah"]["id"]
+    assert searches and {r.auth for r in searches} == {("apikey", sarah)}
