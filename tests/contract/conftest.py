@@ -22,6 +22,14 @@ def _embedded(tmp_path: Path) -> Engine:
 
 ENGINE_FACTORIES: dict[str, Callable[[Path], Engine]] = {"embedded": _embedded}
 
+try:  # the Elasticsearch engine, through the real client, against a loopback fake cluster
+    import elasticsearch  # noqa: F401
+    from elasticsearch_engine.harness import fake_cluster_engine
+except ImportError:  # the elasticsearch extra is not installed
+    pass
+else:
+    ENGINE_FACTORIES["elasticsearch-fake"] = fake_cluster_engine
+
 
 @pytest.fixture(params=sorted(ENGINE_FACTORIES))
 def contract_service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryService]:

@@ -51,3 +51,17 @@ def bootstrapped_engine(
     finally:
         admin_cluster.close()
     return ElasticsearchEngine(Cluster(connect(config), config), keys, policy)
+
+
+_contract_cluster: FakeElasticsearch | None = None
+
+
+def fake_cluster_engine(tmp_path: Path) -> ElasticsearchEngine:
+    """For tests/contract: one fake cluster per process whose ``semantic_text`` endpoint is the
+    real MiniLM embedder, and a fresh index prefix (so a fresh store) per call."""
+    global _contract_cluster
+    if _contract_cluster is None:
+        from atlas_mcp.inference.embedder import default_embedder
+
+        _contract_cluster = FakeElasticsearch(embed=default_embedder().embed_batch).start()
+    return bootstrapped_engine(_contract_cluster, tmp_path / "es-keys.json")
