@@ -290,6 +290,11 @@ class FakeElasticsearch:
             return 200, {i.name: {"mappings": i.mappings} for i in self._resolve(m.group(1))}
         if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "PUT":
             return 200, self._create_index(m.group(1), req.json())
+        if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "DELETE":
+            for index in self._resolve(m.group(1)):
+                del self.indices[index.name]
+                self.aliases = {a: c for a, c in self.aliases.items() if c != index.name}
+            return 200, {"acknowledged": True}
         raise EsError(400, "illegal_argument_exception", f"fake: no handler for [{method} {path}]")
 
     # -- security ------------------------------------------------------------------------

@@ -1,0 +1,233 @@
+"""Live suite (es-api.md C.2): runs only when ATLAS_ES_URL points at an Elasticsearch 9.x cluster.
+
+    ATLAS_ES_URL=http://localhost:9200 ATLAS_ES_USER=elastic ATLAS_ES_PASSWORD=... \\
+    ATLAS_ES_EMBED_ID=my-embeddings ATLAS_ES_RERANK_ID=my-reranker \\
+        .venv/bin/python -m pytest tests/elasticsearch_engine/test_live.py -m live_es
+
+Needs a user credential (keys are minted with it) and an Enterprise or trial licence.
+Each test works under its own index prefix and removes its indices and keys afterwards.
+The licence case downgrades the cluster to Basic and runs only with ATLAS_ES_ALLOW_DOWNGRADE=1.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from atlas_mcp.config import ElasticsearchSettings
+from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.scoring import multipliers
+from atlas_mcp.engines.elasticsearch import admin
+from atlas_mcp.engines.elasticsearch import requests as rq
+from atlas_mcp.engines.elasticsearch.doctor import mapping_problems
+from atlas_mcp.engines.elasticsearch.engine import ElasticsearchEngine
+from atlas_mcp.engines.elasticsearch.keys import KeyStore
+from atlas_mcp.engines.elasticsearch.layout import ALL_TYPES, IndexLayout
+from atlas_mcp.engines.elasticsearch.mappings import CONTENT, SEMANTIC, mapping
+from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
+from atlas_mcp.errors import ConfigurationError
+from atlas_mcp.service import MemoryService
+
+# read at import: the suite-wide fixture clears ATLAS_* (except ATLAS_ES_URL) before each test
+LIVE = {k: os.environ.get(f"ATLAS_ES_{k}") for k in ("URL", "USER", "PASSWORD", "EMBED_ID", "RERANK_ID", "CA_CERTS")}
+ALLOW_DOWNGRADE = os.environ.get("ATLAS_ES_ALLOW_DOWNGRADE") == "1"
+
+pytestmark = [
+    pytest.mark.live_es,
+    pytest.mark.skipif(not LIVE["URL"], reason="set ATLAS_ES_URL (and ATLAS_ES_USER/PASSWORD) to run the live suite"),
+]
+
+
+class Live:
+    def __init__(self, tmp_path):
+        self.config = ElasticsearchSettings(
+            url=LIVE["URL"],
+            username=LIVE["USER"],
+            password=LIVE["PASSWORD"],
+            ca_certs=LIVE["CA_CERTS"],
+            embedding_inference_id=LIVE["EMBED_ID"] or ElasticsearchSettings().embedding_inference_id,
+            rerank_inference_id=LIVE["RERANK_ID"] or ElasticsearchSettings().rerank_inference_id,
+            index_prefix=f"atlas-live-{uuid.uuid4().hex[:8]}",
+            max_retries=1,
+        )
+        self.layout = IndexLayout(self.config.index_prefix)
+        self.admin = Cluster(connect(self.config, admin=True), self.config)
+        self.keys = KeyStore(tmp_path / "es-keys.json")
+        admin.bootstrap(self.admin, self.layout, self.config.embedding_inference_id)
+        for user in ("alice", "bob"):
+            admin.add_user(self.admin, self.keys, self.layout, user, "1d")
+        self.engine = ElasticsearchEngine(Cluster(connect(self.config), self.config), self.keys)
+        self.service = MemoryService(self.engine)
+
+    @property
+    def es(self):
+        return self.admin.client
+
+    def as_user(self, user: str):
+        return self.engine.cluster.as_user(self.keys.key_for(user))
+
+    def close(self) -> None:
+        for user in ("alice", "bob"):
+            admin.revoke_user(self.admin, self.keys, user)
+        for kind in ALL_TYPES:
+            self.es.options(ignore_status=404).indices.delete(index=self.layout.concrete(kind))
+        self.es.options(ignore_status=404).indices.delete(index=self.layout.state_concrete)
+        self.engine.close()
+        self.admin.close()
+
+
+@pytest.fixture
+def live(tmp_path):
+    cluster = Live(tmp_path)
+    yield cluster
+    cluster.close()
+
+
+def _search(live, body, kinds=ALL_TYPES, user="alice"):
+    return live.as_user(user).search(index=live.layout.aliases(tuple(kinds)), body=body)["hits"]["hits"]
+
+
+# 1 -------------------------------------------------------------------------------------------
+def test_indices_round_trip_and_a_bad_mapping_is_refused(live):
+    for kind in ALL_TYPES:
+        found = live.es.indices.get_mapping(index=live.layout.alias(kind))
+        (body,) = found.values()
+        assert mapping_problems(mapping(kind, live.config.embedding_inference_id), body["mappings"]) == []
+    bad = {"properties": {"n": {"type": "nested", "properties": {"s": {"type": "semantic_text"}}}}}
+    with pytest.raises(Exception, match="400|semantic_text"):
+        live.es.indices.create(index=f"{live.layout.prefix}-bad", mappings=bad)
+
+
+# 2 -------------------------------------------------------------------------------------------
+def test_ingested_memories_are_searchable_at_once_including_semantically(live):
+    fact = live.service.write("alice", "Alice's thermostat is set to nineteen degrees")
+    semantic = {"query": {"semantic": {"field": SEMANTIC, "query": "how warm does Alice keep her home"}}}
+    assert fact.id in [h["_id"] for h in _search(live, semantic)]
+
+
+# 3 -------------------------------------------------------------------------------------------
+def test_each_branch_then_rrf_then_reranker(live):
+    fact = live.service.write("alice", "The garage door opener is a Chamberlain MyQ")
+    plan = live.service.recall_plan("alice", "garage door opener")
+    full = live.engine.recall_request(plan).body
+    rrf = full["retriever"]["text_similarity_reranker"]["retriever"]
+    for branch in rrf["rrf"]["retrievers"]:
+        assert fact.id in [h["_id"] for h in _search(live, {"size": 10, "retriever": branch})]
+    assert fact.id in [h["_id"] for h in _search(live, {"size": 10, "retriever": rrf})]
+    explained = live.as_user("alice").search(index=list(live.engine.recall_request(plan).indices),
+                                              body={**full, "explain": True})
+    text = str(explained["hits"]["hits"][0]["_explanation"])
+    assert "bm25" in text and "dense" in text
+
+
+# 4 + 5 ---------------------------------------------------------------------------------------
+def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
+    """Each branch's score divided by its plain BM25 score is the script's factor; it must be
+    ``domain.scoring.multipliers`` for every type (so the script sees concrete index names)."""
+    phrase = "zebra crossing near the bakery"
+    now = datetime.now(UTC)
+    old = live.service.write("alice", phrase, "episodic", occurred_at=now - timedelta(days=3000))
+    fresh = live.service.write("alice", phrase, "episodic")
+    fact = live.service.write("alice", phrase)
+    live.engine.update("alice", live.engine.get("alice", [fact.id])[0].evolve(use_count=10))
+    playbook = live.service.write("alice", phrase, "procedural", steps=["look both ways"])
+    live.engine.update("alice", live.engine.get("alice", [playbook.id])[0].evolve(success_count=3, failure_count=1))
+    catalog_id = f"{live.layout.prefix}-cat"
+    live.service.load_catalog([{"id": catalog_id, "title": "crossings", "text": phrase}])
+    plan = live.service.recall_plan("alice", phrase)
+    (scored, _) = live.engine.recall_request(plan).body["retriever"]["text_similarity_reranker"]["retriever"]["rrf"]["retrievers"]
+    plain = {"standard": {**scored["standard"], "query": scored["standard"]["query"]["function_score"]["query"]}}
+    with_priors = {h["_id"]: h["_score"] for h in _search(live, {"size": 20, "retriever": scored})}
+    without = {h["_id"]: h["_score"] for h in _search(live, {"size": 20, "retriever": plain})}
+    stored = {m.id: m for m in live.engine.get("alice", list(with_priors), include_catalog=True)}
+    assert set(stored) == {old.id, fresh.id, fact.id, playbook.id, catalog_id}
+    for doc_id, memory in stored.items():
+        expected = multipliers(memory, now, live.service.policy).product
+        assert with_priors[doc_id] / without[doc_id] == pytest.approx(expected, rel=1e-3), memory.memory_type
+
+
+# 6 -------------------------------------------------------------------------------------------
+def test_the_server_enforces_window_rules(live):
+    live.service.write("alice", "window rules fact")
+    plan = live.service.recall_plan("alice", "window rules")
+    body = live.engine.recall_request(plan).body
+    with pytest.raises(Exception, match="400|rank_window_size"):
+        _search(live, {**body, "size": body["size"] + 1})
+    too_wide = {**body, "retriever": {"text_similarity_reranker": {**body["retriever"]["text_similarity_reranker"],
+                                                                   "rank_window_size": plan.window + 10}}}
+    with pytest.raises(Exception, match="400|rank_window_size"):
+        _search(live, too_wide)
+    assert _search(live, {**body, "from": plan.window, "size": 1}) == []
+
+
+# 7 -------------------------------------------------------------------------------------------
+def test_reranker_scores_come_back_on_the_shifted_scale(live):
+    live.service.write("alice", "The hub runs firmware 2.1")
+    (candidate, *_) = live.engine.candidates(live.service.recall_plan("alice", "hub firmware"))
+    assert candidate.extras["es_score"] > 0 and 0.0 <= candidate.rerank_score <= 1.0
+
+
+# 8 -------------------------------------------------------------------------------------------
+def test_partial_updates_work_and_scripted_bulk_updates_are_refused(live):
+    fact = live.service.write("alice", "Alice drinks oat milk")
+    live.engine.touch("alice", [fact.id], datetime.now(UTC))
+    assert live.engine.get("alice", [fact.id])[0].use_count == 1
+    semantic = {"query": {"semantic": {"field": SEMANTIC, "query": "what milk does Alice like"}}}
+    assert fact.id in [h["_id"] for h in _search(live, semantic)], "the embedding survived the partial update"
+    index = live.layout.alias(MemoryType.SEMANTIC)
+    scripted = live.es.bulk(operations=[{"update": {"_index": index, "_id": fact.id}},
+                                        {"script": {"source": "ctx._source.use_count += 1"}}])
+    assert scripted["errors"] and "script" in str(scripted["items"][0]).lower()
+    stale = live.es.options(ignore_status=409).bulk(operations=rq.bulk_update(index, fact.id, {"use_count": 9}, (0, 1)))
+    assert next(iter(stale["items"][0].values()))["status"] == 409
+
+
+# 9 -------------------------------------------------------------------------------------------
+def test_a_superseded_fact_disappears_from_recall(live):
+    old = live.service.write("alice", "Alice's car is blue")
+    new = live.service.write("alice", "Alice's car is red", supersedes_id=old.id)
+    found = [h.memory.id for h in live.service.recall("alice", "car colour")]
+    assert new.id in found and old.id not in found
+
+
+# 10 ------------------------------------------------------------------------------------------
+def test_user_keys_are_scoped_read_only_and_revocable(live):
+    mine = live.service.write("alice", "Alice's locker code is 4417")
+    live.service.load_catalog([{"id": f"{live.layout.prefix}-shared", "title": "Lockers", "text": "locker rules"}])
+    seen_by_bob = [h["_id"] for h in _search(live, {"query": {"match_all": {}}}, user="bob")]
+    assert mine.id not in seen_by_bob and f"{live.layout.prefix}-shared" in seen_by_bob
+    bob = live.as_user("bob")
+    assert bob.options(ignore_status=404).get(index=live.layout.alias(MemoryType.SEMANTIC), id=mine.id)["found"] is False
+    with pytest.raises(Exception, match="403|unauthorized"):
+        bob.index(index=live.layout.alias(MemoryType.SEMANTIC), id="x", document={"text": "x"})
+    with pytest.raises(Exception, match="403|profile"):
+        bob.search(index=live.layout.alias(MemoryType.SEMANTIC), body={"profile": True, "query": {"match_all": {}}})
+    assert [h.memory.id for h in live.service.recall("alice", "locker code")][0] == mine.id  # semantic + rerank
+    writer_key = live.es.security.create_api_key(name=f"{live.layout.prefix}-derived")
+    derived = live.admin.client.options(api_key=writer_key["encoded"])
+    with pytest.raises(Exception, match="400|role descriptor"):
+        derived.security.create_api_key(**admin.user_key_plan(live.layout, "mallory", None).body)
+    live.es.security.invalidate_api_key(ids=[writer_key["id"]])
+    admin.revoke_user(live.admin, live.keys, "bob")
+    with pytest.raises(ConfigurationError):
+        live.service.recall("bob", "locker")
+
+
+# 11 ------------------------------------------------------------------------------------------
+@pytest.mark.skipif(not ALLOW_DOWNGRADE, reason="downgrades the cluster to Basic: set ATLAS_ES_ALLOW_DOWNGRADE=1")
+def test_zz_a_basic_licence_refuses_rrf_with_a_clear_error(live):
+    live.es.license.post_start_basic(acknowledge=True)
+    with pytest.raises(ConfigurationError, match="licence"):
+        live.service.recall("alice", "anything")
+
+
+# 12 ------------------------------------------------------------------------------------------
+def test_highlighting_through_the_retriever_tree(live):
+    live.service.write("alice", "The espresso machine needs descaling monthly")
+    plan = live.service.recall_plan("alice", "espresso descaling")
+    body = {**live.engine.recall_request(plan).body, "highlight": {"fields": {CONTENT: {}}}}
+    (hit, *_) = _search(live, body)
+    assert "<em>" in str(hit.get("highlight", {}).get(CONTENT, ""))
