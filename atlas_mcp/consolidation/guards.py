@@ -43,8 +43,13 @@ def duplicate_similarity(embedding_model: str | None, configured: float | None) 
 
 
 def is_duplicate(new_text: str, old_text: str, cosine: float | None, threshold: float) -> bool:
-    """A repeat of ``old_text``: close enough in meaning, and nothing distinctive differs."""
-    if cosine is None or cosine < threshold:
+    """A repeat of ``old_text``: close enough in meaning, and nothing distinctive differs.
+
+    An engine that reports no cosine for its candidates still catches verbatim repeats.
+    """
+    if cosine is None:
+        return _words(new_text) == _words(old_text)
+    if cosine < threshold:
         return False
     return distinctive_tokens(new_text) == distinctive_tokens(old_text) and _same_order(new_text, old_text)
 
@@ -66,6 +71,10 @@ def distinctive_tokens(text: str) -> frozenset[str]:
 def _sentence_start(text: str, position: int) -> bool:
     before = text[:position].rstrip()
     return not before or before[-1] in ".!?:;"
+
+
+def _words(text: str) -> list[str]:
+    return [m.group().lower() for m in _WORD.finditer(text)]
 
 
 def content_words(text: str) -> list[str]:
