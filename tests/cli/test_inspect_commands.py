@@ -78,7 +78,8 @@ def test_recall_prints_a_table_and_the_breakdown_when_asked(seeded: Seeded):
     assert seeded.newest in plain and "why:" not in plain
     explained = run("recall", "--user", "sarah", "hub firmware", "--explain")
     assert "why: score = relevance × decay × use × prior × track" in explained
-    assert "relevance" in explained and "fused" in explained
+    top = run_json("recall", "--user", "sarah", "hub firmware", "--explain")["memories"][0]
+    assert "relevance  reranker" in explained and f"  {top['explain']['reranker']}  " in explained
     nothing = run("recall", "--user", "nobody", "hub firmware", "--type", "semantic")
     assert "no memories matched" in nothing
 

@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from mcp import Client
 
+from atlas_mcp.domain.scoring import ScoringPolicy
+from atlas_mcp.inference.reranker import FusedScoreReranker
 from atlas_mcp.mcp.server import build_server
 from atlas_mcp.service import MemoryService
 
@@ -80,11 +82,12 @@ def test_a_catalog_entry_carries_the_catalog_prior(fixed_service):
     assert why.score == pytest.approx(why.relevance * 0.85)
 
 
-def test_rrf_and_fused_relevance_follow_the_ranks_and_cosine_reported(fixed_service):
-    fixed_service.write("sarah", "Sarah's dog is called Biscuit")
-    fixed_service.write("sarah", "Sarah drinks oat milk in her coffee")
-    fixed_service.write("sarah", "Sarah's dog Biscuit hates the vacuum cleaner")
-    hits = fixed_service.recall("sarah", "dog", k=10, touch=False)
+def test_rrf_and_fused_relevance_follow_the_ranks_and_cosine_reported(engine):
+    fused = MemoryService(engine, clock=lambda: NOW, reranker=FusedScoreReranker(ScoringPolicy()))
+    fused.write("sarah", "Sarah's dog is called Biscuit")
+    fused.write("sarah", "Sarah drinks oat milk in her coffee")
+    fused.write("sarah", "Sarah's dog Biscuit hates the vacuum cleaner")
+    hits = fused.recall("sarah", "dog", k=10, touch=False)
     assert hits, "the query matches stored memories"
     for hit in hits:
         why = hit.explanation

@@ -38,15 +38,16 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
     if missing:
         pytest.skip(f"no system browser: {', '.join(missing)} missing (apt-get install chromium-driver)")
-    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium must never fetch a driver or browser
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         options.add_argument(flag)
-    try:
-        driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
-    except WebDriverException as exc:
-        pytest.skip(f"chromium did not start: {exc.msg}")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SE_OFFLINE", "true")  # Selenium must never fetch a driver or a browser
+        try:
+            driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+        except WebDriverException as exc:
+            pytest.skip(f"chromium did not start: {exc.msg}")
     driver.set_page_load_timeout(30)
     yield driver
     driver.quit()
