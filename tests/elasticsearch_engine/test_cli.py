@@ -14,6 +14,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from atlas_mcp.cli import cli
+from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch.layout import IndexLayout
 
@@ -61,7 +62,7 @@ def test_es_query_prints_the_recall_request(fake_es, run):
     printed = json.loads(result.output)
     assert printed["path"] == "/cli-semantic,cli-catalog/_search"
     reranker = printed["body"]["retriever"]["text_similarity_reranker"]
-    assert reranker["inference_text"] == "hub firmware" and printed["body"]["size"] == 80
+    assert reranker["inference_text"] == "hub firmware" and printed["body"]["size"] == ScoringPolicy().rrf_window
     assert fake_es.requests == []
     assert run("es-query", "--user", "sarah", "--k", "0", "x").exit_code != 0
 
