@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import numpy as np
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, get_default_environment
 
 SERVER_MODULE = "atlas_mcp"
 
@@ -55,14 +55,14 @@ class ServerRun:
     user: str
     transport: str = "stdio"
 
-    def env(self, **extra: str) -> dict[str, str]:
-        """A clean environment: none of the caller's ``ATLAS_*`` settings leak into the run."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ATLAS_")}
-        return env | {
+    def env(self) -> dict[str, str]:
+        """The MCP SDK's minimal environment (HOME, PATH, ...) plus this run's settings only:
+        none of the caller's ``ATLAS_*`` settings or config file leak into the run."""
+        return get_default_environment() | {
             "ATLAS_DATA_DIR": str(self.data_dir),
             "ATLAS_USER": self.user,
             "ATLAS_LOG_LEVEL": "WARNING",
-        } | extra
+        }
 
 
 class ToolFailed(RuntimeError):

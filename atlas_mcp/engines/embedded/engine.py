@@ -25,11 +25,23 @@ from ...inference.embedder import Embedder, embed_one
 from ..base import Candidate, EngineInfo, RecallPlan, StoreStats
 from . import rows, schema
 from .stats import store_stats
-from .vectors import CATALOG_OWNER, OwnerVectors, VectorCache, bump_version, owner_key, top_dense
+from .vectors import (
+    CATALOG_OWNER,
+    OwnerVectors,
+    VectorCache,
+    bump_version,
+    owner_key,
+    owner_version,
+    top_dense,
+)
 
 BUSY_TIMEOUT_S = 30.0
 MAX_QUERY_TERMS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
+# Lookups by id check the owner as a filter, never through memories_by_owner: with a few
+# dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
+# The unary + keeps the predicate and only disables that index for it.
+_BY_ID_FOR_OWNER = "+user_id"
 _STORED_COLUMNS = (*rows.COLUMNS, "embedding", "embedding_model")
 _INSERT = (
     f"INSERT INTO memories ({', '.join(_STORED_COLUMNS)}) "
@@ -103,17 +115,24 @@ class EmbeddedEngine:
         }
         names = ", ".join(row)
         marks = ", ".join(f":{k}" for k in row)
-        with self._transaction() as conn:
-            if memory.is_catalog:
-                self._upsert_catalog(conn, names, marks, row)
-            else:
-                self._insert(conn, names, marks, row)
-                self._mark_superseded(conn, memory, supersede)
-            bump_version(conn, owner_key(memory.user_id))
+        owner = owner_key(memory.user_id)
+        with self._lock:  # the cache update below must not interleave with another thread's recall
+            with self._transaction() as conn:
+                version_before = owner_version(conn, owner)
+                if memory.is_catalog:
+                    self._upsert_catalog(conn, names, marks, row)
+                else:
+                    rowid = self._insert(conn, names, marks, row)
+                    self._mark_superseded(conn, memory, supersede)
+                bump_version(conn, owner)
+            if not memory.is_catalog:  # committed: keep this process's cache current in place
+                self._vectors.apply_insert(
+                    owner, version_before, rowid, memory.id, memory.memory_type.value, vector, supersede
+                )
 
-    def _insert(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> None:
+    def _insert(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> int:
         try:
-            conn.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", row)
+            return conn.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", row).lastrowid
         except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
             raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
 
@@ -166,7 +185,7 @@ class EmbeddedEngine:
         with self._transaction() as conn:
             conn.execute(
                 f"UPDATE memories SET last_used_at = ?, use_count = use_count + 1 "
-                f"WHERE user_id = ? AND id IN ({marks})",
+                f"WHERE {_BY_ID_FOR_OWNER} = ? AND id IN ({marks})",
                 (iso(at), user_id, *ids),
             )
 
@@ -202,7 +221,8 @@ class EmbeddedEngine:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        owner = "(user_id = ? OR user_id IS NULL)" if include_catalog else "user_id = ?"
+        column = _BY_ID_FOR_OWNER
+        owner = f"({column} = ? OR {column} IS NULL)" if include_catalog else f"{column} = ?"
         with self._lock:
             found = self._conn.execute(
                 f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {owner} AND id IN ({marks})",

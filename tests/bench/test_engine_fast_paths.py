@@ -1,0 +1,119 @@
+"""The embedded engine's fast paths return exactly what the straightforward paths return.
+
+The vector cache applies this process's own writes in place instead of reloading; these tests
+pin that a cache grown that way is identical to a fresh load, and that recall over it ranks
+exactly as a fresh engine on the same file does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from atlas_mcp.bench import corpus
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.vectors import VectorCache
+from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.service import MemoryService
+
+USER = corpus.tenant_id(0)
+
+
+def _fresh_cache(engine: EmbeddedEngine, owner: str):
+    return VectorCache(engine.embedder.dimensions).get(engine._conn, owner)
+
+
+def _assert_same(cached, fresh) -> None:
+    assert cached.version == fresh.version
+    assert cached.ids == fresh.ids
+    assert cached.rowids == fresh.rowids
+    assert np.array_equal(cached.codes, fresh.codes)
+    assert np.array_equal(cached.superseded, fresh.superseded)
+    assert np.array_equal(cached.matrix, fresh.matrix)
+
+
+def test_own_writes_update_the_cache_in_place_exactly(tmp_path):
+    embedder = default_embedder()
+    engine = EmbeddedEngine(tmp_path / "atlas.db", embedder)
+    service = MemoryService(engine)
+    try:
+        engine.write_many(corpus.tenant_memories(0, corpus.specs(5, 40)))
+        service.recall(USER, "warm the cache", touch=False)
+        warm = engine._vectors._owners[USER]
+        fact = service.write(USER, "Prefers window seats on long flights.")
+        service.write(USER, "Prefers aisle seats now.", supersedes_id=fact.id)
+        service.write(USER, "Flew to Osaka with Aiko.", "episodic")
+        service.write(USER, "Reset the router", "procedural", steps=["Unplug it", "Wait ten seconds"])
+        service.recall(USER, "seats", touch=False)
+        cached = engine._vectors._owners[USER]
+        assert cached is warm, "own writes must not force a reload"
+        _assert_same(cached, _fresh_cache(engine, USER))
+    finally:
+        engine.close()
+
+
+def test_recall_after_writes_ranks_like_a_fresh_engine(tmp_path):
+    embedder = default_embedder()
+    path = tmp_path / "atlas.db"
+    engine = EmbeddedEngine(path, embedder)
+    service = MemoryService(engine)
+    try:
+        engine.write_many(corpus.tenant_memories(0, corpus.specs(6, 120)))
+        service.recall(USER, "warm", touch=False)
+        previous = None
+        for number, arguments in enumerate(corpus.new_writes(6, 12)):
+            supersedes = previous if arguments["memory_type"] == "semantic" and number % 3 == 0 else None
+            result = service.write(USER, **arguments, supersedes_id=supersedes)
+            if arguments["memory_type"] == "semantic":
+                previous = result.id
+        reopened = MemoryService(EmbeddedEngine(path, embedder))
+        try:
+            for query in corpus.queries(6, 10):
+                for superseded in (False, True):
+                    mine = service.recall(USER, query, k=20, include_superseded=superseded, touch=False)
+                    theirs = reopened.recall(USER, query, k=20, include_superseded=superseded, touch=False)
+                    assert [h.memory.id for h in mine] == [h.memory.id for h in theirs]
+                    # Same cosines and ranks; scores differ only by the decay clock between calls.
+                    assert [h.explanation.dense_similarity for h in mine] == [
+                        h.explanation.dense_similarity for h in theirs
+                    ]
+                    assert [h.score for h in mine] == pytest.approx([h.score for h in theirs], rel=1e-6)
+        finally:
+            reopened.close()
+    finally:
+        engine.close()
+
+
+def test_another_process_write_still_reloads(tmp_path):
+    embedder = default_embedder()
+    path = tmp_path / "atlas.db"
+    first, second = EmbeddedEngine(path, embedder), EmbeddedEngine(path, embedder)
+    try:
+        one, two = MemoryService(first), MemoryService(second)
+        one.write(USER, "Owns a green kayak.")
+        one.recall(USER, "kayak", touch=False)
+        written = two.write(USER, "Owns a red canoe.")
+        one.write(USER, "Owns a blue paddle.")  # the cache is stale: this must not patch it
+        hits = one.recall(USER, "red canoe", touch=False)
+        assert written.id in [h.memory.id for h in hits]
+        _assert_same(first._vectors._owners[USER], _fresh_cache(first, USER))
+    finally:
+        first.close()
+        second.close()
+
+
+def test_lookup_by_many_ids_stays_scoped_to_the_caller(tmp_path):
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    try:
+        items = corpus.specs(8, 100)
+        mine, theirs = corpus.tenant_memories(0, items), corpus.tenant_memories(1, items)
+        engine.write_many(mine)
+        engine.write_many(theirs)
+        ids = [m.id for m in mine[:50]] + [m.id for m in theirs[:50]]
+        found = engine.get(USER, ids, include_catalog=True)
+        assert [m.id for m in found] == [m.id for m in mine[:50]]
+        engine.touch(USER, ids, mine[0].created_at)
+        counts = {m.id: m.use_count for m in engine.get(corpus.tenant_id(1), [m.id for m in theirs[:50]])}
+        assert set(counts.values()) == {0}
+    finally:
+        engine.close()
