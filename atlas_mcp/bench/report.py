@@ -49,6 +49,16 @@ def conditions_line(report: dict[str, Any]) -> str:
     )
 
 
+def es_line(report: dict[str, Any]) -> str:
+    es = report.get("elasticsearch_client")
+    if not es:
+        return "Elasticsearch client overhead: not measured (install the 'elasticsearch' extra)"
+    return (
+        f"Elasticsearch client overhead per recall (no cluster): build request p50 "
+        f"{es['build_request_ms']['p50']:.3f} ms, parse 80 hits p50 {es['parse_80_hits_ms']['p50']:.3f} ms"
+    )
+
+
 def write_json(report: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 

@@ -21,6 +21,7 @@ from ..engines.embedded.engine import EmbeddedEngine
 from ..inference.embedder import Embedder
 from ..log import get_logger
 from . import corpus, measure
+from .es_overhead import es_client_overhead
 from .seed import seed_store
 
 log = get_logger(__name__)
@@ -54,6 +55,7 @@ def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
     for size in config.sizes:
         log.info("bench size", memories_per_tenant=size, tenants=config.tenants)
         report["sizes"].append(run_size(config, embedder, size))
+    report["elasticsearch_client"] = es_client_overhead(config.seed)
     report["conditions"]["load_average_after"] = _load_average()
     return report
 

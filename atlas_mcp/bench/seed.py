@@ -9,7 +9,6 @@ tenant with ``EmbeddedEngine.write_many``. The measurements then go through a re
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ def seed_store(
     items = corpus.specs(seed, per_tenant)
     started = time.perf_counter()
     texts = [m.search_text() for m in corpus.tenant_memories(0, items)]
-    vectors, embedded = _pool_vectors(embedder, texts, seed, cache_dir)
+    vectors, embedded = _pool_vectors(embedder, texts, cache_dir)
     embed_seconds = time.perf_counter() - started if embedded else 0.0
     started = time.perf_counter()
     engine = EmbeddedEngine(path, embedder)
@@ -63,16 +62,16 @@ def seed_store(
 
 
 def _pool_vectors(
-    embedder: Embedder, texts: list[str], seed: int, cache_dir: Path | None
+    embedder: Embedder, texts: list[str], cache_dir: Path | None
 ) -> tuple[np.ndarray, bool]:
-    """Vectors for ``texts`` (a prefix of the seeded stream), from the cache when it covers them."""
-    cached = _read_cache(cache_dir, embedder.model_id, seed, texts) if cache_dir else None
-    if cached is not None:
-        return cached, False
-    vectors = embed_distinct(embedder, texts)
-    if cache_dir:
-        _write_cache(cache_dir, embedder.model_id, seed, texts, vectors)
-    return vectors, True
+    """Vectors for ``texts``; with a cache, only texts it has not seen are embedded."""
+    if cache_dir is None:
+        return embed_distinct(embedder, texts), True
+    cache = EmbeddingCache(cache_dir, embedder.model_id)
+    missing = [t for t in dict.fromkeys(texts) if t not in cache]
+    if missing:
+        cache.add(missing, embed_distinct(embedder, missing))
+    return cache.lookup(texts), bool(missing)
 
 
 def embed_distinct(embedder: Embedder, texts: list[str]) -> np.ndarray:
@@ -84,30 +83,37 @@ def embed_distinct(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return vectors[[row[t] for t in texts]]
 
 
-def _cache_files(cache_dir: Path, model_id: str, seed: int, count: int) -> tuple[Path, Path]:
-    stem = f"vectors-{hashlib.sha256(model_id.encode()).hexdigest()[:12]}-seed{seed}-n{count}"
-    return cache_dir / f"{stem}.npy", cache_dir / f"{stem}.json"
+class EmbeddingCache:
+    """Vectors by sha256 of their text, per model: any change to how a memory's search text
+    is built re-embeds exactly the texts it changed, and nothing else."""
 
+    def __init__(self, cache_dir: Path, model_id: str) -> None:
+        stem = f"embeddings-{hashlib.sha256(model_id.encode()).hexdigest()[:12]}"
+        self._matrix_file, self._keys_file = cache_dir / f"{stem}.npy", cache_dir / f"{stem}.keys"
+        try:
+            keys = self._keys_file.read_text().split()
+            self._matrix = np.load(self._matrix_file)
+        except (OSError, ValueError):
+            keys, self._matrix = [], np.zeros((0, 0), dtype=np.float32)
+        if len(keys) != len(self._matrix):  # a torn write: start over rather than mis-assign
+            keys, self._matrix = [], np.zeros((0, 0), dtype=np.float32)
+        self._rows = {key: row for row, key in enumerate(keys)}
 
-def _digest(texts: list[str]) -> str:
-    return hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
 
+    def __contains__(self, text: str) -> bool:
+        return self.key(text) in self._rows
 
-def _read_cache(cache_dir: Path, model_id: str, seed: int, texts: list[str]) -> np.ndarray | None:
-    """The cached vectors, if they were computed by this model for exactly these texts."""
-    matrix_file, meta_file = _cache_files(cache_dir, model_id, seed, len(texts))
-    try:
-        meta = json.loads(meta_file.read_text())
-        if meta != {"model_id": model_id, "digest": _digest(texts)}:
-            return None
-        matrix = np.load(matrix_file)
-    except (OSError, ValueError):
-        return None
-    return matrix if matrix.shape[0] == len(texts) else None
+    def lookup(self, texts: list[str]) -> np.ndarray:
+        return self._matrix[[self._rows[self.key(t)] for t in texts]]
 
-
-def _write_cache(cache_dir: Path, model_id: str, seed: int, texts: list[str], vectors: np.ndarray) -> None:
-    matrix_file, meta_file = _cache_files(cache_dir, model_id, seed, len(texts))
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    np.save(matrix_file, vectors.astype(np.float32))
-    meta_file.write_text(json.dumps({"model_id": model_id, "digest": _digest(texts)}))
+    def add(self, texts: list[str], vectors: np.ndarray) -> None:
+        start = len(self._rows)
+        self._matrix = vectors.astype(np.float32) if start == 0 else np.vstack([self._matrix, vectors])
+        for offset, text in enumerate(texts):
+            self._rows[self.key(text)] = start + offset
+        self._matrix_file.parent.mkdir(parents=True, exist_ok=True)
+        np.save(self._matrix_file, self._matrix)
+        self._keys_file.write_text("\n".join(sorted(self._rows, key=self._rows.__getitem__)) + "\n")

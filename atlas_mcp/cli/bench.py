@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import click
@@ -50,13 +51,15 @@ def bench(memories, tenants, queries, writes, clients, seed, http, json_file, pl
     from ..inference.embedder import default_embedder
 
     configure_logging("INFO")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
     config = BenchConfig(
         sizes=memories, tenants=tenants, queries=queries, writes=writes, clients=clients, seed=seed,
         http=http, cache_dir=cache_dir, work_dir=work_dir,
     )  # fmt: skip
     result = run(config, default_embedder())
     click.echo(report.table(result))
-    click.echo(f"\n{report.conditions_line(result)}")
+    click.echo(f"\n{report.es_line(result)}")
+    click.echo(report.conditions_line(result))
     if json_file:
         report.write_json(result, json_file)
     if plot_file:

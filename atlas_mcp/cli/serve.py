@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import anyio
 import click
 
@@ -43,7 +45,16 @@ async def _serve_stdio(service, settings: Settings) -> None:
     from ..mcp.server import build_server
 
     log.info("serving", transport="stdio", user=settings.user, data_dir=str(settings.data_dir))
+    _warm_up_in_background(service, settings.user)
     await build_server(service, settings.user).run_stdio_async()
+
+
+def _warm_up_in_background(service, user: str) -> None:
+    """Load the model session and the stdio user's vectors while the client is still idle,
+    so the first recall does not pay for them (~1 s at 100k memories)."""
+    warm = getattr(service.engine, "warm", None)  # only engines with start-up costs offer it
+    if warm is not None:
+        threading.Thread(target=warm, args=(user,), name="atlas-warm-up", daemon=True).start()
 
 
 async def _serve_http(service, settings: Settings) -> None:

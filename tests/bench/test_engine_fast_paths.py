@@ -117,3 +117,15 @@ def test_lookup_by_many_ids_stays_scoped_to_the_caller(tmp_path):
         assert set(counts.values()) == {0}
     finally:
         engine.close()
+
+
+def test_warm_loads_the_callers_and_the_catalogs_vectors(tmp_path):
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    try:
+        engine.write_many(corpus.tenant_memories(0, corpus.specs(9, 20)))
+        engine.write_many(corpus.tenant_memories(1, corpus.specs(9, 20)))
+        engine.warm(USER)
+        assert set(engine._vectors._owners) == {USER, ""}
+        _assert_same(engine._vectors._owners[USER], _fresh_cache(engine, USER))
+    finally:
+        engine.close()

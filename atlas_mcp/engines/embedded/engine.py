@@ -306,6 +306,13 @@ class EmbeddedEngine:
             if f.id in memories
         ]
 
+    def warm(self, user_id: str) -> None:
+        """Pay the first recall's start-up costs now: the model's first run, the vector caches."""
+        embed_one(self.embedder, "warm up")
+        with self._lock:
+            for owner in (owner_key(user_id), CATALOG_OWNER):
+                self._vectors.get(self._conn, owner)
+
     def _owners(self, plan: RecallPlan) -> list[str]:
         owners = [plan.user_id]
         if MemoryType.CATALOG in plan.memory_types:
