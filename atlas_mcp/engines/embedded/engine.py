@@ -23,7 +23,7 @@ from ...domain.model import Memory, MemoryType, iso
 from ...errors import BackendUnavailable, Conflict, ConfigurationError
 from ...inference.embedder import Embedder, embed_one
 from ..base import Candidate, EngineInfo, RecallPlan, StoreStats
-from . import rows, schema
+from . import rows, schema, slots
 from .stats import store_stats
 from .vectors import (
     CATALOG_OWNER,
@@ -42,7 +42,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
 # The unary + keeps the predicate and only disables that index for it.
 _BY_ID_FOR_OWNER = "+user_id"
-_STORED_COLUMNS = (*rows.COLUMNS, "embedding", "embedding_model")
+_STORED_COLUMNS = ("rowid", *rows.COLUMNS, "embedding", "embedding_model")
 _INSERT = (
     f"INSERT INTO memories ({', '.join(_STORED_COLUMNS)}) "
     f"VALUES ({', '.join(':' + c for c in _STORED_COLUMNS)})"
@@ -113,12 +113,13 @@ class EmbeddedEngine:
             "embedding": vector.astype(np.float32).tobytes(),
             "embedding_model": self.embedder.model_id,
         }
-        names = ", ".join(row)
-        marks = ", ".join(f":{k}" for k in row)
         owner = owner_key(memory.user_id)
         with self._lock:  # the cache update below must not interleave with another thread's recall
             with self._transaction() as conn:
                 version_before = owner_version(conn, owner)
+                row = {"rowid": slots.next_rowid(conn, owner)} | row
+                names = ", ".join(row)
+                marks = ", ".join(f":{k}" for k in row)
                 if memory.is_catalog:
                     self._upsert_catalog(conn, names, marks, row)
                 else:
@@ -154,12 +155,17 @@ class EmbeddedEngine:
             for m, v in zip(memories, vectors, strict=True)
         ]
         with self._transaction() as conn:
+            following: dict[str, int] = {}
+            for row in stored:
+                owner = owner_key(row["user_id"])
+                row["rowid"] = following[owner] = following.get(owner) or slots.next_rowid(conn, owner)
+                following[owner] += 1
             conn.executemany(_INSERT, stored)
             for owner in sorted({owner_key(m.user_id) for m in memories}):
                 bump_version(conn, owner)
 
     def _upsert_catalog(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> None:
-        updates = ", ".join(f"{k} = excluded.{k}" for k in row if k != "id")
+        updates = ", ".join(f"{k} = excluded.{k}" for k in row if k not in ("id", "rowid"))
         cursor = conn.execute(
             f"INSERT INTO memories ({names}) VALUES ({marks}) "
             f"ON CONFLICT(id) DO UPDATE SET {updates} WHERE memories.user_id IS NULL",
@@ -320,20 +326,34 @@ class EmbeddedEngine:
         return owners
 
     def _bm25(self, plan: RecallPlan) -> list[tuple[str, float]]:
-        match = fts_query(plan.query)
+        """BM25 over each visible owner's rowid block, merged by (score, rowid).
+
+        One query per block lets FTS5 skip other tenants' postings; ``ORDER BY score, rowid``
+        per block and the merge give exactly the order one query over the whole index would
+        (FTS5 scores rows in rowid order, so its ties already broke by rowid). The owner and
+        type filters stay in the SQL as defence in depth.
+        """
+        match = fts_query(plan.lexical_text)
         if match is None:
             return []
         types = sorted(t.value for t in plan.memory_types)
         catalog = MemoryType.CATALOG in plan.memory_types
         sql = (
-            "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
+            "SELECT m.id, bm25(memories_fts) AS score, m.rowid FROM memories_fts "
             "JOIN memories m ON m.rowid = memories_fts.rowid "
-            "WHERE memories_fts MATCH ? AND (m.user_id = ? OR (? AND m.user_id IS NULL)) "
+            "WHERE memories_fts MATCH ? AND memories_fts.rowid BETWEEN ? AND ? "
+            "AND (m.user_id = ? OR (? AND m.user_id IS NULL)) "
             f"AND m.memory_type IN ({','.join('?' * len(types))}) "
-            "AND (? OR m.superseded_by IS NULL) ORDER BY score LIMIT ?"
+            "AND (? OR m.superseded_by IS NULL) ORDER BY score, m.rowid LIMIT ?"
         )
-        params = (match, plan.user_id, catalog, *types, plan.include_superseded, plan.window)
-        return [(r[0], -r[1]) for r in self._conn.execute(sql, params)]
+        found = []
+        for owner in self._owners(plan):
+            block = slots.owner_range(self._conn, owner)
+            if block is not None:
+                params = (match, *block, plan.user_id, catalog, *types, plan.include_superseded, plan.window)
+                found.extend(self._conn.execute(sql, params).fetchall())
+        found.sort(key=lambda r: (r[1], r[2]))
+        return [(r[0], -r[1]) for r in found[: plan.window]]
 
     def _dense(
         self, plan: RecallPlan, owners: list[OwnerVectors], query: np.ndarray

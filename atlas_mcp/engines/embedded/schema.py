@@ -82,7 +82,38 @@ def _m002_user_state(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_initial, _m002_user_state)
+SLOT_BITS = 32  # an owner's rows live in rowids [slot << 32, (slot + 1) << 32)
+
+
+def _m003_owner_rowid_ranges(conn: sqlite3.Connection) -> None:
+    """Give each owner ('' = catalog) a contiguous rowid range, so recall's FTS query can
+    seek to the caller's rows by rowid instead of scoring every tenant's postings.
+
+    Existing rows are renumbered in their old order (so ties still break the same way) and
+    the FTS index, whose entries are keyed by rowid, is rebuilt from the content table.
+    """
+    conn.execute("CREATE TABLE owner_slots (owner TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE)")
+    conn.execute(
+        "INSERT INTO owner_slots(owner, slot) SELECT owner, ROW_NUMBER() OVER (ORDER BY first) "
+        "FROM (SELECT COALESCE(user_id, '') AS owner, MIN(rowid) AS first FROM memories GROUP BY 1)"
+    )
+    conn.execute(
+        "CREATE TEMP TABLE renumbered AS SELECT m.rowid AS old, "
+        f"(s.slot << {SLOT_BITS}) + ROW_NUMBER() OVER (PARTITION BY s.slot ORDER BY m.rowid) AS new "
+        "FROM memories m JOIN owner_slots s ON s.owner = COALESCE(m.user_id, '')"
+    )
+    conn.execute("CREATE UNIQUE INDEX temp.renumbered_old ON renumbered(old)")
+    conn.execute("UPDATE memories SET rowid = (SELECT new FROM renumbered WHERE old = memories.rowid)")
+    conn.execute("DROP TABLE temp.renumbered")
+    conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+    conn.execute("UPDATE owner_versions SET version = version + 1")  # cached rowids are stale
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _m001_initial,
+    _m002_user_state,
+    _m003_owner_rowid_ranges,
+)
 
 
 def migrate(conn: sqlite3.Connection) -> None:
