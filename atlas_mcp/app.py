@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
 from .config import Settings
+from .domain.model import utcnow
 from .engines import open_engine
 from .inference.reranker import open_reranker
 from .service import MemoryService
 
 
-def open_service(settings: Settings) -> MemoryService:
+def open_service(settings: Settings, clock: Callable[[], datetime] = utcnow) -> MemoryService:
     engine = open_engine(settings)
     reranker = open_reranker(
         settings.scoring, settings.rerank.model_dir, settings.rerank.candidates, settings.embedding.threads
     )
-    return MemoryService(engine, settings.scoring, settings.limits, reranker)
+    return MemoryService(engine, settings.scoring, settings.limits, reranker, clock)

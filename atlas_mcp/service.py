@@ -21,11 +21,12 @@ from .domain.model import (
     new_id,
     utcnow,
 )
+from .domain.query import lexical_query
 from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers
 from .domain.supersession import check_targets, penalised_confidence
 from .engines.base import Candidate, Engine, RecallPlan, StoreStats
 from .errors import InvalidInput, NotFound
-from .inference.reranker import FusedScoreReranker, Reranker
+from .inference.reranker import ContextReranker, Reranker
 
 WRITABLE_TYPES = USER_MEMORY_TYPES  # catalog entries are loaded by an admin, never by a tool
 
@@ -70,7 +71,7 @@ class MemoryService:
         self.engine = engine
         self.policy = policy or ScoringPolicy()
         self.limits = limits or Limits()
-        self.reranker = reranker or FusedScoreReranker(self.policy)
+        self.reranker = reranker or ContextReranker(self.policy)
         self.clock = clock
 
     # -- write -------------------------------------------------------------------------
@@ -301,13 +302,15 @@ def plan_recall(
     include_superseded: bool = False,
 ) -> RecallPlan:
     """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request)."""
+    text = inputs.clean_text(query, "query", limits.max_query_chars)
     return RecallPlan(
         user_id=user_id,
-        query=inputs.clean_text(query, "query", limits.max_query_chars),
+        query=text,
         memory_types=_recall_types(memory_types, include_catalog),
         include_superseded=bool(include_superseded),
         window=max(policy.rrf_window, inputs.top_k(k, limits)),
         rank_constant=policy.rrf_rank_constant,
+        lexical_query=lexical_query(text) if policy.lexical_content_words else text,
     )
 
 

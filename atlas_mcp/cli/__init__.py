@@ -16,6 +16,7 @@ from .bench import bench
 from .catalog import catalog
 from .es import COMMANDS as ES_COMMANDS
 from .consolidate import consolidate
+from .eval import eval_
 from .memories import memories
 from .portability import export, import_
 from .recall import recall
@@ -43,6 +44,7 @@ def cli(ctx: click.Context) -> None:
 
 cli.add_command(serve)
 cli.add_command(catalog)
+cli.add_command(eval_)
 for _command in ES_COMMANDS:
     cli.add_command(_command)
 cli.add_command(consolidate)

@@ -123,10 +123,20 @@ class Memory:
             return "\n".join(p for p in parts if p)
         if self.memory_type is MemoryType.CATALOG and self.title:
             return f"{self.title}\n{self.text}"
+        if self.memory_type is MemoryType.EPISODIC and self.occurred_at is not None:
+            # An event is about its date too ("what did I do in May?"); both branches gained
+            # ~0.03-0.05 R@5 on LoCoMo from it.
+            return f"[{spoken_date(self.occurred_at)}] {self.text}"
         return self.text
 
     def evolve(self, **changes: Any) -> Memory:
         return replace(self, **changes)
+
+
+def spoken_date(value: datetime) -> str:
+    """``1:56 pm on 8 May, 2023``: the words people use for dates, so queries can match them."""
+    hour = value.hour % 12 or 12
+    return f"{hour}:{value:%M} {'am' if value.hour < 12 else 'pm'} on {value.day} {value:%B}, {value.year}"
 
 
 def iso(value: datetime | None) -> str | None:

@@ -29,7 +29,10 @@ class ScoringPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     rrf_rank_constant: int = Field(30, ge=1)
-    rrf_window: int = Field(80, ge=1, description="candidates per branch and fused pool size")
+    rrf_window: int = Field(200, ge=1, description="candidates per branch and fused pool size")
+    lexical_content_words: bool = Field(
+        True, description="BM25 matches the query's content words only (domain.query)"
+    )
     decay_offset_days: float = Field(180.0, ge=0)
     decay_scale_days: float = Field(1825.0, gt=0)
     decay_value: float = Field(0.5, gt=0, lt=1, description="multiplier at offset + scale")
@@ -40,8 +43,35 @@ class ScoringPolicy(BaseModel):
     # [1 - track_record_weight, 1 + track_record_weight]; an untried playbook scores 1.0.
     track_record_prior: float = Field(2.0, gt=0)
     track_record_weight: float = Field(0.25, ge=0, lt=1)
-    # Weight of dense cosine vs. fused rank in the default (model-free) rerank.
+    # Weight of dense cosine vs. fused rank in the plain fused rerank (the cross-encoder's tail).
     fused_dense_weight: float = Field(0.5, ge=0, le=1)
+    # The default rerank, ``domain.relevance``: weighted z-scores over the candidate pool,
+    # tuned on the LoCoMo development split (README "Quality" measures each one's share).
+    dense_weight: float = Field(1.0, ge=0, description="z(cosine)")
+    bm25_weight: float = Field(0.75, ge=0, description="z(BM25); 0 leaves lexical matching out")
+    length_weight: float = Field(
+        0.5, ge=0, description="z(log words) of events: a one-word 'ok!' rarely answers a question"
+    )
+    context_weight: float = Field(
+        0.25, ge=0, description="share of the best neighbouring event's score an event inherits"
+    )
+    episode_weight: float = Field(
+        0.4, ge=0, description="z(best score in the event's episode): answers cluster in a conversation"
+    )
+    speaker_weight: float = Field(1.0, ge=0, description="bonus when the query names an event's speaker")
+    episode_gap_minutes: float = Field(
+        30.0, ge=0, description="events this close in occurred_at belong to one episode"
+    )
+    # z-scores divide by at least these spreads, so a pool of two near-identical memories does
+    # not turn a 0.001 cosine gap into two standard deviations (all sit below LoCoMo's 1st
+    # percentile of pool spreads, so they only act on small, flat pools).
+    dense_min_spread: float = Field(0.05, gt=0, description="in cosine")
+    bm25_min_spread: float = Field(1.0, gt=0, description="in BM25 score")
+    length_min_spread: float = Field(0.3, gt=0, description="in log words")
+    fused_min_spread: float = Field(0.5, gt=0, description="in fused score, for episode strength")
+    relevance_temperature: float = Field(
+        4.0, gt=0, description="relevance = exp((s - s_best) / T): how far multipliers can reorder"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,12 @@ class RecallPlan:
     include_superseded: bool
     window: int  # candidates per branch, and the fused pool size
     rank_constant: int
+    # What the BM25 branch should match (``domain.query``: function words dropped); "" = query.
+    lexical_query: str = ""
+
+    @property
+    def lexical_text(self) -> str:
+        return self.lexical_query or self.query
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """Rerank stage: turns fused candidates into a relevance score in [0, 1].
 
-The default needs no model: it blends the normalised RRF score with the dense cosine the
-engine already computed (a cross-encoder is ~180 ms for 80 pairs on 2 cores, far over the
-recall budget, and none ships on a package registry). A user may point ``[rerank]
-model_dir`` at a cross-encoder exported to ONNX (``model.onnx`` + ``tokenizer.json``).
+The default needs no model: it fuses the dense cosine and BM25 score the engine already
+computed, with the context of events (``domain.relevance``). A cross-encoder is ~180 ms for
+80 pairs on 2 cores, far over the recall budget, and none ships on a package registry. A user
+may point ``[rerank] model_dir`` at a cross-encoder exported to ONNX (``model.onnx`` +
+``tokenizer.json``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..domain.fusion import max_rrf_score
+from ..domain.relevance import Signals, context_relevance
 from ..domain.scoring import ScoringPolicy
 from ..engines.base import Candidate
 from ..errors import ConfigurationError
@@ -45,6 +47,19 @@ class FusedScoreReranker:
         rrf = min(candidate.rrf_score / self._rrf_max, 1.0)
         cosine = max(candidate.dense_similarity or 0.0, 0.0)
         return (1 - self._dense_weight) * rrf + self._dense_weight * cosine
+
+
+class ContextReranker:
+    """The default: z-score fusion of cosine and BM25 with event context (``domain.relevance``)."""
+
+    name = "context"
+
+    def __init__(self, policy: ScoringPolicy) -> None:
+        self._policy = policy
+
+    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        pool = [Signals(c.memory, c.dense_similarity, c.bm25_score) for c in candidates]
+        return context_relevance(query, pool, self._policy)
 
 
 class OnnxCrossEncoder:
@@ -92,7 +107,6 @@ class OnnxCrossEncoder:
 
 
 def open_reranker(policy: ScoringPolicy, model_dir: Path | None, limit: int, threads: int) -> Reranker:
-    fused = FusedScoreReranker(policy)
     if model_dir is None:
-        return fused
-    return OnnxCrossEncoder(model_dir, fused, limit, threads)
+        return ContextReranker(policy)
+    return OnnxCrossEncoder(model_dir, FusedScoreReranker(policy), limit, threads)

@@ -1,0 +1,114 @@
+"""``atlas-mcp eval``: recall quality on LoCoMo and the scenario suite, and the leak sweep.
+
+Every evaluation runs on a throw-away store in a temporary directory, through the same
+service the MCP tools use; progress goes to stderr, the table to stdout, JSON to ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from ..eval import ablation, leaks, locomo, locomo_run, scenario_suite
+from ..eval.harness import scratch_service
+from ..eval.metrics import table
+from .options import config_option, settings_from
+
+LEAK_EXIT_CODE = 2
+
+
+def _ks(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(sorted({int(v) for v in value.split(",") if v.strip()}))
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of cut-offs, e.g. 5,10") from None
+    if not ks or min(ks) < 1 or max(ks) > 100:
+        raise click.BadParameter("cut-offs must be between 1 and 100")
+    return ks
+
+
+def _progress(length: int, label: str):
+    return click.progressbar(length=length, label=label, file=sys.stderr, show_pos=True)
+
+
+def _write_json(path: Path | None, payload: dict) -> None:
+    if path is not None:
+        path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        click.echo(f"wrote {path}", err=True)
+
+
+@click.group("eval")
+def eval_() -> None:
+    """Measure recall quality and tenant isolation."""
+
+
+@eval_.command("locomo")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k.")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here.")
+@click.option("--ablate", multiple=True, type=click.Choice(sorted(ablation.ABLATIONS)),
+              help="Switch a technique off (repeatable: all named are switched off together).")
+@click.option("--ablation-table", is_flag=True,
+              help="Also score every single ablation on the same store and print R@k per category.")
+@config_option
+def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_file) -> None:
+    """Run the LoCoMo retrieval protocol on PATH (e.g. locomo10.json); see README "Quality"."""
+    conversations = locomo.load(path)
+    steps = sum(len(c.turns) + len(c.questions) for c in conversations)
+    with scratch_service(settings_from(config_file)) as (service, clock), _progress(steps, "locomo") as bar:
+        result = locomo_run.run(ablation.ablated(service, ablate), clock, conversations, ks, bar.update)
+        variants = {}
+        if ablation_table:
+            for name in ablation.ABLATIONS:
+                variant = ablation.ablated(service, [*ablate, name])
+                variants[name] = locomo_run.rescore(variant, clock, conversations, result, ks)
+    columns = [f"{m}@{k}" for m in ("R", "Hit") for k in ks]
+    click.echo(table(result.groups, columns))
+    latencies = sorted(result.recall_latencies_ms)
+    click.echo(
+        f"\ningest {result.ingest_seconds:.1f} s for {sum(len(c.turns) for c in conversations)} turns; "
+        f"recall p50 {statistics.median(latencies):.1f} ms, p95 {latencies[int(0.95 * len(latencies))]:.1f} ms"
+    )
+    if variants:
+        click.echo("\n" + locomo_run.ablation_table(result, variants, ks))
+    _write_json(json_file, locomo_run.to_json(result, variants, list(ablate)))
+
+
+@eval_.command("scenarios")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here.")
+@config_option
+def scenarios_command(json_file, config_file) -> None:
+    """Run the built-in smart-home scenario suite; reports R@1, Hit@1, R@5 and MRR per kind."""
+    with scratch_service(settings_from(config_file)) as (service, clock):
+        result = scenario_suite.run(service, clock)
+    click.echo(table(result.groups, scenario_suite.COLUMNS))
+    for line in result.failures:
+        click.echo(f"miss: {line}")
+    _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})
+
+
+@eval_.command("leaks")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here.")
+@config_option
+def leaks_command(json_file, config_file) -> None:
+    """Ask for every user's memories as every other user over MCP; exit 2 on any leak."""
+    with scratch_service(settings_from(config_file)) as (service, clock):
+        stored = scenario_suite.populate(service, clock, scenario_suite.load(), clock())
+        users = {m.user_id for m in stored if m.user_id}
+        asked = sum(1 for m in stored if m.user_id) * (len(users) - 1)  # by every other user
+        with _progress(asked, "leak sweep") as bar:
+            report = leaks.sweep(service, stored, bar.update)
+    click.echo(
+        f"{report.queries} recalls as {report.tenants} users over {report.memories} memories: "
+        f"{len(report.leaks)} leaks"
+    )
+    for leak in report.leaks:
+        click.echo(f"LEAK: as {leak.asked_as!r} got {leak.owner!r}'s {leak.memory_id} for {leak.query!r}")
+    _write_json(json_file, asdict(report))
+    if report.leaks:
+        sys.exit(LEAK_EXIT_CODE)

@@ -1,0 +1,121 @@
+"""Context-aware relevance: how the default rerank turns retrieval signals into one score.
+
+Pure functions over a recall's candidate pool (no I/O). Each candidate brings a dense cosine
+and a BM25 score; they are put on one scale as z-scores over the pool and summed with weights
+(score fusion beat rank fusion by ~0.03 R@5 on LoCoMo). Events then borrow from their context,
+because a conversation answers across turns: a question matches one turn and the answer sits
+in the next, or several turns of one exchange each carry part of it.
+
+- *episodes*: events of one user whose ``occurred_at`` lie within ``episode_gap_minutes`` of
+  the previous one, in time order (then write order) — one sitting, one conversation;
+- *context*: an event gains ``context_weight`` × the best score of its neighbours in the pool
+  that sit next to it in its episode;
+- *episode*: an event gains ``episode_weight`` × z(best score in its episode);
+- *length*: ``length_weight`` × z(log words) of events, so short chit-chat turns rank lower;
+- *speaker*: ``speaker_weight`` when the query names the event's speaker ("Sarah: …").
+
+The result is ``exp((s − s_best) / relevance_temperature)``: 1.0 for the best candidate and a
+gap of ``T·ln(1/m)`` in fused score for a multiplier ``m`` (decay, catalog prior) to overturn.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+
+from .model import Memory, MemoryType
+from .scoring import ScoringPolicy
+
+_SPEAKER = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """What retrieval knows about one candidate; ``None`` = not in that branch's window."""
+
+    memory: Memory
+    dense: float | None
+    bm25: float | None
+
+
+def zscores(values: np.ndarray, min_spread: float) -> np.ndarray:
+    """Standard scores, dividing by at least ``min_spread`` (tiny pools are not stretched)."""
+    return (values - values.mean()) / max(float(values.std()), min_spread)
+
+
+def speaker(text: str) -> str | None:
+    """The speaker of a transcript-style memory ("Name: what they said"), if it has one."""
+    match = _SPEAKER.match(text)
+    return match.group(1) if match else None
+
+
+def named_in(name: str, query: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}\b", query, re.IGNORECASE) is not None
+
+
+def episodes(memories: Sequence[Memory], gap: timedelta) -> list[list[int]]:
+    """Indices of the events among ``memories``, grouped into episodes, each in time order."""
+    events = [i for i, m in enumerate(memories) if m.memory_type is MemoryType.EPISODIC and m.occurred_at]
+    events.sort(key=lambda i: (memories[i].user_id or "", memories[i].occurred_at, memories[i].created_at))
+    groups: list[list[int]] = []
+    for i in events:
+        last = groups[-1][-1] if groups else None
+        if (
+            last is None
+            or memories[last].user_id != memories[i].user_id
+            or memories[i].occurred_at - memories[last].occurred_at > gap
+        ):
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
+def fused_scores(query: str, pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
+    """The fused score of every candidate (higher is better), before context."""
+    present = [s.dense for s in pool if s.dense is not None]
+    floor = min(present) if present else 0.0
+    dense = np.array([floor if s.dense is None else s.dense for s in pool], dtype=np.float64)
+    bm25 = np.array([s.bm25 or 0.0 for s in pool], dtype=np.float64)
+    score = policy.dense_weight * zscores(dense, policy.dense_min_spread)
+    score += policy.bm25_weight * zscores(bm25, policy.bm25_min_spread)
+    events = np.array([s.memory.memory_type is MemoryType.EPISODIC for s in pool])
+    if events.any() and policy.length_weight:
+        words = np.array([math.log1p(len(s.memory.text.split())) for s in pool])
+        score[events] += policy.length_weight * zscores(words[events], policy.length_min_spread)
+    return score
+
+
+def with_context(score: np.ndarray, groups: list[list[int]], policy: ScoringPolicy) -> np.ndarray:
+    """Neighbour smoothing within each episode, then the episode's own strength."""
+    out = score.copy()
+    for group in groups:
+        for position, i in enumerate(group):
+            neighbours = [score[group[p]] for p in (position - 1, position + 1) if 0 <= p < len(group)]
+            if neighbours:
+                out[i] += policy.context_weight * max(neighbours)
+    if groups and policy.episode_weight:
+        members = [i for group in groups for i in group]
+        best = np.array([max(out[j] for j in group) for group in groups for _ in group])
+        out[members] += policy.episode_weight * zscores(best, policy.fused_min_spread)
+    return out
+
+
+def context_relevance(query: str, pool: Sequence[Signals], policy: ScoringPolicy) -> list[float]:
+    """One relevance in (0, 1] per candidate, in the pool's order; the best scores 1.0."""
+    if not pool:
+        return []
+    memories = [s.memory for s in pool]
+    score = fused_scores(query, pool, policy)
+    score = with_context(score, episodes(memories, timedelta(minutes=policy.episode_gap_minutes)), policy)
+    if policy.speaker_weight:
+        for i, memory in enumerate(memories):
+            name = speaker(memory.text) if memory.memory_type is MemoryType.EPISODIC else None
+            if name and named_in(name, query):
+                score[i] += policy.speaker_weight
+    return [float(x) for x in np.exp((score - score.max()) / policy.relevance_temperature)]

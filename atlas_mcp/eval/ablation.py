@@ -1,0 +1,47 @@
+"""Ablations: the same service with one technique switched off, to measure what it adds.
+
+Each is a change of policy (or of the rerank stage) on a service over the *same* store, so
+one ingestion serves every variant. The candidate pool still comes from both branches: an
+ablated signal stops scoring, it does not stop fetching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..inference.reranker import FusedScoreReranker
+from ..service import MemoryService
+
+ABLATIONS: dict[str, str] = {
+    "bm25": "no BM25 score in the fusion (bm25_weight 0)",
+    "dense": "no cosine in the fusion (dense_weight 0)",
+    "rerank": "relevance = the engine's reciprocal rank fusion alone (no score fusion, no context)",
+    "decay": "no time decay",
+    "context": "no neighbour or episode context (context_weight and episode_weight 0)",
+    "length": "no length prior (length_weight 0)",
+    "speaker": "no speaker bonus (speaker_weight 0)",
+}
+_POLICY = {
+    "bm25": {"bm25_weight": 0.0},
+    "dense": {"dense_weight": 0.0},
+    "decay": {"decay_offset_days": 1e9},
+    "context": {"context_weight": 0.0, "episode_weight": 0.0},
+    "length": {"length_weight": 0.0},
+    "speaker": {"speaker_weight": 0.0},
+}
+
+
+def ablated(service: MemoryService, names: Iterable[str]) -> MemoryService:
+    """A service on the same engine and clock with every technique in ``names`` switched off."""
+    names = list(names)
+    unknown = [n for n in names if n not in ABLATIONS]
+    if unknown:
+        raise ValueError(f"unknown ablation {unknown[0]!r}; known: {', '.join(ABLATIONS)}")
+    changes: dict[str, float] = {}
+    for name in names:
+        changes |= _POLICY.get(name, {})
+    policy = service.policy.model_copy(update=changes)
+    reranker = None
+    if "rerank" in names:
+        reranker = FusedScoreReranker(policy.model_copy(update={"fused_dense_weight": 0.0}))
+    return MemoryService(service.engine, policy, service.limits, reranker, service.clock)

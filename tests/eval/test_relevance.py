@@ -1,0 +1,62 @@
+"""The context-aware rerank (``domain.relevance``) on small hand-made pools."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.relevance import Signals, context_relevance, episodes, speaker
+from atlas_mcp.domain.scoring import ScoringPolicy
+
+T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
+
+
+def event(i: int, text: str, at: datetime, user: str = "sarah") -> Memory:
+    return Memory(
+        id=f"e{i}", memory_type=MemoryType.EPISODIC, user_id=user, text=text,
+        created_at=at + timedelta(seconds=i), occurred_at=at,
+    )
+
+
+def test_events_group_into_episodes_by_time_gap_and_owner():
+    later = T0 + timedelta(hours=5)
+    memories = [event(3, "c", later), event(1, "a", T0), event(2, "b", T0 + timedelta(minutes=10)),
+                event(4, "d", T0, user="james")]
+    groups = episodes(memories, timedelta(minutes=30))
+    assert sorted(groups) == sorted([[1, 2], [0], [3]])
+
+
+def test_a_turn_next_to_a_strong_match_outranks_an_equal_stranger():
+    # e1 matches the query strongly; e2 (its answer) and e9 (another day) score the same alone.
+    pool = [
+        Signals(event(1, "Sarah: what was the code on the hub?", T0), 0.9, 8.0),
+        Signals(event(2, "Tom: it said E-214 after the swap", T0), 0.3, 0.0),
+        Signals(event(9, "Tom: it said nothing after the dinner", T0 + timedelta(days=9)), 0.3, 0.0),
+        Signals(event(7, "Sarah: the weather is nice", T0 + timedelta(days=20)), 0.1, 0.0),
+    ]
+    relevance = context_relevance("code on the hub", pool, ScoringPolicy())
+    assert relevance[0] == 1.0
+    assert relevance[1] > relevance[2]
+    flat = context_relevance("code on the hub", pool, ScoringPolicy(context_weight=0, episode_weight=0))
+    assert flat[1] == pytest.approx(flat[2])
+
+
+def test_naming_the_speaker_lifts_their_turns():
+    pool = [
+        Signals(event(1, "Caroline: I painted a lake.", T0), 0.5, 1.0),
+        Signals(event(2, "Melanie: I painted a lake.", T0 + timedelta(days=3)), 0.5, 1.0),
+    ]
+    relevance = context_relevance("What did melanie paint?", pool, ScoringPolicy())
+    assert relevance[1] == 1.0 > relevance[0]
+    assert speaker("Melanie: hi") == "Melanie"
+    assert speaker("note: buy milk") is None
+
+
+def test_relevance_is_one_for_the_best_and_never_above():
+    pool = [Signals(event(i, f"Sarah: turn {i} " + "word " * i, T0), 0.1 * i, float(i)) for i in range(1, 6)]
+    relevance = context_relevance("turn", pool, ScoringPolicy())
+    assert max(relevance) == 1.0
+    assert all(0.0 < r <= 1.0 for r in relevance)
+    assert context_relevance("turn", [], ScoringPolicy()) == []
