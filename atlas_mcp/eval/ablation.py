@@ -20,6 +20,8 @@ ABLATIONS: dict[str, str] = {
     "context": "no neighbour or episode context (context_weight and episode_weight 0)",
     "length": "no length prior (length_weight 0)",
     "speaker": "no speaker bonus (speaker_weight 0)",
+    "content-words": "BM25 matches every query word, function words too (lexical_content_words off)",
+    "pool": "80 candidates per branch (the foundation's window) instead of 200",
 }
 _POLICY = {
     "bm25": {"bm25_weight": 0.0},
@@ -28,6 +30,8 @@ _POLICY = {
     "context": {"context_weight": 0.0, "episode_weight": 0.0},
     "length": {"length_weight": 0.0},
     "speaker": {"speaker_weight": 0.0},
+    "content-words": {"lexical_content_words": False},
+    "pool": {"rrf_window": 80},
 }
 
 
@@ -37,7 +41,7 @@ def ablated(service: MemoryService, names: Iterable[str]) -> MemoryService:
     unknown = [n for n in names if n not in ABLATIONS]
     if unknown:
         raise ValueError(f"unknown ablation {unknown[0]!r}; known: {', '.join(ABLATIONS)}")
-    changes: dict[str, float] = {}
+    changes: dict[str, object] = {}
     for name in names:
         changes |= _POLICY.get(name, {})
     policy = service.policy.model_copy(update=changes)

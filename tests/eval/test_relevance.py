@@ -7,8 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.query import lexical_query
 from atlas_mcp.domain.relevance import Signals, context_relevance, episodes, speaker
+from atlas_mcp.domain.limits import Limits
 from atlas_mcp.domain.scoring import ScoringPolicy
+from atlas_mcp.service import plan_recall
 
 T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
 
@@ -60,3 +63,16 @@ def test_relevance_is_one_for_the_best_and_never_above():
     assert max(relevance) == 1.0
     assert all(0.0 < r <= 1.0 for r in relevance)
     assert context_relevance("turn", [], ScoringPolicy()) == []
+
+
+def test_the_lexical_query_keeps_content_words_names_and_months():
+    assert lexical_query("What did Caroline do in May 2023?") == "Caroline May 2023"
+    assert lexical_query("Is my IT hub showing E-214?") == "IT hub showing E 214"
+    assert lexical_query("who am I") == "who am I"  # nothing but function words: keep them all
+
+
+def test_the_recall_plan_carries_the_lexical_query_unless_switched_off():
+    plan = plan_recall(ScoringPolicy(), Limits(), "sarah", "What is error E-214?")
+    assert (plan.query, plan.lexical_text) == ("What is error E-214?", "error E 214")
+    plain = plan_recall(ScoringPolicy(lexical_content_words=False), Limits(), "sarah", "What is it?")
+    assert plain.lexical_text == "What is it?"
