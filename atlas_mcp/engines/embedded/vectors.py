@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ...domain.model import MemoryType
+from . import slots
 
 CATALOG_OWNER = ""
 TYPE_CODES: dict[str, int] = {t.value: code for code, t in enumerate(MemoryType)}
@@ -107,8 +108,13 @@ def bump_version(conn: sqlite3.Connection, owner: str) -> None:
     )
 
 
-def _owner_filter(owner: str) -> tuple[str, tuple]:
-    return ("user_id IS NULL", ()) if owner == CATALOG_OWNER else ("user_id = ?", (owner,))
+def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | None:
+    """WHERE clause and parameters for the owner's rows, read in rowid order from its block."""
+    block = slots.owner_range(conn, owner)
+    if block is None:
+        return None
+    # The unary + keeps SQLite on the rowid range (already sorted) rather than the owner index.
+    return "rowid BETWEEN ? AND ? AND +user_id IS ?", (*block, owner or None)
 
 
 class VectorCache:
@@ -155,32 +161,46 @@ class VectorCache:
         self, conn: sqlite3.Connection, owner: str, version: int, old: OwnerVectors | None
     ) -> OwnerVectors:
         """Re-read the cheap columns; fetch embeddings only for rows this process lacks."""
-        where, params = _owner_filter(owner)
+        where = _owner_rows(conn, owner)
+        if where is None:
+            return OwnerVectors(self._dimensions, version)
+        if old is None or old.size == 0:
+            return self._load_all(conn, where, version)
         rows = conn.execute(
-            f"SELECT rowid, id, memory_type, superseded_by IS NOT NULL FROM memories "
-            f"WHERE {where} ORDER BY rowid",
-            params,
+            f"SELECT rowid, id, memory_type, superseded_by IS NOT NULL FROM memories WHERE {where[0]} "
+            "ORDER BY rowid",
+            where[1],
         ).fetchall()
         fresh = OwnerVectors(self._dimensions, version, capacity=len(rows) + HEADROOM_ROWS)
         fresh.fill(rows)
         missing = []
         for position, row in enumerate(rows):
-            kept = old.rowids.get(row[0]) if old is not None else None
+            kept = old.rowids.get(row[0])
             if kept is None:
                 missing.append(row[0])
             else:
                 fresh._matrix[position] = old._matrix[kept]
-        if len(missing) > len(rows) // 2:
-            self._stream_embeddings(conn, owner, fresh)  # cold load: one pass over the owner's rows
-        else:
-            self._fetch_embeddings(conn, missing, fresh)
+        self._fetch_embeddings(conn, missing, fresh)
         return fresh
 
-    def _stream_embeddings(self, conn: sqlite3.Connection, owner: str, into: OwnerVectors) -> None:
-        where, params = _owner_filter(owner)
-        cursor = conn.execute(f"SELECT rowid, embedding FROM memories WHERE {where}", params)
-        while chunk := cursor.fetchmany(FETCH_CHUNK):
-            self._place(chunk, into)
+    def _load_all(self, conn: sqlite3.Connection, where: tuple[str, tuple], version: int) -> OwnerVectors:
+        """Cold load: one pass over the owner's block, already in rowid order."""
+        count = conn.execute(f"SELECT count(*) FROM memories WHERE {where[0]}", where[1]).fetchone()[0]
+        fresh = OwnerVectors(self._dimensions, version, capacity=count + HEADROOM_ROWS)
+        cursor = conn.execute(
+            f"SELECT rowid, id, memory_type, superseded_by IS NOT NULL, embedding FROM memories "
+            f"WHERE {where[0]} ORDER BY rowid",
+            where[1],
+        )
+        cheap: list[tuple] = []
+        while len(cheap) < count and (chunk := cursor.fetchmany(FETCH_CHUNK)):
+            chunk = chunk[: count - len(cheap)]  # rows a concurrent writer added wait for the next version
+            start = len(cheap)
+            cheap.extend(r[:4] for r in chunk)
+            block = np.frombuffer(b"".join(r[4] for r in chunk), dtype=np.float32)
+            fresh._matrix[start : start + len(chunk)] = block.reshape(len(chunk), self._dimensions)
+        fresh.fill(cheap)
+        return fresh
 
     def _fetch_embeddings(self, conn: sqlite3.Connection, rowids: list[int], into: OwnerVectors) -> None:
         for start in range(0, len(rowids), FETCH_CHUNK):
