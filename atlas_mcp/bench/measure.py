@@ -174,6 +174,21 @@ def rss_mb(pid: int) -> tuple[float, float] | None:
     return kb["VmRSS"] / 1024.0, kb["VmHWM"] / 1024.0
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time ``pid`` has used: unlike wall time, it barely moves when other
+    processes compete for the cores, so it shows the server's own cost on a busy machine."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu() -> float | None:
+    pids = server_pids()
+    return cpu_seconds(pids[0]) if len(pids) == 1 else None
+
+
 def server_rss() -> tuple[float, float] | None:
     pids = server_pids()
     return rss_mb(pids[0]) if len(pids) == 1 else None

@@ -15,6 +15,7 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("recall p50", lambda r: _ms(r["recall_ms"]["p50"])),
     ("recall p95", lambda r: _ms(r["recall_ms"]["p95"])),
     ("recall p99", lambda r: _ms(r["recall_ms"]["p99"])),
+    ("server CPU/recall", lambda r: _ms(r["recall_server_cpu_ms"]) if r.get("recall_server_cpu_ms") else "n/a"),
     ("recall after write p95", lambda r: _ms(r["recall_after_write_ms"]["p95"])),
     ("write p50", lambda r: _ms(r["write_ms"]["p50"])),
     ("write p95", lambda r: _ms(r["write_ms"]["p95"])),
@@ -82,6 +83,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ("write p95", "write_ms", "p95", "x--"),
     ):
         latency.plot(sizes, [r[key][stat] for r in report["sizes"]], style, label=label)
+    if all(r.get("recall_server_cpu_ms") for r in report["sizes"]):
+        cpu = [r["recall_server_cpu_ms"] for r in report["sizes"]]
+        latency.plot(sizes, cpu, "*:", label="server CPU per recall (contention-free cost)")
     latency.set(xscale="log", yscale="log", xlabel="memories per tenant", ylabel="ms (through a stdio MCP client)")
     latency.set_title("Latency vs. corpus size")
     latency.grid(True, which="both", alpha=0.3)

@@ -88,10 +88,14 @@ async def _over_mcp(server: measure.ServerRun, config: BenchConfig) -> dict[str,
     out: dict[str, Any] = {"cold_start_s": round(await measure.cold_start(server, queries[0]), 3)}
     async with measure.stdio_session(server) as client:
         await measure.timed_calls(client, "recall_memory", [{"query": q} for q in warmup])
+        cpu_before = measure.server_cpu()
         recalls = await measure.timed_calls(client, "recall_memory", [{"query": q} for q in queries])
+        cpu_after = measure.server_cpu()
         after_recalls = measure.server_rss()
         write_s, recall_after_write_s = await measure.writes_then_recalls(client, writes, queries)
         after_writes = measure.server_rss()
+    if cpu_before is not None and cpu_after is not None:
+        out["recall_server_cpu_ms"] = round((cpu_after - cpu_before) * 1000 / len(queries), 2)
     out |= {
         "recall_ms": measure.Latency.of(recalls).as_dict(),
         "write_ms": measure.Latency.of(write_s).as_dict(),

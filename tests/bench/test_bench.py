@@ -103,6 +103,7 @@ def test_bench_command_reports_sane_numbers(tmp_path):
         assert size["disk_bytes_per_memory"] > 384 * 4  # at least the vector itself
         for mode in ("synchronous_full", "synchronous_normal"):
             assert size["commit_ms"][mode]["p50"] > 0
+        assert size.get("recall_server_cpu_ms", 0) >= 0
         if size["rss_mb"] is not None:  # Linux: read from /proc
             assert 0 < size["rss_mb"] <= size["peak_rss_mb"]
     assert report["conditions"]["cpus"] >= 1
