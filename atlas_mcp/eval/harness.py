@@ -11,7 +11,7 @@ from typing import Any
 
 from ..app import open_service
 from ..config import Settings, load_settings
-from ..domain.model import utcnow
+from ..domain.model import new_id, utcnow
 from ..service import MemoryService
 
 
@@ -35,14 +35,20 @@ class ManualClock:
 
 @contextmanager
 def scratch_service(settings: Settings | None = None, **overrides: Any) -> Iterator[tuple[MemoryService, ManualClock]]:
-    """A service over a fresh store in a temporary directory, removed afterwards.
+    """A service over a fresh store, so an evaluation never touches real memories.
 
-    ``overrides`` are settings fields (e.g. ``scoring=ScoringPolicy(...)``); the data
-    directory is always the temporary one, so an evaluation never touches real memories.
+    ``overrides`` are settings fields (e.g. ``scoring=ScoringPolicy(...)``). The embedded store
+    lives in a temporary directory, removed afterwards; on Elasticsearch the indices get a
+    fresh ``<prefix>-eval-<hex>`` prefix (left in the cluster for inspection: delete them
+    when done).
     """
     with tempfile.TemporaryDirectory(prefix="atlas-eval-") as tmp:
         base = settings.model_dump() if settings is not None else {}
-        merged = load_settings(**(base | overrides | {"data_dir": Path(tmp)}))
+        scratch: dict[str, Any] = {"data_dir": Path(tmp)}
+        if base.get("backend") == "elasticsearch":
+            es = base["elasticsearch"]
+            scratch["elasticsearch"] = es | {"index_prefix": f"{es['index_prefix']}-eval-{new_id()[:8]}"}
+        merged = load_settings(**(base | overrides | scratch))
         clock = ManualClock()
         service = open_service(merged, clock=clock)
         try:
