@@ -72,12 +72,12 @@ def test_write_many_matches_one_by_one_writes(tmp_path):
 
 @pytest.mark.slow
 def test_bench_command_reports_sane_numbers(tmp_path):
-    """A tiny real run: seeded store, stdio server processes, JSON report (and a plot if possible)."""
+    """A tiny real run: seeded store, stdio and HTTP server processes, JSON report (and a plot if possible)."""
     report_file = tmp_path / "bench.json"
     args = [
         "bench", "--memories", "40", "--tenants", "2", "--queries", "10", "--writes", "4",
         "--clients", "2", "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path),
-        "--json", str(report_file),
+        "--json", str(report_file), "--http",
     ]  # fmt: skip
     try:
         import matplotlib  # noqa: F401
@@ -99,7 +99,8 @@ def test_bench_command_reports_sane_numbers(tmp_path):
             assert stats["count"] > 0
             assert 0 < stats["p50"] <= stats["p95"] <= stats["p99"] <= stats["max"]
         assert size["recall_ms"]["count"] == 10 and size["write_ms"]["count"] == 4
-        assert size["cold_start_s"] > 0 and size["stdio_recalls_per_s"] > 0
+        assert size["cold_start_s"] > 0 and size["stdio_recalls_per_s"] > 0 and size["http_recalls_per_s"] > 0
+        assert size["http_recall_ms"]["count"] == 10
         assert size["disk_bytes_per_memory"] > 384 * 4  # at least the vector itself
         for mode in ("synchronous_full", "synchronous_normal"):
             assert size["commit_ms"][mode]["p50"] > 0
