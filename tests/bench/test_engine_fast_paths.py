@@ -129,3 +129,18 @@ def test_warm_loads_the_callers_and_the_catalogs_vectors(tmp_path):
         _assert_same(engine._vectors._owners[USER], _fresh_cache(engine, USER))
     finally:
         engine.close()
+
+
+def test_a_changed_text_refreshes_its_cached_vector(tmp_path):
+    """update() re-embeds in place (same rowid): the cache must not keep the old vector."""
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    service = MemoryService(engine)
+    try:
+        written = service.write(USER, "Reset the router", "procedural", steps=["Unplug it"])
+        service.recall(USER, "router", touch=False)
+        memory = engine.get(USER, [written.id])[0]
+        engine.update(USER, memory.evolve(text="Bake sourdough bread", name="Bake sourdough bread", steps=()))
+        service.recall(USER, "bread", touch=False)
+        _assert_same(engine._vectors._owners[USER], _fresh_cache(engine, USER))
+    finally:
+        engine.close()

@@ -160,26 +160,28 @@ class VectorCache:
     def _reload(
         self, conn: sqlite3.Connection, owner: str, version: int, old: OwnerVectors | None
     ) -> OwnerVectors:
-        """Re-read the cheap columns; fetch embeddings only for rows this process lacks."""
+        """Re-read the cheap columns; fetch embeddings only for rows this process lacks or that changed."""
         where = _owner_rows(conn, owner)
         if where is None:
             return OwnerVectors(self._dimensions, version)
         if old is None or old.size == 0:
             return self._load_all(conn, where, version)
+        # The first 16 bytes of each embedding are its fingerprint: update() re-embeds a row in
+        # place (same rowid), and a cached vector may be reused only if it is still the stored one.
         rows = conn.execute(
-            f"SELECT rowid, id, memory_type, superseded_by IS NOT NULL FROM memories WHERE {where[0]} "
-            "ORDER BY rowid",
+            "SELECT rowid, id, memory_type, superseded_by IS NOT NULL, substr(embedding, 1, 16) "
+            f"FROM memories WHERE {where[0]} ORDER BY rowid",
             where[1],
         ).fetchall()
         fresh = OwnerVectors(self._dimensions, version, capacity=len(rows) + HEADROOM_ROWS)
         fresh.fill(rows)
-        missing = []
-        for position, row in enumerate(rows):
-            kept = old.rowids.get(row[0])
-            if kept is None:
-                missing.append(row[0])
-            else:
-                fresh._matrix[position] = old._matrix[kept]
+        kept = np.array([old.rowids.get(r[0], -1) for r in rows], dtype=np.int64)
+        reuse = kept >= 0
+        if rows:
+            prints = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            reuse[reuse] = (old._matrix[kept[reuse], : prints.shape[1]] == prints[reuse]).all(axis=1)
+        fresh._matrix[np.flatnonzero(reuse)] = old._matrix[kept[reuse]]
+        missing = [rows[i][0] for i in np.flatnonzero(~reuse)]
         self._fetch_embeddings(conn, missing, fresh)
         return fresh
 
