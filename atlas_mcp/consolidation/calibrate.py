@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
+
 from .guards import is_duplicate
 
 
@@ -61,7 +63,7 @@ def default_thresholds() -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        print(__doc__, file=sys.stderr)
+        click.echo(__doc__, err=True)
         return 2
     from ..config import load_settings
     from ..inference.embedder import embed_one, open_embedder
@@ -72,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     pairs = read_pairs(Path(args[0]))
     rows = sweep(pairs, lambda a, b: float(embed_one(embedder, a) @ embed_one(embedder, b)), default_thresholds())
     total = sum(p.duplicate for p in pairs)
-    print(f"model {embedder.model_id}: {total} duplicate pairs, {len(pairs) - total} distinct pairs")
+    click.echo(f"model {embedder.model_id}: {total} duplicate pairs, {len(pairs) - total} distinct pairs")
     for row in rows:
-        print(f"  {row.threshold:.2f}  caught {row.caught:3d}/{total}  wrongly merged {row.wrong}")
+        click.echo(f"  {row.threshold:.2f}  caught {row.caught:3d}/{total}  wrongly merged {row.wrong}")
     best = lowest_safe(rows)
-    print(f"lowest threshold with no wrong merge: {best.threshold:.2f}" if best else "no safe threshold")
+    click.echo(f"lowest threshold with no wrong merge: {best.threshold:.2f}" if best else "no safe threshold")
     return 0
 
 

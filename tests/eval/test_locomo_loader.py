@@ -9,7 +9,7 @@ from atlas_mcp.eval import locomo
 
 TOY = [
     {
-        "sample_id": "conv-x",
+        "sample_id": "toy-x",  # hand-written; LoCoMo itself is read from ../shared only
         "conversation": {
             "speaker_a": "Ann",
             "speaker_b": "Bo",
