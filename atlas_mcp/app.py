@@ -9,10 +9,12 @@ from .config import Settings
 from .domain.model import utcnow
 from .engines import open_engine
 from .inference.reranker import open_reranker
+from .inference.threads import limit_blas_threads
 from .service import MemoryService
 
 
 def open_service(settings: Settings, clock: Callable[[], datetime] = utcnow) -> MemoryService:
+    limit_blas_threads()
     engine = open_engine(settings)
     reranker = open_reranker(
         settings.scoring, settings.rerank.model_dir, settings.rerank.candidates, settings.embedding.threads

