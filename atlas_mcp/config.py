@@ -48,7 +48,7 @@ class EmbeddingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: Literal["minilm-l6-int8"] = "minilm-l6-int8"
-    threads: int = Field(2, ge=1, description="onnxruntime intra-op threads")
+    threads: int = Field(2, ge=1, description="threads for one embedding (onnxruntime intra-op) and for the cosine scan")
 
 
 class RerankSettings(BaseModel):

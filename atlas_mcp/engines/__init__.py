@@ -18,7 +18,7 @@ def open_engine(settings: Settings) -> Engine:
         from .embedded.engine import EmbeddedEngine
 
         embedder = open_embedder(settings.embedding.model, settings.embedding.threads)
-        return EmbeddedEngine(settings.database_path, embedder)
+        return EmbeddedEngine(settings.database_path, embedder, settings.embedding.threads)
     if settings.backend == "elasticsearch":
         from .elasticsearch.engine import open_elasticsearch_engine
 

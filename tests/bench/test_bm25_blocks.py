@@ -15,12 +15,12 @@ import pytest
 from atlas_mcp.bench import corpus
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.base import RecallPlan
-from atlas_mcp.engines.embedded import schema
+from atlas_mcp.engines.embedded import rows, schema
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine, fts_query
 from atlas_mcp.inference.embedder import default_embedder
 
 WHOLE_INDEX = (
-    "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
+    "SELECT m.id, bm25(memories_fts, 1.0, 0.0) AS score FROM memories_fts "
     "JOIN memories m ON m.rowid = memories_fts.rowid "
     "WHERE memories_fts MATCH ? AND (m.user_id = ? OR (? AND m.user_id IS NULL)) "
     "AND m.memory_type IN ({types}) AND (? OR m.superseded_by IS NULL) ORDER BY score LIMIT ?"
@@ -36,7 +36,7 @@ def _oracle(conn: sqlite3.Connection, plan: RecallPlan) -> list[tuple[str, float
     types = sorted(t.value for t in plan.memory_types)
     sql = WHOLE_INDEX.format(types=",".join("?" * len(types)))
     catalog = MemoryType.CATALOG in plan.memory_types
-    params = (fts_query(plan.query), plan.user_id, catalog, *types, plan.include_superseded, plan.window)
+    params = (f"{{search_text}}: ({fts_query(plan.query)})", plan.user_id, catalog, *types, plan.include_superseded, plan.window)
     return [(r[0], -r[1]) for r in conn.execute(sql, params)]
 
 
@@ -69,7 +69,7 @@ def test_blocks_rank_exactly_like_the_whole_index(store):
                 for superseded in (False, True):
                     for window in (5, 80):
                         plan = RecallPlan(user, query, memory_types, superseded, window, 30)
-                        assert store._bm25(plan) == _oracle(store._conn, plan), (query, user, window)
+                        assert store.lexical(plan) == _oracle(store._conn, plan), (query, user, window)
                         checked += 1
     assert checked > 500
 
@@ -83,31 +83,44 @@ def test_each_owner_lives_in_its_own_rowid_block(store):
     assert len({low for _, low, _ in rows}) == 4
 
 
-def test_migration_moves_an_old_store_into_blocks_and_keeps_its_order(tmp_path):
-    """A store written before blocks (auto rowids, interleaved owners) is renumbered on open."""
-    path = tmp_path / "atlas.db"
-    engine = EmbeddedEngine(path, default_embedder())
-    items = corpus.specs(12, 60)
-    for start in range(0, 60, 20):
-        for tenant in range(2):
-            _load(engine, corpus.tenant_memories(tenant, items)[start : start + 20])
-    plans = [RecallPlan(corpus.tenant_id(t), q, frozenset(MemoryType), False, 80, 30)
-             for t in range(2) for q in corpus.queries(12, 10)]  # fmt: skip
-    engine.close()
-    conn = sqlite3.connect(path, isolation_level=None)  # rewind to the pre-block layout
+def _interleaved(seed: int, count: int, tenants: int, step: int) -> list[Memory]:
+    items = corpus.specs(seed, count)
+    per_tenant = [corpus.tenant_memories(t, items) for t in range(tenants)]
+    return [m for start in range(0, count, step) for memories in per_tenant for m in memories[start : start + step]]
+
+
+def _store_at_version_2(path, memories: list[Memory]) -> None:
+    """A store as written before owner blocks and indexed filters: auto rowids, owners interleaved."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    schema.migrate(conn, upto=2)
+    vectors = np.random.default_rng(len(memories)).standard_normal((len(memories), 384)).astype(np.float32)
+    columns = (*rows.COLUMNS, "embedding", "embedding_model")
+    sql = f"INSERT INTO memories ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    model = default_embedder().model_id
     conn.execute("BEGIN")
-    conn.execute("CREATE TEMP TABLE o AS SELECT rowid AS old, ROW_NUMBER() OVER (ORDER BY id) AS new FROM memories")
-    conn.execute("UPDATE memories SET rowid = (SELECT new FROM o WHERE old = memories.rowid)")
-    conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
-    conn.execute("DROP TABLE owner_slots")
-    conn.execute("PRAGMA user_version = 2")
+    for memory, vector in zip(memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), strict=True):
+        conn.execute(sql, (*rows.to_row(memory).values(), vector.tobytes(), model))
     conn.execute("COMMIT")
-    old_layout = [_oracle(conn, p) for p in plans]
     conn.close()
-    reopened = EmbeddedEngine(path, default_embedder())
+
+
+def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path):
+    """Migrations 3 (owner blocks) and 4 (filters in the index) turn an old store into exactly
+    the store the current code writes: same blocks, same order, same BM25 scores."""
+    memories = _interleaved(12, 60, 2, 20)
+    _store_at_version_2(tmp_path / "old.db", memories)
+    migrated = EmbeddedEngine(tmp_path / "old.db", default_embedder())
+    fresh = EmbeddedEngine(tmp_path / "new.db", default_embedder())
     try:
-        assert [reopened._bm25(p) for p in plans] == old_layout
-        _load(reopened, corpus.tenant_memories(5, items[:3]))
-        assert reopened.list(corpus.tenant_id(5), limit=10)
+        _load(fresh, memories)
+        plans = [RecallPlan(corpus.tenant_id(t), q, kinds, superseded, 80, 30)
+                 for t in range(2) for q in corpus.queries(12, 10)
+                 for kinds in (frozenset(MemoryType), frozenset({MemoryType.SEMANTIC}))
+                 for superseded in (False, True)]  # fmt: skip
+        assert [migrated.lexical(p) for p in plans] == [fresh.lexical(p) for p in plans]
+        assert any(migrated.lexical(p) for p in plans)
+        _load(migrated, corpus.tenant_memories(5, corpus.specs(12, 3)))
+        assert migrated.list(corpus.tenant_id(5), limit=10)
     finally:
-        reopened.close()
+        migrated.close()
+        fresh.close()

@@ -13,13 +13,14 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from ...domain.fusion import reciprocal_rank_fusion
-from ...domain.model import Memory, MemoryType, iso
+from ...domain.model import USER_MEMORY_TYPES, Memory, MemoryType, iso
 from ...errors import BackendUnavailable, Conflict, ConfigurationError
 from ...inference.embedder import Embedder, embed_one
 from ..base import Candidate, EngineInfo, RecallPlan, StoreStats
@@ -29,10 +30,12 @@ from .vectors import (
     CATALOG_OWNER,
     OwnerVectors,
     VectorCache,
+    allowed_rows,
     bump_version,
     owner_key,
     owner_version,
-    top_dense,
+    similarities,
+    top_rows,
 )
 
 BUSY_TIMEOUT_S = 30.0
@@ -42,6 +45,11 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
 # The unary + keeps the predicate and only disables that index for it.
 _BY_ID_FOR_OWNER = "+user_id"
+# The recall_filter column gets weight 0: it filters, it does not score.
+_BM25_SQL = (
+    "SELECT rowid, bm25(memories_fts, 1.0, 0.0) AS score FROM memories_fts "
+    "WHERE memories_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score, rowid LIMIT ?"
+)
 _STORED_COLUMNS = ("rowid", *rows.COLUMNS, "embedding", "embedding_model")
 _INSERT = (
     f"INSERT INTO memories ({', '.join(_STORED_COLUMNS)}) "
@@ -55,9 +63,25 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in words) or None
 
 
+def filtered_match(words: str, plan: RecallPlan, catalog: bool) -> str | None:
+    """The MATCH expression for one owner's block: the words in the text, and the plan's
+    filters on the indexed type and liveness words; None if the block holds no wanted type."""
+    held = {MemoryType.CATALOG} if catalog else set(USER_MEMORY_TYPES)
+    wanted = held & plan.memory_types
+    if not wanted:
+        return None
+    clauses = [f"{{search_text}}: ({words})"]
+    if not plan.include_superseded:
+        clauses.append(f"{{recall_filter}}: {schema.LIVE_WORD}")
+    if wanted != held:
+        clauses.append(f"{{recall_filter}}: ({' OR '.join(sorted(t.value for t in wanted))})")
+    return " AND ".join(clauses)
+
+
 class EmbeddedEngine:
-    def __init__(self, path: Path, embedder: Embedder) -> None:
+    def __init__(self, path: Path, embedder: Embedder, threads: int = 2) -> None:
         self.path = Path(path)
+        self.threads = threads  # for the cosine scan
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder
         self.info = EngineInfo(name="embedded", embedding_model=embedder.model_id)
@@ -289,11 +313,17 @@ class EmbeddedEngine:
                 )
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
+        """BM25 and cosine over each visible owner's rows, fused; all reads from one snapshot.
+
+        The snapshot (one read transaction) means the FTS index, the vector cache and the rows
+        loaded at the end agree even while other processes write.
+        """
         query_vector = embed_one(self.embedder, plan.query)
-        with self._lock:
-            lexical = self._bm25(plan)
-            owners = [self._vectors.get(self._conn, o) for o in self._owners(plan)]
-            dense = self._dense(plan, owners, query_vector)
+        with self._snapshot() as conn:
+            visible = self._visible(conn, plan)
+            scores = [similarities(v.vectors, query_vector, self.threads) for v in visible]
+            lexical = self._bm25(conn, plan, visible)
+            dense = _merge_dense(visible, scores, plan.window)
             fused = reciprocal_rank_fusion(
                 [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
             )
@@ -306,18 +336,40 @@ class EmbeddedEngine:
                 bm25_rank=f.ranks[0],
                 dense_rank=f.ranks[1],
                 bm25_score=bm25_scores.get(f.id),
-                dense_similarity=cosine(owners, f.id, query_vector),
+                dense_similarity=_cosine(visible, scores, f.id),
             )
             for f in fused
             if f.id in memories
         ]
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield self._conn
+            finally:
+                self._conn.execute("COMMIT")
+
+    def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
+        """The BM25 branch alone, best first, as (id, score)."""
+        with self._snapshot() as conn:
+            return self._bm25(conn, plan, self._visible(conn, plan))
+
+    def _visible(self, conn: sqlite3.Connection, plan: RecallPlan) -> list[OwnerRows]:
+        types = {t.value for t in plan.memory_types}
+        out = []
+        for owner in self._owners(plan):
+            vectors = self._vectors.get(conn, owner)
+            out.append(OwnerRows(owner, vectors, allowed_rows(vectors, types, plan.include_superseded)))
+        return out
+
     def warm(self, user_id: str) -> None:
         """Pay the first recall's start-up costs now: the model's first run, the vector caches."""
         embed_one(self.embedder, "warm up")
-        with self._lock:
+        with self._snapshot() as conn:
             for owner in (owner_key(user_id), CATALOG_OWNER):
-                self._vectors.get(self._conn, owner)
+                self._vectors.get(conn, owner)
 
     def _owners(self, plan: RecallPlan) -> list[str]:
         owners = [plan.user_id]
@@ -325,47 +377,31 @@ class EmbeddedEngine:
             owners.append(CATALOG_OWNER)
         return owners
 
-    def _bm25(self, plan: RecallPlan) -> list[tuple[str, float]]:
+    def _bm25(self, conn: sqlite3.Connection, plan: RecallPlan, visible: list[OwnerRows]) -> list[tuple[str, float]]:
         """BM25 over each visible owner's rowid block, merged by (score, rowid).
 
-        One query per block lets FTS5 skip other tenants' postings; ``ORDER BY score, rowid``
-        per block and the merge give exactly the order one query over the whole index would
-        (FTS5 scores rows in rowid order, so its ties already broke by rowid). The owner and
-        type filters stay in the SQL as defence in depth.
+        One query per block lets FTS5 skip other tenants' postings, and the type and
+        liveness words indexed next to the text (migration 4) let it drop filtered rows
+        itself; there is no join to ``memories`` (it doubled the cost at 100k memories).
+        ``ORDER BY score, rowid`` per block and the merge give the order one query over the
+        whole index would (FTS5 scores rows in rowid order, so its ties broke by rowid).
+        The vector cache's filter, which holds the same facts, is checked again as defence.
         """
-        match = fts_query(plan.lexical_text)
-        if match is None:
+        words = fts_query(plan.lexical_text)
+        if words is None:
             return []
-        types = sorted(t.value for t in plan.memory_types)
-        catalog = MemoryType.CATALOG in plan.memory_types
-        sql = (
-            "SELECT m.id, bm25(memories_fts) AS score, m.rowid FROM memories_fts "
-            "JOIN memories m ON m.rowid = memories_fts.rowid "
-            "WHERE memories_fts MATCH ? AND memories_fts.rowid BETWEEN ? AND ? "
-            "AND (m.user_id = ? OR (? AND m.user_id IS NULL)) "
-            f"AND m.memory_type IN ({','.join('?' * len(types))}) "
-            "AND (? OR m.superseded_by IS NULL) ORDER BY score, m.rowid LIMIT ?"
-        )
-        found = []
-        for owner in self._owners(plan):
-            block = slots.owner_range(self._conn, owner)
-            if block is not None:
-                params = (match, *block, plan.user_id, catalog, *types, plan.include_superseded, plan.window)
-                found.extend(self._conn.execute(sql, params).fetchall())
-        found.sort(key=lambda r: (r[1], r[2]))
-        return [(r[0], -r[1]) for r in found[: plan.window]]
-
-    def _dense(
-        self, plan: RecallPlan, owners: list[OwnerVectors], query: np.ndarray
-    ) -> list[tuple[str, float]]:
-        types = {t.value for t in plan.memory_types}
-        hits = [
-            hit
-            for vectors in owners
-            for hit in top_dense(vectors, query, types, plan.include_superseded, plan.window)
-        ]
-        hits.sort(key=lambda h: -h[1])
-        return hits[: plan.window]
+        found: list[tuple[float, int, str]] = []
+        for owner in visible:
+            block = slots.owner_range(conn, owner.owner)
+            match = filtered_match(words, plan, owner.owner == CATALOG_OWNER)
+            if block is None or match is None:
+                continue
+            for rowid, score in conn.execute(_BM25_SQL, (match, *block, plan.window)):
+                row = owner.vectors.rowids.get(rowid)
+                if row is not None and owner.allowed[row]:
+                    found.append((score, rowid, owner.vectors.ids[row]))
+        found.sort()
+        return [(memory_id, -score) for score, _, memory_id in found[: plan.window]]
 
     def _load(self, ids: list[str], user_id: str) -> list[Memory]:
         return self.get(user_id, ids, include_catalog=True)
@@ -379,9 +415,28 @@ class EmbeddedEngine:
             self._conn.close()
 
 
-def cosine(owners: list[OwnerVectors], memory_id: str, query: np.ndarray) -> float | None:
-    for vectors in owners:
-        row = vectors.index.get(memory_id)
+@dataclass(frozen=True, slots=True)
+class OwnerRows:
+    """One owner's rows as a recall sees them: its cached vectors, and which rows may return."""
+
+    owner: str
+    vectors: OwnerVectors
+    allowed: np.ndarray
+
+
+def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int) -> list[tuple[str, float]]:
+    hits = [
+        (owner.vectors.ids[row], float(cosines[row]))
+        for owner, cosines in zip(visible, scores, strict=True)
+        for row in top_rows(cosines, owner.allowed, window)
+    ]
+    hits.sort(key=lambda h: -h[1])
+    return hits[:window]
+
+
+def _cosine(visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str) -> float | None:
+    for owner, cosines in zip(visible, scores, strict=True):
+        row = owner.vectors.index.get(memory_id)
         if row is not None:
-            return float(vectors.matrix[row] @ query)
+            return float(cosines[row])
     return None

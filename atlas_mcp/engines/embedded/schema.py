@@ -109,19 +109,59 @@ def _m003_owner_rowid_ranges(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE owner_versions SET version = version + 1")  # cached rowids are stale
 
 
+# A row's recall filter, as words FTS5 can match: its type, and "live" unless superseded.
+RECALL_FILTER = "memory_type || CASE WHEN superseded_by IS NULL THEN ' live' ELSE '' END"
+LIVE_WORD = "live"
+
+_M004 = f"""
+ALTER TABLE memories ADD COLUMN recall_filter TEXT GENERATED ALWAYS AS ({RECALL_FILTER}) VIRTUAL;
+DROP TRIGGER memories_ai;
+DROP TRIGGER memories_ad;
+DROP TRIGGER memories_au;
+DROP TABLE memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    search_text, recall_filter, content='memories', content_rowid='rowid',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, search_text, recall_filter)
+    VALUES (new.rowid, new.search_text, new.recall_filter);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, search_text, recall_filter)
+    VALUES ('delete', old.rowid, old.search_text, old.recall_filter);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF search_text, superseded_by ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, search_text, recall_filter)
+    VALUES ('delete', old.rowid, old.search_text, old.recall_filter);
+    INSERT INTO memories_fts(rowid, search_text, recall_filter)
+    VALUES (new.rowid, new.search_text, new.recall_filter);
+END;
+"""
+
+
+def _m004_filters_in_the_index(conn: sqlite3.Connection) -> None:
+    """Index each row's type and liveness next to its text, so FTS5 drops superseded rows and
+    other types itself. Filtering afterwards meant reading past every superseded match: a
+    query whose best matches were an old address history cost 60 ms at 100k memories."""
+    _run_script(conn, _M004)
+    conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _m001_initial,
     _m002_user_state,
     _m003_owner_rowid_ranges,
+    _m004_filters_in_the_index,
 )
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Apply pending migrations, each in its own transaction, under the write lock."""
+def migrate(conn: sqlite3.Connection, upto: int = len(MIGRATIONS)) -> None:
+    """Apply pending migrations (up to version ``upto``) in one transaction, under the write lock."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = conn.execute("PRAGMA user_version").fetchone()[0]
-        for number, step in enumerate(MIGRATIONS[current:], start=current + 1):
+        for number, step in enumerate(MIGRATIONS[current:upto], start=current + 1):
             step(conn)
             conn.execute(f"PRAGMA user_version={number}")
         conn.execute("COMMIT")

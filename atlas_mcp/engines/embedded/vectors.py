@@ -1,7 +1,10 @@
 """Per-owner vector matrices, cached in memory and refreshed when another write lands.
 
-Exact cosine over one owner's vectors is a single matrix-vector product (~8 ms of CPU for
-100k × 384 on these machines), so no approximate index is needed at agent-memory scale. The
+Exact cosine over one owner's vectors is one pass over its matrix, so no approximate index is
+needed at agent-memory scale. The cache holds the vectors as float16 (SQLite keeps float32):
+half the memory (77 MB instead of 154 MB at 100k memories) and half the bytes a scan reads,
+which SimSIMD's f16 dot-product kernels turn into ~1.5 ms per 100k vectors on 2 cores where
+numpy's float32 product took ~9 ms; cosines move by < 3e-4. The
 cache is keyed by ``owner_versions``: any process that changes an owner's vectors or
 supersession state bumps that owner's version, and every process reloads only what changed
 on its next recall. A process's *own* inserts are applied in place instead (``apply_insert``):
@@ -17,6 +20,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import simsimd
 
 from ...domain.model import MemoryType
 from . import slots
@@ -25,6 +29,8 @@ CATALOG_OWNER = ""
 TYPE_CODES: dict[str, int] = {t.value: code for code, t in enumerate(MemoryType)}
 HEADROOM_ROWS = 1_024  # appends before the matrix must grow
 FETCH_CHUNK = 1_000
+CACHED_DTYPE = np.float16
+PRINT_FLOATS = 4  # the leading float32s of a stored embedding that fingerprint it
 
 
 class OwnerVectors:
@@ -37,7 +43,8 @@ class OwnerVectors:
         self.ids: list[str] = []
         self.rowids: dict[int, int] = {}  # rowid -> row of matrix
         self.index: dict[str, int] = {}  # memory id -> row of matrix
-        self._matrix = np.zeros((capacity, dimensions), dtype=np.float32)
+        self._matrix = np.zeros((capacity, dimensions), dtype=CACHED_DTYPE)
+        self._prints = np.zeros((capacity, PRINT_FLOATS), dtype=np.float32)
         self._codes = np.zeros(capacity, dtype=np.uint8)
         self._superseded = np.zeros(capacity, dtype=bool)
 
@@ -69,6 +76,7 @@ class OwnerVectors:
             self._grow()
         row = self.size
         self._matrix[row] = vector
+        self._prints[row] = vector[:PRINT_FLOATS]
         self._codes[row] = TYPE_CODES[memory_type]
         self._superseded[row] = False
         self.ids.append(memory_id)
@@ -77,6 +85,12 @@ class OwnerVectors:
         self.size += 1
         self.last_rowid = rowid
 
+    def put(self, rows: Sequence[int] | range, vectors: np.ndarray) -> None:
+        """Store float32 ``vectors`` (as read from SQLite) at ``rows``."""
+        index = slice(rows.start, rows.stop) if isinstance(rows, range) else rows
+        self._matrix[index] = vectors
+        self._prints[index] = vectors[:, :PRINT_FLOATS]
+
     def mark_superseded(self, memory_ids: Iterable[str]) -> None:
         for memory_id in memory_ids:
             self._superseded[self.index[memory_id]] = True
@@ -84,7 +98,7 @@ class OwnerVectors:
     def _grow(self) -> None:
         # Grow by an eighth (not double): at 100k vectors the matrix is 150 MB of the RSS budget.
         capacity = self.size + max(HEADROOM_ROWS, self.size // 8)
-        for name in ("_matrix", "_codes", "_superseded"):
+        for name in ("_matrix", "_prints", "_codes", "_superseded"):
             old = getattr(self, name)
             new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
             new[: self.size] = old[: self.size]
@@ -169,13 +183,13 @@ class VectorCache:
         # The first 16 bytes of each embedding are its fingerprint: update() re-embeds a row in
         # place (same rowid), and a cached vector may be reused only if it is still the stored one.
         rows = conn.execute(
-            "SELECT rowid, id, memory_type, superseded_by IS NOT NULL, substr(embedding, 1, 16) "
-            f"FROM memories WHERE {where[0]} ORDER BY rowid",
+            "SELECT rowid, id, memory_type, superseded_by IS NOT NULL, "
+            f"substr(embedding, 1, {4 * PRINT_FLOATS}) FROM memories WHERE {where[0]} ORDER BY rowid",
             where[1],
         ).fetchall()
         kept = np.array([old.rowids.get(r[0], -1) for r in rows], dtype=np.int64)
         # Same rows in the same places (a supersession, a change made elsewhere): the new cache
-        # takes the old buffer over instead of copying 150 MB at 100k memories.
+        # takes the old buffers over instead of copying 77 MB at 100k memories.
         in_place = len(rows) <= len(old._matrix) and np.array_equal(kept, np.arange(len(rows)))
         capacity = len(old._matrix) if in_place else len(rows) + HEADROOM_ROWS
         fresh = OwnerVectors(self._dimensions, version, capacity=capacity)
@@ -183,11 +197,12 @@ class VectorCache:
         reuse = kept >= 0
         if rows:
             prints = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            reuse[reuse] = (old._matrix[kept[reuse], : prints.shape[1]] == prints[reuse]).all(axis=1)
+            reuse[reuse] = (old._prints[kept[reuse]] == prints[reuse]).all(axis=1)
         if in_place:
-            fresh._matrix = old._matrix
+            fresh._matrix, fresh._prints = old._matrix, old._prints
         else:
             fresh._matrix[np.flatnonzero(reuse)] = old._matrix[kept[reuse]]
+            fresh._prints[np.flatnonzero(reuse)] = old._prints[kept[reuse]]
         missing = [rows[i][0] for i in np.flatnonzero(~reuse)]
         self._fetch_embeddings(conn, missing, fresh)
         return fresh
@@ -207,7 +222,7 @@ class VectorCache:
             start = len(cheap)
             cheap.extend(r[:4] for r in chunk)
             block = np.frombuffer(b"".join(r[4] for r in chunk), dtype=np.float32)
-            fresh._matrix[start : start + len(chunk)] = block.reshape(len(chunk), self._dimensions)
+            fresh.put(range(start, start + len(chunk)), block.reshape(len(chunk), self._dimensions))
         fresh.fill(cheap)
         return fresh
 
@@ -227,30 +242,37 @@ class VectorCache:
             return
         positions = [p for p, _ in known]
         block = np.frombuffer(b"".join(blob for _, blob in known), dtype=np.float32)
-        into._matrix[positions] = block.reshape(len(known), self._dimensions)
+        into.put(positions, block.reshape(len(known), self._dimensions))
 
 
 def allowed_rows(vectors: OwnerVectors, allowed_types: set[str], include_superseded: bool) -> np.ndarray:
-    """Indices of the rows a recall may return: an allowed type and, unless asked, not superseded."""
+    """Per row: may a recall return it? (an allowed type and, unless asked, not superseded)."""
     by_code = np.zeros(len(TYPE_CODES), dtype=bool)
     by_code[[TYPE_CODES[t] for t in allowed_types if t in TYPE_CODES]] = True
     mask = by_code[vectors.codes]
     if not include_superseded:
         mask &= ~vectors.superseded
-    return np.flatnonzero(mask)
+    return mask
 
 
-def top_dense(
-    vectors: OwnerVectors, query: np.ndarray, allowed_types: set[str], include_superseded: bool, window: int
-) -> list[tuple[str, float]]:
-    """The ``window`` most similar allowed rows as (id, cosine), best first."""
+def similarities(vectors: OwnerVectors, query: np.ndarray, threads: int) -> np.ndarray:
+    """Cosine of the (unit) query with every cached row, as float32."""
     if not vectors.size:
-        return []
-    scores = vectors.matrix @ query
-    allowed = allowed_rows(vectors, allowed_types, include_superseded)
-    if allowed.size == 0:
-        return []
-    negated = -scores[allowed]
-    keep = np.argpartition(negated, window)[:window] if allowed.size > window else np.arange(allowed.size)
-    picked = allowed[keep[np.argsort(negated[keep], kind="stable")]]
-    return [(vectors.ids[i], float(scores[i])) for i in picked]
+        return np.zeros(0, dtype=np.float32)
+    query16 = np.asarray(query, dtype=CACHED_DTYPE)[None, :]
+    scores = simsimd.cdist(query16, vectors.matrix, metric="dot", out_dtype="float32", threads=threads)
+    return np.asarray(scores).reshape(-1)
+
+
+def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray:
+    """Indices of the ``window`` best-scoring allowed rows, best first; ties go to the lower row
+    (the older memory), also at the cut-off, so the result never depends on the sort's luck."""
+    candidates = np.flatnonzero(allowed)  # ascending rows
+    negated = -scores[candidates]
+    if candidates.size > window:
+        cutoff = np.partition(negated, window - 1)[window - 1]
+        better = negated < cutoff
+        tied = np.flatnonzero(negated == cutoff)[: window - int(better.sum())]
+        keep = np.concatenate([np.flatnonzero(better), tied])
+        candidates, negated = candidates[keep], negated[keep]
+    return candidates[np.lexsort((candidates, negated))]
