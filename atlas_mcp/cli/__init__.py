@@ -6,26 +6,47 @@ nothing but the executable.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from .. import __version__
 from ..errors import AtlasError
-from .bench import bench
-from .catalog import catalog
-from .es import COMMANDS as ES_COMMANDS
-from .consolidate import consolidate
-from .eval import eval_
-from .memories import memories
-from .portability import export, import_
-from .recall import recall
-from .reindex import reindex
-from .serve import serve
-from .stats import stats
+
+# name -> "module:attribute". Commands load on first use: `atlas-mcp serve` then imports only
+# what serving needs (not the eval, bench or Elasticsearch code), which shortens the cold
+# start every MCP client pays when it spawns the server.
+COMMANDS = {
+    "serve": "serve:serve",
+    "catalog": "catalog:catalog",
+    "eval": "eval:eval_",
+    "bootstrap": "es:bootstrap",
+    "users": "es:users",
+    "doctor": "es:doctor",
+    "es-query": "es:es_query",
+    "consolidate": "consolidate:consolidate",
+    "recall": "recall:recall",
+    "memories": "memories:memories",
+    "stats": "stats:stats",
+    "reindex": "reindex:reindex",
+    "export": "portability:export",
+    "import": "portability:import_",
+    "bench": "bench:bench",
+}
 
 
 class AtlasGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -39,22 +60,7 @@ class AtlasGroup(click.Group):
 def cli(ctx: click.Context) -> None:
     """Persistent, per-user long-term memory for AI agents, over MCP."""
     if ctx.invoked_subcommand is None:
-        ctx.invoke(serve)
-
-
-cli.add_command(serve)
-cli.add_command(catalog)
-cli.add_command(eval_)
-for _command in ES_COMMANDS:
-    cli.add_command(_command)
-cli.add_command(consolidate)
-cli.add_command(recall)
-cli.add_command(memories)
-cli.add_command(stats)
-cli.add_command(reindex)
-cli.add_command(export)
-cli.add_command(import_)
-cli.add_command(bench)
+        ctx.invoke(cli.get_command(ctx, "serve"))
 
 
 def main(argv: list[str] | None = None) -> None:

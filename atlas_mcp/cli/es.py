@@ -141,4 +141,3 @@ def es_query(text, user, k, memory_types, no_catalog, include_superseded, config
     _echo_json({"method": "POST", "path": request.path, "body": request.body})
 
 
-COMMANDS = (bootstrap, users, doctor, es_query)

@@ -36,6 +36,7 @@ def serve(transport, host, port, insecure_no_auth, config_file, user) -> None:
         if settings.transport == "http":
             anyio.run(_serve_http, service, settings)
         else:
+            _warm_up_in_background(service, settings.user)  # overlaps the MCP imports below
             anyio.run(_serve_stdio, service, settings)
     finally:
         service.close()
@@ -45,7 +46,6 @@ async def _serve_stdio(service, settings: Settings) -> None:
     from ..mcp.server import build_server
 
     log.info("serving", transport="stdio", user=settings.user, data_dir=str(settings.data_dir))
-    _warm_up_in_background(service, settings.user)
     await build_server(service, settings.user).run_stdio_async()
 
 
