@@ -9,7 +9,7 @@ from .config import Settings
 from .domain.model import utcnow
 from .engines import open_engine
 from .inference.reranker import open_reranker
-from .inference.threads import limit_blas_threads
+from .inference.runtime import limit_blas_threads
 from .service import MemoryService
 
 

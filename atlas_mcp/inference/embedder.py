@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import ConfigurationError
+from .runtime import release_free_heap
 
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -71,6 +72,7 @@ class OnnxMiniLM:
         self._session = ort.InferenceSession(
             str(model_path), options, providers=["CPUExecutionProvider"]
         )
+        release_free_heap()
         tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=True)
         tokenizer.enable_truncation(MAX_TOKENS)
         tokenizer.enable_padding()  # to the longest text of each batch, not a fixed 128

@@ -23,6 +23,7 @@ import numpy as np
 import simsimd
 
 from ...domain.model import MemoryType
+from ...inference.runtime import release_free_heap
 from . import slots
 
 CATALOG_OWNER = ""
@@ -142,6 +143,7 @@ class VectorCache:
         if cached is None or cached.version != version:
             cached = self._reload(conn, owner, version, cached)
             self._owners[owner] = cached
+            release_free_heap()
         return cached
 
     def apply_insert(
