@@ -20,7 +20,7 @@ USER = corpus.tenant_id(0)
 
 
 def _fresh_cache(engine: EmbeddedEngine, owner: str):
-    return VectorCache(engine.embedder.dimensions).get(engine._conn, owner)
+    return VectorCache(engine.embedder).get(engine._conn, owner)
 
 
 def _assert_same(cached, fresh) -> None:

@@ -25,6 +25,7 @@ from ...errors import BackendUnavailable, Conflict, ConfigurationError
 from ...inference.embedder import Embedder, embed_one
 from ..base import Candidate, EngineInfo, RecallPlan, StoreStats
 from . import rows, schema, slots
+from .pending import EmbeddingQueue, PendingWrite
 from .stats import store_stats
 from .vectors import (
     CATALOG_OWNER,
@@ -87,8 +88,10 @@ class EmbeddedEngine:
         self.info = EngineInfo(name="embedded", embedding_model=embedder.model_id)
         self._lock = threading.RLock()
         self._conn = self._connect()
-        self._vectors = VectorCache(embedder.dimensions)
+        self._vectors = VectorCache(embedder)
         self._check_model()
+        self._embed_left_pending()
+        self._embeddings = EmbeddingQueue(embedder, self._store_embedding)
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -132,30 +135,72 @@ class EmbeddedEngine:
     # -- writes ------------------------------------------------------------------------
 
     def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
+        """Commit the memory now and embed it right after (``pending.py``); catalog entries,
+        loaded by an admin, are embedded before they commit."""
+        if memory.is_catalog:
+            self._write_catalog(memory)
+            return
+        owner = owner_key(memory.user_id)
+        row = rows.to_row(memory) | {"embedding": schema.PENDING_EMBEDDING, "embedding_model": self.embedder.model_id}
+        with self._transaction() as conn:
+            version_before = owner_version(conn, owner)
+            row = {"rowid": slots.next_rowid(conn, owner)} | row
+            rowid = self._insert(conn, row)
+            self._mark_superseded(conn, memory, supersede)
+            conn.execute("INSERT INTO pending_embeddings(rowid) VALUES (?)", (rowid,))
+            bump_version(conn, owner)
+        self._embeddings.submit(
+            PendingWrite(
+                owner, version_before, rowid, memory.id, memory.memory_type.value, row["search_text"],
+                tuple(supersede),
+            )
+        )
+
+    def _store_embedding(self, write: PendingWrite, vector: np.ndarray) -> None:
+        """The worker's half of a write: store the vector, then add it to this process's cache."""
+        with self._lock:  # the cache update must not interleave with another thread's recall
+            with self._transaction() as conn:
+                cleared = conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (write.rowid,))
+                if cleared.rowcount:  # not forgotten, re-embedded by update() or repaired meanwhile
+                    conn.execute(
+                        "UPDATE memories SET embedding = ? WHERE rowid = ?", (vector.tobytes(), write.rowid)
+                    )
+            if cleared.rowcount:
+                self._vectors.apply_insert(
+                    write.owner, write.version_before, write.rowid, write.memory_id, write.memory_type,
+                    vector, write.superseded,
+                )
+
+    def _embed_left_pending(self) -> None:
+        """Embed rows a crash left without their vector (normally none)."""
+        with self._lock:
+            left = self._conn.execute(
+                "SELECT p.rowid, m.search_text FROM pending_embeddings p JOIN memories m ON m.rowid = p.rowid"
+            ).fetchall()
+        if not left:
+            return
+        vectors = self.embedder.embed_batch([text for _, text in left])
+        with self._transaction() as conn:
+            for (rowid, _), vector in zip(left, vectors, strict=True):
+                if conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,)).rowcount:
+                    conn.execute(
+                        "UPDATE memories SET embedding = ? WHERE rowid = ?",
+                        (np.asarray(vector, dtype=np.float32).tobytes(), rowid),
+                    )
+
+    def _write_catalog(self, memory: Memory) -> None:
         vector = embed_one(self.embedder, memory.search_text())
         row = rows.to_row(memory) | {
             "embedding": vector.astype(np.float32).tobytes(),
             "embedding_model": self.embedder.model_id,
         }
-        owner = owner_key(memory.user_id)
-        with self._lock:  # the cache update below must not interleave with another thread's recall
-            with self._transaction() as conn:
-                version_before = owner_version(conn, owner)
-                row = {"rowid": slots.next_rowid(conn, owner)} | row
-                names = ", ".join(row)
-                marks = ", ".join(f":{k}" for k in row)
-                if memory.is_catalog:
-                    self._upsert_catalog(conn, names, marks, row)
-                else:
-                    rowid = self._insert(conn, names, marks, row)
-                    self._mark_superseded(conn, memory, supersede)
-                bump_version(conn, owner)
-            if not memory.is_catalog:  # committed: keep this process's cache current in place
-                self._vectors.apply_insert(
-                    owner, version_before, rowid, memory.id, memory.memory_type.value, vector, supersede
-                )
+        with self._transaction() as conn:
+            row = {"rowid": slots.next_rowid(conn, CATALOG_OWNER)} | row
+            self._upsert_catalog(conn, row)
+            bump_version(conn, CATALOG_OWNER)
 
-    def _insert(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> int:
+    def _insert(self, conn: sqlite3.Connection, row: dict) -> int:
+        names, marks = ", ".join(row), ", ".join(f":{k}" for k in row)
         try:
             return conn.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", row).lastrowid
         except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
@@ -188,7 +233,8 @@ class EmbeddedEngine:
             for owner in sorted({owner_key(m.user_id) for m in memories}):
                 bump_version(conn, owner)
 
-    def _upsert_catalog(self, conn: sqlite3.Connection, names: str, marks: str, row: dict) -> None:
+    def _upsert_catalog(self, conn: sqlite3.Connection, row: dict) -> None:
+        names, marks = ", ".join(row), ", ".join(f":{k}" for k in row)
         updates = ", ".join(f"{k} = excluded.{k}" for k in row if k not in ("id", "rowid"))
         cursor = conn.execute(
             f"INSERT INTO memories ({names}) VALUES ({marks}) "
@@ -232,10 +278,12 @@ class EmbeddedEngine:
             sets["embedding"] = embed_one(self.embedder, row["search_text"]).tobytes()
         assignments = ", ".join(f"{k} = :{k}" for k in sets)
         with self._transaction() as conn:
-            conn.execute(
-                f"UPDATE memories SET {assignments} WHERE id = :id AND user_id = :user_id",
+            changed = conn.execute(
+                f"UPDATE memories SET {assignments} WHERE id = :id AND user_id = :user_id RETURNING rowid",
                 sets | {"id": memory.id, "user_id": user_id},
-            )
+            ).fetchall()
+            if "embedding" in sets and changed:  # a write's deferred vector would now be stale
+                conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (changed[0][0],))
             bump_version(conn, owner_key(user_id))
 
     def forget(self, user_id: str, memory_id: str) -> bool:
@@ -318,6 +366,8 @@ class EmbeddedEngine:
         The snapshot (one read transaction) means the FTS index, the vector cache and the rows
         loaded at the end agree even while other processes write.
         """
+        for owner in self._owners(plan):  # same-turn visibility: this process's writes first
+            self._embeddings.wait(owner)
         query_vector = embed_one(self.embedder, plan.query)
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
@@ -411,6 +461,7 @@ class EmbeddedEngine:
             return store_stats(self._conn, self.path)
 
     def close(self) -> None:
+        self._embeddings.close()  # store what was written before the connection goes
         with self._lock:
             self._conn.close()
 

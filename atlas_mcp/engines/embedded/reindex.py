@@ -31,6 +31,7 @@ def reindex(path: Path, embedder: Embedder, progress: Callable[[int, int], None]
         conn.execute("BEGIN IMMEDIATE")
         try:
             count = _reembed(conn, embedder, progress)
+            conn.execute("DELETE FROM pending_embeddings")  # every row has its vector now
             conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('embedding_model', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",

@@ -148,11 +148,28 @@ def _m004_filters_in_the_index(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
 
 
+# An empty embedding blob marks a row whose vector is still being computed (engines/embedded/
+# pending.py); this table lists those rows so nobody has to scan the embeddings to find them.
+PENDING_EMBEDDING = b""
+
+_M005 = """
+CREATE TABLE pending_embeddings (rowid INTEGER PRIMARY KEY);
+CREATE TRIGGER memories_pending_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM pending_embeddings WHERE rowid = old.rowid;
+END;
+"""
+
+
+def _m005_pending_embeddings(conn: sqlite3.Connection) -> None:
+    _run_script(conn, _M005)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _m001_initial,
     _m002_user_state,
     _m003_owner_rowid_ranges,
     _m004_filters_in_the_index,
+    _m005_pending_embeddings,
 )
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import simsimd
 
 from ...domain.model import MemoryType
+from ...inference.embedder import Embedder
 from ...inference.runtime import release_free_heap
 from . import slots
 
@@ -97,7 +98,7 @@ class OwnerVectors:
             self._superseded[self.index[memory_id]] = True
 
     def _grow(self) -> None:
-        # Grow by an eighth (not double): at 100k vectors the matrix is 150 MB of the RSS budget.
+        # Grow by an eighth (not double): at 100k vectors the matrix is 77 MB of the RSS budget.
         capacity = self.size + max(HEADROOM_ROWS, self.size // 8)
         for name in ("_matrix", "_prints", "_codes", "_superseded"):
             old = getattr(self, name)
@@ -133,8 +134,9 @@ def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | Non
 
 
 class VectorCache:
-    def __init__(self, dimensions: int) -> None:
-        self._dimensions = dimensions
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder  # for rows whose embedding is still pending elsewhere
+        self._dimensions = embedder.dimensions
         self._owners: dict[str, OwnerVectors] = {}
 
     def get(self, conn: sqlite3.Connection, owner: str) -> OwnerVectors:
@@ -189,7 +191,8 @@ class VectorCache:
             f"substr(embedding, 1, {4 * PRINT_FLOATS}) FROM memories WHERE {where[0]} ORDER BY rowid",
             where[1],
         ).fetchall()
-        kept = np.array([old.rowids.get(r[0], -1) for r in rows], dtype=np.int64)
+        # A pending row (empty embedding) is never reused: it is fetched, i.e. embedded, anew.
+        kept = np.array([old.rowids.get(r[0], -1) if r[4] else -1 for r in rows], dtype=np.int64)
         # Same rows in the same places (a supersession, a change made elsewhere): the new cache
         # takes the old buffers over instead of copying 77 MB at 100k memories.
         in_place = len(rows) <= len(old._matrix) and np.array_equal(kept, np.arange(len(rows)))
@@ -197,9 +200,9 @@ class VectorCache:
         fresh = OwnerVectors(self._dimensions, version, capacity=capacity)
         fresh.fill(rows)
         reuse = kept >= 0
-        if rows:
-            prints = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            reuse[reuse] = (old._prints[kept[reuse]] == prints[reuse]).all(axis=1)
+        if reuse.any():
+            prints = np.frombuffer(b"".join(rows[i][4] for i in np.flatnonzero(reuse)), dtype=np.float32)
+            reuse[reuse] = (old._prints[kept[reuse]] == prints.reshape(-1, PRINT_FLOATS)).all(axis=1)
         if in_place:
             fresh._matrix, fresh._prints = old._matrix, old._prints
         else:
@@ -219,32 +222,49 @@ class VectorCache:
             where[1],
         )
         cheap: list[tuple] = []
+        pending: list[int] = []
         while len(cheap) < count and (chunk := cursor.fetchmany(FETCH_CHUNK)):
             chunk = chunk[: count - len(cheap)]  # rows a concurrent writer added wait for the next version
             start = len(cheap)
             cheap.extend(r[:4] for r in chunk)
-            block = np.frombuffer(b"".join(r[4] for r in chunk), dtype=np.float32)
-            fresh.put(range(start, start + len(chunk)), block.reshape(len(chunk), self._dimensions))
+            if all(r[4] for r in chunk):
+                block = np.frombuffer(b"".join(r[4] for r in chunk), dtype=np.float32)
+                fresh.put(range(start, start + len(chunk)), block.reshape(len(chunk), self._dimensions))
+            else:
+                positions = {r[0]: start + i for i, r in enumerate(chunk)}
+                pending.extend(r[0] for r in chunk if not r[4])
+                self._place([(r[0], r[4]) for r in chunk if r[4]], fresh, positions)
         fresh.fill(cheap)
+        self._embed_pending(conn, pending, fresh)
         return fresh
 
     def _fetch_embeddings(self, conn: sqlite3.Connection, rowids: list[int], into: OwnerVectors) -> None:
+        pending: list[int] = []
         for start in range(0, len(rowids), FETCH_CHUNK):
             chunk = rowids[start : start + FETCH_CHUNK]
             marks = ",".join("?" * len(chunk))
-            self._place(
-                conn.execute(f"SELECT rowid, embedding FROM memories WHERE rowid IN ({marks})", chunk).fetchall(),
-                into,
-            )
+            found = conn.execute(f"SELECT rowid, embedding FROM memories WHERE rowid IN ({marks})", chunk).fetchall()
+            pending.extend(rowid for rowid, blob in found if not blob)
+            self._place([(rowid, blob) for rowid, blob in found if blob], into, into.rowids)
+        self._embed_pending(conn, pending, into)
 
-    def _place(self, chunk: list[tuple[int, bytes]], into: OwnerVectors) -> None:
+    def _place(self, chunk: list[tuple[int, bytes]], into: OwnerVectors, rowids: dict[int, int]) -> None:
         """Copy a batch of stored embeddings into their rows (rows a concurrent insert added are skipped)."""
-        known = [(into.rowids[rowid], blob) for rowid, blob in chunk if rowid in into.rowids]
+        known = [(rowids[rowid], blob) for rowid, blob in chunk if rowid in rowids]
         if not known:
             return
         positions = [p for p, _ in known]
         block = np.frombuffer(b"".join(blob for _, blob in known), dtype=np.float32)
         into.put(positions, block.reshape(len(known), self._dimensions))
+
+    def _embed_pending(self, conn: sqlite3.Connection, rowids: list[int], into: OwnerVectors) -> None:
+        """Embed rows whose writer has not stored their vector yet (it will store the same one)."""
+        if not rowids:
+            return
+        marks = ",".join("?" * len(rowids))
+        texts = conn.execute(f"SELECT rowid, search_text FROM memories WHERE rowid IN ({marks})", rowids).fetchall()
+        vectors = self._embedder.embed_batch([text for _, text in texts])
+        into.put([into.rowids[rowid] for rowid, _ in texts], np.asarray(vectors, dtype=np.float32))
 
 
 def allowed_rows(vectors: OwnerVectors, allowed_types: set[str], include_superseded: bool) -> np.ndarray:
