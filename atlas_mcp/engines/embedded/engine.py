@@ -1,8 +1,9 @@
 """The embedded engine: one SQLite file (WAL) + local ONNX embeddings, zero set-up.
 
 Recall runs two branches over the caller's rows (plus the catalog when asked) — FTS5 BM25
-on escaped query words, and exact cosine over cached vectors — and fuses them with
-``domain.fusion``. Several processes may share one data directory: SQLite serialises
+on escaped query words, and exact cosine over cached float16 vectors — from one read
+snapshot, and fuses them with ``domain.fusion``. A write commits its row and embeds it right
+after (``pending.py``). Several processes may share one data directory: SQLite serialises
 writers, ``busy_timeout`` absorbs contention, and ``owner_versions`` keeps caches fresh.
 """
 
@@ -200,9 +201,8 @@ class EmbeddedEngine:
             bump_version(conn, CATALOG_OWNER)
 
     def _insert(self, conn: sqlite3.Connection, row: dict) -> int:
-        names, marks = ", ".join(row), ", ".join(f":{k}" for k in row)
         try:
-            return conn.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", row).lastrowid
+            return conn.execute(_INSERT, row).lastrowid
         except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
             raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
 
@@ -366,9 +366,9 @@ class EmbeddedEngine:
         The snapshot (one read transaction) means the FTS index, the vector cache and the rows
         loaded at the end agree even while other processes write.
         """
+        query_vector = embed_one(self.embedder, plan.query)
         for owner in self._owners(plan):  # same-turn visibility: this process's writes first
             self._embeddings.wait(owner)
-        query_vector = embed_one(self.embedder, plan.query)
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
             scores = [similarities(v.vectors, query_vector, self.threads) for v in visible]
