@@ -205,14 +205,17 @@ def free_port() -> int:
 
 @contextmanager
 def http_server(run: ServerRun) -> Iterator[str]:
-    """A streamable-HTTP server on a free loopback port (no tokens: loopback only)."""
+    """A streamable-HTTP server on a free loopback port (no tokens: loopback only).
+
+    Its per-user rate limit is off: the throughput phase is one user at full speed, which is
+    exactly what the limiter exists to refuse."""
     import httpx2
 
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", SERVER_MODULE, "serve", "--transport", "http", "--port", str(port),
          "--insecure-no-auth"],  # fmt: skip
-        env=run.env(),
+        env=run.env() | {"ATLAS_RATE_LIMIT_PER_MINUTE": "0"},
     )
     base = f"http://127.0.0.1:{port}"
     try:

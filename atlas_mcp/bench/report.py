@@ -89,7 +89,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     latency.set(xscale="log", yscale="log", xlabel="memories per tenant", ylabel="ms (through a stdio MCP client)")
     latency.set_title("Latency vs. corpus size")
     latency.grid(True, which="both", alpha=0.3)
-    latency.legend(fontsize=8)
+    top = max(line.get_ydata().max() for line in latency.get_lines())
+    latency.set_ylim(top=top * 6)  # headroom above the lines for the legend
+    latency.legend(fontsize=8, loc="upper left")
     memory.plot(sizes, [r["rss_mb"] or 0 for r in report["sizes"]], "o-", label="server RSS (MB)")
     memory.plot(sizes, [r["cold_start_s"] * 1000 for r in report["sizes"]], "s--", label="cold start (ms)")
     memory.set(xscale="log", xlabel="memories per tenant")

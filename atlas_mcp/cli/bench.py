@@ -51,7 +51,8 @@ def bench(memories, tenants, queries, writes, clients, seed, http, json_file, pl
     from ..inference.embedder import default_embedder
 
     configure_logging("INFO")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request otherwise
+    for client in ("httpx", "httpx2"):  # one line per HTTP request otherwise
+        logging.getLogger(client).setLevel(logging.WARNING)
     config = BenchConfig(
         sizes=memories, tenants=tenants, queries=queries, writes=writes, clients=clients, seed=seed,
         http=http, cache_dir=cache_dir, work_dir=work_dir,

@@ -8,7 +8,10 @@ import random
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from atlas_mcp.inference.embedder import default_embedder
 
 from .conftest import database, integrity, scaled, snapshot
 from .wire import StdioWire, WireClosed, tool_payload
@@ -38,6 +41,26 @@ def _fts_integrity(db: Path) -> None:
         conn.close()
 
 
+def _pending_embeddings(db: Path) -> int:
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        return conn.execute("SELECT count(*) FROM pending_embeddings").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _assert_every_vector_is_its_texts(db: Path) -> None:
+    """Writes embed after they are acknowledged; a kill in between must be repaired on restart."""
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        stored = conn.execute("SELECT search_text, embedding FROM memories").fetchall()
+    finally:
+        conn.close()
+    vectors = default_embedder().embed_batch([text for text, _ in stored])
+    for (text, blob), expected in zip(stored, vectors, strict=True):
+        assert np.allclose(np.frombuffer(blob, dtype=np.float32), expected, atol=1e-4), text
+
+
 def _send_batch(wire: StdioWire, rng: random.Random, live: list[str], serial: int) -> dict[int, dict]:
     """Pipeline BATCH writes (some superseding distinct live facts) without waiting for answers."""
     targets = rng.sample(live, min(len(live), BATCH // 3))
@@ -61,7 +84,7 @@ def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path: Path) -> None:
     acked: dict[str, str] = {}  # id -> text of every write the server answered
     acked_supersessions: dict[str, str] = {}  # old id -> new id
     live: list[str] = []
-    kills = in_flight_committed = in_flight_rolled_back = 0
+    kills = in_flight_committed = in_flight_rolled_back = pending_at_kills = 0
     for serial in range(scaled(6)):
         wire = StdioWire(tmp_path, USER, tmp_path / "server.log")
         sent = _send_batch(wire, rng, live, serial)
@@ -79,6 +102,7 @@ def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path: Path) -> None:
             pytest.fail("server exited before the kill")
         wire.kill()
         kills += 1
+        pending_at_kills += _pending_embeddings(db)
 
         rows = snapshot(db)
         assert integrity(db) == "ok"
@@ -98,6 +122,9 @@ def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path: Path) -> None:
     with StdioWire(tmp_path, USER) as wire:  # and the store still serves after the last kill
         is_error, payload = tool_payload(wire.call_tool("recall_memory", {"query": "marbles", "k": 5}))
         assert not is_error and len(payload["memories"]) == 5
+    assert _pending_embeddings(db) == 0
+    _assert_every_vector_is_its_texts(db)
     print(f"crash safety: kills survived={kills}, acknowledged writes checked={len(acked)}, "
           f"acknowledged supersessions={len(acked_supersessions)}, lost=0; in flight at the kill: "
-          f"{in_flight_committed} committed, {in_flight_rolled_back} never applied")
+          f"{in_flight_committed} committed, {in_flight_rolled_back} never applied; "
+          f"{pending_at_kills} rows left awaiting their embedding, all repaired")
