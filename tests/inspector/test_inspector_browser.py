@@ -73,6 +73,9 @@ def test_signing_in_with_the_keyboard_lands_on_the_overview(sarah, inspected: In
 def test_search_shows_the_score_breakdown(sarah, inspected: Inspected, tmp_path: Path):
     sarah.get(f"{inspected.url}/inspect/")
     sarah.find_element(By.ID, "q").send_keys("what firmware is my hub on?", Keys.ENTER)
+    WebDriverWait(sarah, 20).until(  # Enter navigates asynchronously: wait for the results page
+        lambda b: "/inspect/search" in b.current_url and b.find_elements(By.CSS_SELECTOR, "table.explain tbody tr")
+    )
     rows = sarah.find_elements(By.CSS_SELECTOR, "table.explain tbody tr")
     texts = [r.text for r in rows]
     assert any("firmware 3.0" in t for t in texts) and not any("firmware 2.1" in t for t in texts)
