@@ -37,12 +37,17 @@ def snapshot(db: Path) -> dict[str, dict]:
     return {r["id"]: dict(r) for r in rows}
 
 
-def integrity(db: Path) -> str:
+def scalar(db: Path, sql: str):
+    """The one value ``sql`` selects, read over a connection of its own."""
     conn = sqlite3.connect(db, timeout=30)
     try:
-        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+        return conn.execute(sql).fetchone()[0]
     finally:
         conn.close()
+
+
+def integrity(db: Path) -> str:
+    return scalar(db, "PRAGMA integrity_check")
 
 
 def seed(data_dir: Path, memories: dict[str, Iterable[str]], catalog: Iterable[dict] = ()) -> dict[str, list[str]]:

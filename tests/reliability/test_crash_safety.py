@@ -13,7 +13,7 @@ import pytest
 
 from atlas_mcp.inference.embedder import default_embedder
 
-from .conftest import database, integrity, scaled, snapshot
+from .conftest import database, integrity, scalar, scaled, snapshot
 from .wire import StdioWire, WireClosed, tool_payload
 
 USER = "crash"
@@ -42,11 +42,7 @@ def _fts_integrity(db: Path) -> None:
 
 
 def _pending_embeddings(db: Path) -> int:
-    conn = sqlite3.connect(db, timeout=30)
-    try:
-        return conn.execute("SELECT count(*) FROM pending_embeddings").fetchone()[0]
-    finally:
-        conn.close()
+    return scalar(db, "SELECT count(*) FROM pending_embeddings")
 
 
 def _assert_every_vector_is_its_texts(db: Path) -> None:

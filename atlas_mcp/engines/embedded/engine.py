@@ -13,7 +13,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ import numpy as np
 
 from ...domain.fusion import reciprocal_rank_fusion
 from ...domain.model import USER_MEMORY_TYPES, Memory, MemoryType, iso
-from ...errors import BackendUnavailable, Conflict, ConfigurationError
+from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ...inference.embedder import Embedder, embed_one
 from ..base import Candidate, EngineInfo, RecallPlan, StoreStats
 from . import rows, schema, slots
@@ -123,9 +123,9 @@ class EmbeddedEngine:
                 )
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute(begin)
             try:
                 yield self._conn
             except BaseException:
@@ -142,7 +142,10 @@ class EmbeddedEngine:
             self._write_catalog(memory)
             return
         owner = owner_key(memory.user_id)
-        row = rows.to_row(memory) | {"embedding": schema.PENDING_EMBEDDING, "embedding_model": self.embedder.model_id}
+        row = rows.to_row(memory) | {
+            "embedding": schema.PENDING_EMBEDDING,
+            "embedding_model": self.embedder.model_id,
+        }
         with self._transaction() as conn:
             version_before = owner_version(conn, owner)
             row = {"rowid": slots.next_rowid(conn, owner)} | row
@@ -152,8 +155,13 @@ class EmbeddedEngine:
             bump_version(conn, owner)
         self._embeddings.submit(
             PendingWrite(
-                owner, version_before, rowid, memory.id, memory.memory_type.value, row["search_text"],
-                tuple(supersede),
+                owner=owner,
+                version_before=version_before,
+                rowid=rowid,
+                memory_id=memory.id,
+                memory_type=memory.memory_type.value,
+                text=row["search_text"],
+                superseded=tuple(supersede),
             )
         )
 
@@ -167,10 +175,7 @@ class EmbeddedEngine:
                         "UPDATE memories SET embedding = ? WHERE rowid = ?", (vector.tobytes(), write.rowid)
                     )
             if cleared.rowcount:
-                self._vectors.apply_insert(
-                    write.owner, write.version_before, write.rowid, write.memory_id, write.memory_type,
-                    vector, write.superseded,
-                )
+                self._vectors.apply_insert(write, vector)
 
     def _embed_left_pending(self) -> None:
         """Embed rows a crash left without their vector (normally none)."""
@@ -220,7 +225,8 @@ class EmbeddedEngine:
             raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
         model = self.embedder.model_id
         stored = [
-            rows.to_row(m) | {"embedding": np.asarray(v, dtype=np.float32).tobytes(), "embedding_model": model}
+            rows.to_row(m)
+            | {"embedding": np.asarray(v, dtype=np.float32).tobytes(), "embedding_model": model}
             for m, v in zip(memories, vectors, strict=True)
         ]
         with self._transaction() as conn:
@@ -392,14 +398,9 @@ class EmbeddedEngine:
             if f.id in memories
         ]
 
-    @contextmanager
-    def _snapshot(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                yield self._conn
-            finally:
-                self._conn.execute("COMMIT")
+    def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A read transaction: every read inside it sees the same committed state."""
+        return self._transaction("BEGIN")
 
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
@@ -427,7 +428,9 @@ class EmbeddedEngine:
             owners.append(CATALOG_OWNER)
         return owners
 
-    def _bm25(self, conn: sqlite3.Connection, plan: RecallPlan, visible: list[OwnerRows]) -> list[tuple[str, float]]:
+    def _bm25(
+        self, conn: sqlite3.Connection, plan: RecallPlan, visible: list[OwnerRows]
+    ) -> list[tuple[str, float]]:
         """BM25 over each visible owner's rowid block, merged by (score, rowid).
 
         One query per block lets FTS5 skip other tenants' postings, and the type and

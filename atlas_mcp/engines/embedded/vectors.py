@@ -26,6 +26,7 @@ from ...domain.model import MemoryType
 from ...inference.embedder import Embedder
 from ...inference.runtime import release_free_heap
 from . import slots
+from .pending import PendingWrite
 
 CATALOG_OWNER = ""
 TYPE_CODES: dict[str, int] = {t.value: code for code, t in enumerate(MemoryType)}
@@ -148,32 +149,23 @@ class VectorCache:
             release_free_heap()
         return cached
 
-    def apply_insert(
-        self,
-        owner: str,
-        version_before: int,
-        rowid: int,
-        memory_id: str,
-        memory_type: str,
-        vector: np.ndarray,
-        superseded: Sequence[str],
-    ) -> None:
+    def apply_insert(self, write: PendingWrite, vector: np.ndarray) -> None:
         """Apply this process's own committed insert, if the cache was current just before it.
 
-        ``version_before`` was read inside the writing transaction, so equality proves no other
-        writer touched this owner in between; otherwise the next ``get`` reloads as usual. A
-        rowid below the cached ones (SQLite reuses the top rowid after a delete) would break
+        ``write.version_before`` was read inside the writing transaction, so equality proves no
+        other writer touched this owner in between; otherwise the next ``get`` reloads as usual.
+        A rowid below the cached ones (SQLite reuses the top rowid after a delete) would break
         rowid order, so that case reloads too.
         """
-        cached = self._owners.get(owner)
-        if cached is None or cached.version != version_before or rowid <= cached.last_rowid:
+        cached = self._owners.get(write.owner)
+        if cached is None or cached.version != write.version_before or write.rowid <= cached.last_rowid:
             return
-        if any(memory_id not in cached.index for memory_id in superseded):
-            del self._owners[owner]  # cannot happen if the cache was current; reload to be safe
+        if any(target not in cached.index for target in write.superseded):
+            del self._owners[write.owner]  # cannot happen if the cache was current; reload to be safe
             return
-        cached.append(rowid, memory_id, memory_type, vector)
-        cached.mark_superseded(superseded)
-        cached.version = version_before + 1
+        cached.append(write.rowid, write.memory_id, write.memory_type, vector)
+        cached.mark_superseded(write.superseded)
+        cached.version = write.version_before + 1
 
     def _reload(
         self, conn: sqlite3.Connection, owner: str, version: int, old: OwnerVectors | None
@@ -243,7 +235,9 @@ class VectorCache:
         for start in range(0, len(rowids), FETCH_CHUNK):
             chunk = rowids[start : start + FETCH_CHUNK]
             marks = ",".join("?" * len(chunk))
-            found = conn.execute(f"SELECT rowid, embedding FROM memories WHERE rowid IN ({marks})", chunk).fetchall()
+            found = conn.execute(
+                f"SELECT rowid, embedding FROM memories WHERE rowid IN ({marks})", chunk
+            ).fetchall()
             pending.extend(rowid for rowid, blob in found if not blob)
             self._place([(rowid, blob) for rowid, blob in found if blob], into, into.rowids)
         self._embed_pending(conn, pending, into)
@@ -262,7 +256,9 @@ class VectorCache:
         if not rowids:
             return
         marks = ",".join("?" * len(rowids))
-        texts = conn.execute(f"SELECT rowid, search_text FROM memories WHERE rowid IN ({marks})", rowids).fetchall()
+        texts = conn.execute(
+            f"SELECT rowid, search_text FROM memories WHERE rowid IN ({marks})", rowids
+        ).fetchall()
         vectors = self._embedder.embed_batch([text for _, text in texts])
         into.put([into.rowids[rowid] for rowid, _ in texts], np.asarray(vectors, dtype=np.float32))
 
