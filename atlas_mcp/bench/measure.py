@@ -209,8 +209,6 @@ def http_server(run: ServerRun) -> Iterator[str]:
 
     Its per-user rate limit is off: the throughput phase is one user at full speed, which is
     exactly what the limiter exists to refuse."""
-    import httpx2
-
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", SERVER_MODULE, "serve", "--transport", "http", "--port", str(port),
@@ -219,21 +217,29 @@ def http_server(run: ServerRun) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"HTTP server exited with {process.returncode}")
-            try:
-                if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("HTTP server did not become healthy within 60 s")
+        wait_healthy(base, process)
         yield f"{base}/mcp"
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def wait_healthy(base: str, process: subprocess.Popen, timeout_s: float = 60.0, log: Path | None = None) -> None:
+    """Block until the server at ``base`` answers ``/healthz``; fail saying why if it exits first."""
+    import httpx2
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log.read_text()[-2000:] if log is not None else ""
+            raise RuntimeError(f"HTTP server exited with {process.returncode}: {tail}")
+        try:
+            if httpx2.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"HTTP server did not become healthy within {timeout_s:.0f} s")
 
 
 def http_session_factory(url: str) -> Callable[[], Any]:

@@ -6,7 +6,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from atlas_mcp.bench.measure import wait_healthy
 
 from .wire import server_env
 
@@ -56,7 +57,7 @@ def http_server(
         )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(base, process, log_path)
+        wait_healthy(base, process, STARTUP_TIMEOUT_S, log_path)
         yield base, log_path
     finally:
         process.terminate()
@@ -65,20 +66,6 @@ def http_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=20)
-
-
-def _wait_healthy(base: str, process: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"HTTP server exited: {log_path.read_text()[-2000:]}")
-        try:
-            if httpx2.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx2.TransportError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError("HTTP server did not become healthy")
 
 
 @asynccontextmanager
