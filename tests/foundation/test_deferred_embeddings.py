@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.pending import EmbeddingQueue
 from atlas_mcp.inference.embedder import default_embedder, embed_one
 from atlas_mcp.service import MemoryService
 
@@ -86,6 +87,8 @@ def test_another_process_sees_a_row_whose_vector_is_still_pending(path: Path):
     writer._embeddings = DeadWorker()
     reader = MemoryService(EmbeddedEngine(path, default_embedder()))
     try:
+        reader.write(USER, "Sarah drives a blue hatchback.")
+        reader.recall(USER, "car", touch=False)  # the reader's cache is loaded: the write makes it reload
         written = MemoryService(writer).write(USER, MEMORY)
         assert _pending(path) == 1
         assert _found_by_vector(reader, written.id)
@@ -105,6 +108,26 @@ def test_a_crash_before_the_embedding_is_repaired_on_open(path: Path):
         assert _pending(path) == 0
         assert np.allclose(_stored_vector(path, written.id), embed_one(default_embedder(), MEMORY), atol=1e-5)
         assert _found_by_vector(reopened, written.id)
+    finally:
+        reopened.close()
+
+
+def test_a_failed_embedding_leaves_the_row_pending_and_still_found(path: Path):
+    def broken_store(write, vector):
+        raise OSError("disk full")
+
+    engine = EmbeddedEngine(path, default_embedder())
+    engine._embeddings = EmbeddingQueue(default_embedder(), broken_store)
+    service = MemoryService(engine)
+    written = service.write(USER, MEMORY)
+    try:
+        assert _found_by_vector(service, written.id)  # the loader embeds the pending row itself
+        assert _pending(path) == 1
+    finally:
+        service.close()
+    reopened = MemoryService(EmbeddedEngine(path, default_embedder()))
+    try:
+        assert _pending(path) == 0 and _found_by_vector(reopened, written.id)
     finally:
         reopened.close()
 

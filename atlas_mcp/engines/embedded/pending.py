@@ -11,7 +11,6 @@ vectors, and rows a crash left pending are embedded when the store is next opene
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,35 +37,38 @@ class PendingWrite:
 
 
 class EmbeddingQueue:
-    """One worker embedding this process's writes in commit order."""
+    """One worker embedding this process's writes in commit order.
+
+    One worker, first in first out: once an owner's latest write is stored, so are all of its
+    earlier ones, so only the latest is remembered per owner (memory stays flat however many
+    writes a user makes without recalling).
+    """
 
     def __init__(self, embedder: Embedder, store: Callable[[PendingWrite, np.ndarray], None]) -> None:
         self._embedder = embedder
         self._store = store
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-embed")
         self._lock = threading.Lock()
-        self._by_owner: dict[str, list[Future[None]]] = defaultdict(list)
+        self._latest: dict[str, Future[None]] = {}
 
     def submit(self, write: PendingWrite) -> None:
         with self._lock:
-            self._by_owner[write.owner].append(self._executor.submit(self._embed, write))
+            self._latest[write.owner] = self._executor.submit(self._embed, write)
 
     def _embed(self, write: PendingWrite) -> None:
-        self._store(write, embed_one(self._embedder, write.text))
+        try:
+            self._store(write, embed_one(self._embedder, write.text))
+        except Exception as exc:  # noqa: BLE001 - the row stays pending, which is safe
+            # The next load of the owner's vectors embeds a pending row itself, so a recall
+            # still finds this memory; the next open of the store stores its vector.
+            log.warning("deferred embedding failed; it will be redone on load", error=str(exc))
 
     def wait(self, owner: str) -> None:
-        """Block until every write of ``owner`` submitted so far has its embedding stored.
-
-        A failure is logged, not raised: the row stays marked pending, and the next load of
-        the owner's vectors embeds it, so the recall waiting here still sees it.
-        """
+        """Block until every write of ``owner`` submitted so far has its embedding stored."""
         with self._lock:
-            futures = self._by_owner.pop(owner, [])
-        for future in futures:
-            try:
-                future.result()
-            except Exception as exc:  # noqa: BLE001 - any failure leaves the row pending, which is safe
-                log.warning("deferred embedding failed; it will be redone on load", error=str(exc))
+            latest = self._latest.get(owner)
+        if latest is not None:
+            latest.result()
 
     def close(self) -> None:
         """Finish (and store) every queued embedding."""
