@@ -169,12 +169,8 @@ class EmbeddedEngine:
         """The worker's half of a write: store the vector, then add it to this process's cache."""
         with self._lock:  # the cache update must not interleave with another thread's recall
             with self._transaction() as conn:
-                cleared = conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (write.rowid,))
-                if cleared.rowcount:  # not forgotten, re-embedded by update() or repaired meanwhile
-                    conn.execute(
-                        "UPDATE memories SET embedding = ? WHERE rowid = ?", (vector.tobytes(), write.rowid)
-                    )
-            if cleared.rowcount:
+                stored = _store_pending_vector(conn, write.rowid, vector)
+            if stored:
                 self._vectors.apply_insert(write, vector)
 
     def _embed_left_pending(self) -> None:
@@ -188,11 +184,7 @@ class EmbeddedEngine:
         vectors = self.embedder.embed_batch([text for _, text in left])
         with self._transaction() as conn:
             for (rowid, _), vector in zip(left, vectors, strict=True):
-                if conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,)).rowcount:
-                    conn.execute(
-                        "UPDATE memories SET embedding = ? WHERE rowid = ?",
-                        (np.asarray(vector, dtype=np.float32).tobytes(), rowid),
-                    )
+                _store_pending_vector(conn, rowid, vector)
 
     def _write_catalog(self, memory: Memory) -> None:
         vector = embed_one(self.embedder, memory.search_text())
@@ -467,6 +459,16 @@ class EmbeddedEngine:
         self._embeddings.close()  # store what was written before the connection goes
         with self._lock:
             self._conn.close()
+
+
+def _store_pending_vector(conn: sqlite3.Connection, rowid: int, vector: np.ndarray) -> bool:
+    """Store the vector of a row still marked pending; False if it no longer is (forgotten,
+    re-embedded by update(), or stored meanwhile by another process)."""
+    if not conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,)).rowcount:
+        return False
+    vector = np.asarray(vector, dtype=np.float32)
+    conn.execute("UPDATE memories SET embedding = ? WHERE rowid = ?", (vector.tobytes(), rowid))
+    return True
 
 
 @dataclass(frozen=True, slots=True)
