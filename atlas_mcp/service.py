@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
-from .domain import inputs
+from .domain import calibration, inputs
+from .domain.calibration import Features
 from .domain.limits import Limits
 from .domain.model import (
     USER_MEMORY_TYPES,
@@ -22,13 +23,16 @@ from .domain.model import (
     utcnow,
 )
 from .domain.query import lexical_query
-from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers
+from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers, time_fits
 from .domain.supersession import check_targets, penalised_confidence
+from .domain.when import TimeIntent, time_intent
 from .engines.base import Candidate, Engine, RecallPlan, StoreStats
 from .errors import InvalidInput, NotFound
 from .inference.reranker import ContextReranker, Reranker
 
 WRITABLE_TYPES = USER_MEMORY_TYPES  # catalog entries are loaded by an admin, never by a tool
+OUTCOMES = ("success", "failure")
+Outcome = Literal["success", "failure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,17 +43,19 @@ class Explanation:
     dense_rank: int | None
     rrf_score: float
     dense_similarity: float | None
-    relevance: float
+    relevance: float  # the rerank stage's match, relative to the pool's best (1.0)
     reranker: str
     factors: Multipliers
     score: float
+    features: Features | None = None  # what calibrated relevance was computed from
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
     memory: Memory
-    score: float
+    score: float  # orders results; comparable only within one recall
     explanation: Explanation
+    relevance: float = 0.0  # calibrated: how likely the memory bears on the query, in [0, 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +97,11 @@ class MemoryService:
         metadata: dict[str, Any] | None = None,
         name: str | None = None,
         source_episodes: Iterable[str] = (),
+        playbook_id: str | None = None,
+        outcome: str | None = None,
     ) -> WriteResult:
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
+        playbook = self._outcome_target(user_id, kind, playbook_id, outcome)
         memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
@@ -105,8 +114,38 @@ class MemoryService:
                 ),
             )
         memory = memory.evolve(source_episodes=tuple(inputs.memory_id(e) for e in source_episodes))
+        if playbook is not None:
+            memory = memory.evolve(metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": outcome})
         self.engine.write(memory, supersede=targets)
+        if playbook is not None:
+            self.record_outcome(user_id, playbook, outcome == "success", memory.occurred_at or memory.created_at)
         return WriteResult(memory.id, kind, targets)
+
+    def _outcome_target(self, user_id: str, kind: MemoryType, playbook_id: Any, outcome: Any) -> Memory | None:
+        """The playbook an event reports on, checked before anything is written."""
+        if playbook_id is None and outcome is None:
+            return None
+        if playbook_id is None or outcome not in OUTCOMES:
+            raise InvalidInput("to report a playbook outcome pass both playbook_id and outcome ('success' or 'failure')")
+        if kind is not MemoryType.EPISODIC:
+            raise InvalidInput("a playbook outcome is an event: write it with memory_type='episodic'")
+        found = self.engine.get(user_id, [inputs.memory_id(playbook_id)])
+        if not found or found[0].memory_type is not MemoryType.PROCEDURAL:
+            raise NotFound(f"playbook {playbook_id!r} not found; recall it first to get its id")
+        if found[0].is_superseded:
+            raise InvalidInput(f"playbook {playbook_id!r} was replaced by {found[0].superseded_by}; report on that one")
+        return found[0]
+
+    def record_outcome(self, user_id: str, playbook: Memory, success: bool, at: datetime) -> Memory:
+        """Add one run to a playbook's track record (the agent's report, or consolidation's)."""
+        if success:
+            last = max(filter(None, (playbook.last_success_at, at)))
+            changes: dict[str, Any] = {"success_count": playbook.success_count + 1, "last_success_at": last}
+        else:
+            changes = {"failure_count": playbook.failure_count + 1}
+        updated = playbook.evolve(**changes)
+        self.engine.update(user_id, updated)
+        return updated
 
     def _build(
         self, user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name
@@ -178,13 +217,23 @@ class MemoryService:
         memory_types: Iterable[str] | None = None,
         include_catalog: bool = True,
         include_superseded: bool = False,
+        min_relevance: float | None = None,
         touch: bool = True,
     ) -> list[Hit]:
+        """The ``k`` best memories for ``query`` that clear ``min_relevance`` (default: the policy's).
+
+        ``touch`` records a use, but only for what was plausibly used: results that cleared the
+        policy's floor and sit among the first ``use_top`` (small talk earns nothing).
+        """
+        now = self.clock()
+        intent = time_intent(query, now, self.policy.zone)
         plan = self.recall_plan(
             user_id, query, k, memory_types=memory_types, include_catalog=include_catalog,
-            include_superseded=include_superseded,
+            include_superseded=include_superseded, intent=intent,
         )
-        hits = self.rank(plan.query, self.engine.candidates(plan))[:k]
+        floor = self.policy.min_relevance if min_relevance is None else inputs.relevance_floor(min_relevance)
+        ranked = self.rank(plan.query, self.engine.candidates(plan), intent=intent, now=now)
+        hits = [h for h in ranked if h.relevance >= floor][:k]
         if touch:
             hits = self._touch(user_id, hits)
         return hits
@@ -198,48 +247,71 @@ class MemoryService:
         memory_types: Iterable[str] | None = None,
         include_catalog: bool = True,
         include_superseded: bool = False,
+        intent: TimeIntent | None = None,
     ) -> RecallPlan:
         """What ``recall`` asks of the engine (validated)."""
         return plan_recall(
             self.policy, self.limits, user_id, query, k, memory_types=memory_types,
-            include_catalog=include_catalog, include_superseded=include_superseded,
+            include_catalog=include_catalog, include_superseded=include_superseded, intent=intent,
         )
 
-    def rank(self, query: str, candidates: Sequence[Candidate]) -> list[Hit]:
-        """Rerank (unless the engine already did) and apply the final-score multipliers."""
+    def rank(
+        self, query: str, candidates: Sequence[Candidate], *, intent: TimeIntent | None = None,
+        now: datetime | None = None,
+    ) -> list[Hit]:
+        """Rerank (unless the engine already did), apply the multipliers, estimate relevance."""
         if candidates and candidates[0].rerank_score is not None:
-            relevance, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
+            match, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
         else:
-            relevance, reranker = self.reranker.relevance(query, candidates), self.reranker.name
-        now = self.clock()
-        hits = [self._hit(c, r, reranker, now) for c, r in zip(candidates, relevance, strict=True)]
+            match, reranker = self.reranker.relevance(query, candidates), self.reranker.name
+        now = now or self.clock()
+        intent = intent or time_intent(query, now, self.policy.zone)
+        memories = [c.memory for c in candidates]
+        found = calibration.features(
+            query, memories, [c.dense_similarity for c in candidates], match, intent,
+            timedelta(minutes=self.policy.episode_gap_minutes),
+        )
+        relevance = calibration.calibrated(memories, found, intent, self.policy.relevance)
+        fits = time_fits(memories, match, intent, self.policy)
+        hits = [
+            self._hit(c, m, reranker, now, f, r, t)
+            for c, m, f, r, t in zip(candidates, match, found, relevance, fits, strict=True)
+        ]
         hits.sort(key=lambda h: (-h.score, h.memory.id))
         return hits
 
-    def _hit(self, candidate: Candidate, relevance: float, reranker: str, now: datetime) -> Hit:
-        factors = multipliers(candidate.memory, now, self.policy)
-        score = final_score(relevance, factors)
+    def _hit(
+        self, candidate: Candidate, match: float, reranker: str, now: datetime, found: Features, relevance: float,
+        time_fit: float,
+    ) -> Hit:
+        factors = multipliers(candidate.memory, now, self.policy, time_fit)
+        score = final_score(match, factors)
         why = Explanation(
             bm25_rank=candidate.bm25_rank,
             dense_rank=candidate.dense_rank,
             rrf_score=candidate.rrf_score,
             dense_similarity=candidate.dense_similarity,
-            relevance=relevance,
+            relevance=match,
             reranker=reranker,
             factors=factors,
             score=score,
+            features=found,
         )
-        return Hit(candidate.memory, score, why)
+        return Hit(candidate.memory, score, why, relevance)
 
     def _touch(self, user_id: str, hits: list[Hit]) -> list[Hit]:
-        used = [h.memory.id for h in hits if h.memory.tracks_usage and h.memory.user_id == user_id]
+        used = [
+            h.memory.id
+            for h in hits[: self.policy.use_top]
+            if h.memory.tracks_usage and h.memory.user_id == user_id and h.relevance >= self.policy.min_relevance
+        ]
         if not used:
             return hits
         now = self.clock()
         self.engine.touch(user_id, used, now)
         touched = set(used)
         return [
-            Hit(h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=now), h.score, h.explanation)
+            Hit(h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=now), h.score, h.explanation, h.relevance)
             if h.memory.id in touched
             else h
             for h in hits
@@ -300,9 +372,15 @@ def plan_recall(
     memory_types: Iterable[str] | None = None,
     include_catalog: bool = True,
     include_superseded: bool = False,
+    intent: TimeIntent | None = None,
 ) -> RecallPlan:
-    """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request)."""
+    """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request).
+
+    The time phrases ``intent`` found ("last weekend") are kept out of the BM25 query: the
+    period shapes ranking (``domain.scoring.time_fits``), the words should not match text.
+    """
     text = inputs.clean_text(query, "query", limits.max_query_chars)
+    lexical = intent.without_phrases(text) if intent is not None and intent.phrases else text
     return RecallPlan(
         user_id=user_id,
         query=text,
@@ -310,21 +388,20 @@ def plan_recall(
         include_superseded=bool(include_superseded),
         window=max(policy.rrf_window, inputs.top_k(k, limits)),
         rank_constant=policy.rrf_rank_constant,
-        lexical_query=lexical_query(text) if policy.lexical_content_words else text,
+        lexical_query=(lexical_query(lexical) if policy.lexical_content_words else lexical) or text,
     )
 
 
 def _recall_types(memory_types: Iterable[str] | None, include_catalog: bool) -> frozenset[MemoryType]:
+    """An explicit ``memory_types`` is the whole filter (catalog only if listed); without it,
+    every user type, plus the catalog when ``include_catalog``."""
     if memory_types is None:
-        kinds = set(USER_MEMORY_TYPES)
-    else:
-        if isinstance(memory_types, str):
-            memory_types = [memory_types]
-        kinds = {inputs.memory_type(t, MemoryType) for t in memory_types}
-        if not kinds:
-            raise InvalidInput("memory_types must name at least one type, or be omitted for all")
-    if include_catalog:
-        kinds.add(MemoryType.CATALOG)
+        return frozenset({*USER_MEMORY_TYPES, *([MemoryType.CATALOG] if include_catalog else [])})
+    if isinstance(memory_types, str):
+        memory_types = [memory_types]
+    kinds = {inputs.memory_type(t, MemoryType) for t in memory_types}
+    if not kinds:
+        raise InvalidInput("memory_types must name at least one type, or be omitted for all")
     return frozenset(kinds)
 
 

@@ -6,12 +6,15 @@ and a BM25 score; they are put on one scale as z-scores over the pool and summed
 because a conversation answers across turns: a question matches one turn and the answer sits
 in the next, or several turns of one exchange each carry part of it.
 
+- *standalone*: a fact, playbook or catalog entry answers on its own, so it is its own
+  neighbour and its own episode (``standalone_context``);
 - *episodes*: events of one user whose ``occurred_at`` lie within ``episode_gap_minutes`` of
   the previous one, in time order (then write order) — one sitting, one conversation;
 - *context*: an event gains ``context_weight`` × the best score of its neighbours in the pool
   that sit next to it in its episode;
 - *episode*: an event gains ``episode_weight`` × z(best score in its episode);
-- *length*: ``length_weight`` × z(log words) of events, so short chit-chat turns rank lower;
+- *length*: ``length_weight`` × z(log words), capped, so short chit-chat turns rank lower but a
+  long note cannot win on length;
 - *speaker*: ``speaker_weight`` when the query names the event's speaker ("Sarah: …").
 
 The result is ``exp((s − s_best) / relevance_temperature)``: 1.0 for the best candidate and a
@@ -84,25 +87,38 @@ def fused_scores(query: str, pool: Sequence[Signals], policy: ScoringPolicy) -> 
     bm25 = np.array([s.bm25 or 0.0 for s in pool], dtype=np.float64)
     score = policy.dense_weight * zscores(dense, policy.dense_min_spread)
     score += policy.bm25_weight * zscores(bm25, policy.bm25_min_spread)
-    events = np.array([s.memory.memory_type is MemoryType.EPISODIC for s in pool])
-    if events.any() and policy.length_weight:
+    if policy.length_weight:
+        # Every type: a one-word "ok!" rarely answers, and neither does a one-word fact. Capped
+        # above, so a long note gains at most ``length_weight`` × ``length_z_cap``.
         words = np.array([math.log1p(len(s.memory.text.split())) for s in pool])
-        score[events] += policy.length_weight * zscores(words[events], policy.length_min_spread)
+        z = np.clip(zscores(words, policy.length_min_spread), -policy.length_z_floor, policy.length_z_cap)
+        score += policy.length_weight * z
     return score
 
 
-def with_context(score: np.ndarray, groups: list[list[int]], policy: ScoringPolicy) -> np.ndarray:
-    """Neighbour smoothing within each episode, then the episode's own strength."""
+def with_context(
+    score: np.ndarray, groups: list[list[int]], policy: ScoringPolicy, standalone: Sequence[int] = ()
+) -> np.ndarray:
+    """Neighbour smoothing within each episode, then the episode's own strength.
+
+    ``standalone`` memories (facts, playbooks, catalog entries) answer on their own: they are
+    their own neighbour and their own episode, so the context bonus events earn from a good
+    conversation is not a bonus facts can never have.
+    """
     out = score.copy()
     for group in groups:
         for position, i in enumerate(group):
             neighbours = [score[group[p]] for p in (position - 1, position + 1) if 0 <= p < len(group)]
             if neighbours:
                 out[i] += policy.context_weight * max(neighbours)
-    if groups and policy.episode_weight:
-        members = [i for group in groups for i in group]
-        best = np.array([max(out[j] for j in group) for group in groups for _ in group])
-        out[members] += policy.episode_weight * zscores(best, policy.fused_min_spread)
+    for i in standalone:
+        out[i] += policy.context_weight * score[i]
+    units = [*groups, *([i] for i in standalone)]
+    if units and policy.episode_weight:
+        members = [i for unit in units for i in unit]
+        best = np.array([max(out[j] for j in unit) for unit in units for _ in unit])
+        z = np.clip(zscores(best, policy.fused_min_spread), -policy.episode_z_cap, policy.episode_z_cap)
+        out[members] += policy.episode_weight * z
     return out
 
 
@@ -112,7 +128,9 @@ def context_relevance(query: str, pool: Sequence[Signals], policy: ScoringPolicy
         return []
     memories = [s.memory for s in pool]
     score = fused_scores(query, pool, policy)
-    score = with_context(score, episodes(memories, timedelta(minutes=policy.episode_gap_minutes)), policy)
+    groups = episodes(memories, timedelta(minutes=policy.episode_gap_minutes))
+    standalone = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.EPISODIC]
+    score = with_context(score, groups, policy, standalone if policy.standalone_context else ())
     if policy.speaker_weight:
         for i, memory in enumerate(memories):
             name = speaker(memory.text) if memory.memory_type is MemoryType.EPISODIC else None

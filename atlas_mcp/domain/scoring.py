@@ -2,12 +2,17 @@
 
 Both engines fetch candidates differently, but the final order is always decided here:
 
-    final = relevance × decay × use_boost × catalog_prior × track_record
+    score = match × decay × use_boost × catalog_prior × track_record × time_fit
 
-``relevance`` comes from the rerank stage (a fused retrieval score by default, or a
-cross-encoder). The multipliers are applied *after* reranking on purpose: in the design this
-project grew from, they only shaped candidate selection and the reranker then overwrote them,
-so recency and use never decided the final order.
+``match`` comes from the rerank stage (a fused retrieval score relative to the best candidate
+by default, or a cross-encoder). The multipliers are applied *after* reranking on purpose: in
+the design this project grew from, they only shaped candidate selection and the reranker then
+overwrote them, so recency and use never decided the final order. Every multiplier is bounded
+(see each field), so no prior can carry a memory that does not match past one that does by
+more than a known margin of fused score (``relevance_temperature`` × ln of the ratio).
+
+The score only orders. Whether a memory bears on the query at all is ``domain.relevance``'s
+calibrated ``relevance``, a separate, absolute estimate.
 """
 
 from __future__ import annotations
@@ -15,12 +20,32 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .model import Memory, MemoryType
+from .when import Order, TimeIntent, window_fit
 
 SECONDS_PER_DAY = 86_400.0
+
+
+class RelevanceModel(BaseModel):
+    """The fitted weights of calibrated relevance (``atlas-mcp eval calibrate`` prints new ones)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bias: float = -6.0
+    cosine: float = 7.0
+    coverage: float = 3.0
+    context: float = 1.0
+    match: float = 0.0
+    small_talk_factor: float = Field(0.1, ge=0, le=1)
+    time_evidence: float = Field(0.5, ge=0, le=1, description="what naming a period alone is worth")
+    time_evidence_topicless: float = Field(
+        0.8, ge=0, le=1, description="the same when the period is all the query asks ('what did I do last week?')"
+    )
+    time_window_floor: float = Field(0.1, gt=0, le=1)
 
 
 class ScoringPolicy(BaseModel):
@@ -36,7 +61,11 @@ class ScoringPolicy(BaseModel):
     decay_offset_days: float = Field(180.0, ge=0)
     decay_scale_days: float = Field(1825.0, gt=0)
     decay_value: float = Field(0.5, gt=0, lt=1, description="multiplier at offset + scale")
-    use_count_weight: float = Field(0.2, ge=0)
+    # Use boost: 1 + w·(1 − exp(−uses / saturation)), at most 1 + w however often a memory is
+    # used. Only recalls that plausibly used a memory count (see ``use_*`` below).
+    use_count_weight: float = Field(0.1, ge=0, description="the most a use history can add")
+    use_saturation: float = Field(5.0, gt=0, description="uses at which ~63% of the boost is earned")
+    use_top: int = Field(3, ge=0, description="only the first this many results can earn a use")
     catalog_prior: float = Field(0.85, gt=0)
     harsh_confidence_penalty: float = Field(0.1, ge=0, le=1)
     # Playbook track record: a Beta(prior, prior)-smoothed success rate mapped to
@@ -70,8 +99,46 @@ class ScoringPolicy(BaseModel):
     length_min_spread: float = Field(0.3, gt=0, description="in log words")
     fused_min_spread: float = Field(0.5, gt=0, description="in fused score, for episode strength")
     relevance_temperature: float = Field(
-        4.0, gt=0, description="relevance = exp((s - s_best) / T): how far multipliers can reorder"
+        4.0, gt=0, description="match = exp((s - s_best) / T): how far multipliers can reorder"
     )
+    # Bounds on the pool-relative priors, in standard deviations: a 2 kB note among one-line
+    # facts is +5 z in log words; uncapped, that alone won queries it did not match.
+    length_z_cap: float = Field(1.0, ge=0, description="most a long memory gains, in z of log words")
+    length_z_floor: float = Field(2.0, ge=0, description="most a short memory loses, in z of log words")
+    episode_z_cap: float = Field(2.0, ge=0, description="bound on z(best score in the episode)")
+    standalone_context: bool = Field(
+        True, description="facts, playbooks and catalog entries are their own context (events borrow theirs)"
+    )
+    # Time in the query (``domain.when``).
+    time_window_floor: float = Field(
+        0.25, gt=0, le=1, description="the fit of a memory far outside the period a query names"
+    )
+    time_order_floor: float = Field(
+        0.5, gt=0, le=1, description="'most recent' / 'first time': the fit of the opposite end"
+    )
+    time_order_days: float = Field(
+        45.0, gt=0, description="'most recent': a match this much older than the newest fits ~0.68"
+    )
+    time_order_pool: int = Field(10, ge=1, description="'most recent' compares the best this many matches")
+    time_zone: str = Field("UTC", description="the zone calendar words ('yesterday', 'last week') are read in")
+    # Calibrated relevance (``domain.calibration``) and the default floor recall applies to it.
+    relevance: RelevanceModel = Field(default_factory=RelevanceModel)
+    min_relevance: float = Field(
+        0.3, ge=0, le=1, description="recall drops memories below this relevance unless asked otherwise"
+    )
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}; use an IANA name such as Europe/Paris") from None
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.time_zone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +150,11 @@ class Multipliers:
     use_boost: float = 1.0
     catalog_prior: float = 1.0
     track_record: float = 1.0
+    time_fit: float = 1.0  # the period or order the query names (``domain.when``)
 
     @property
     def product(self) -> float:
-        return self.decay * self.use_boost * self.catalog_prior * self.track_record
+        return self.decay * self.use_boost * self.catalog_prior * self.track_record * self.time_fit
 
 
 def gaussian_decay(age_days: float, policy: ScoringPolicy) -> float:
@@ -99,7 +167,8 @@ def gaussian_decay(age_days: float, policy: ScoringPolicy) -> float:
 
 
 def use_boost(use_count: int, policy: ScoringPolicy) -> float:
-    return 1.0 + policy.use_count_weight * math.log10(1 + max(use_count, 0))
+    """Saturating: the first uses say a memory matters, the hundredth says nothing more."""
+    return 1.0 + policy.use_count_weight * (1.0 - math.exp(-max(use_count, 0) / policy.use_saturation))
 
 
 def track_record(successes: int, failures: int, policy: ScoringPolicy) -> float:
@@ -118,7 +187,46 @@ def decay_reference(memory: Memory) -> datetime | None:
     return None  # playbooks age by track record, catalog entries do not age
 
 
-def multipliers(memory: Memory, now: datetime, policy: ScoringPolicy) -> Multipliers:
+def time_reference(memory: Memory) -> datetime:
+    """The date a question's period or order is about: when an event happened, else when written."""
+    return memory.occurred_at or memory.created_at
+
+
+def order_fits(memories: list[Memory], match: list[float], order: Order, policy: ScoringPolicy) -> list[float]:
+    """'Most recent X' / 'first X': the newest (oldest) of the best matches fits 1.0, the others less.
+
+    Only the ``time_order_pool`` best-matching memories set the anchor, so "my most recent trip
+    to the dentist" prefers the newest dentist visit, not the newest memory of any kind.
+    """
+    if not memories:
+        return []
+    best = sorted(range(len(memories)), key=lambda i: -match[i])[: policy.time_order_pool]
+    dates = [time_reference(m) for m in memories]
+    anchor = max(dates[i] for i in best) if order is Order.NEWEST else min(dates[i] for i in best)
+    fits = []
+    for when in dates:
+        days = abs((anchor - when).total_seconds()) / SECONDS_PER_DAY
+        fits.append(policy.time_order_floor + (1 - policy.time_order_floor) * math.exp(-days / policy.time_order_days))
+    return fits
+
+
+def time_fits(memories: list[Memory], match: list[float], intent: TimeIntent, policy: ScoringPolicy) -> list[float]:
+    """The period and order a query names, as one bounded multiplier per memory (1.0: none named).
+
+    A period only reorders when some candidate falls inside it: when none does (nothing was
+    stored then, or the words meant something else) the ranking is left as the text decided.
+    """
+    fits = [1.0] * len(memories)
+    if intent.window is not None:
+        window = [window_fit(time_reference(m), intent.window, policy.time_window_floor) for m in memories]
+        if any(f == 1.0 for f in window):
+            fits = window
+    if intent.order is not None:
+        fits = [a * b for a, b in zip(fits, order_fits(memories, match, intent.order, policy), strict=True)]
+    return fits
+
+
+def multipliers(memory: Memory, now: datetime, policy: ScoringPolicy, time_fit: float = 1.0) -> Multipliers:
     reference = decay_reference(memory)
     decay = 1.0
     if reference is not None:
@@ -129,7 +237,7 @@ def multipliers(memory: Memory, now: datetime, policy: ScoringPolicy) -> Multipl
     record = 1.0
     if memory.memory_type is MemoryType.PROCEDURAL:
         record = track_record(memory.success_count, memory.failure_count, policy)
-    return Multipliers(decay, reference, boost, prior, record)
+    return Multipliers(decay, reference, boost, prior, record, time_fit)
 
 
 def final_score(relevance: float, factors: Multipliers) -> float:

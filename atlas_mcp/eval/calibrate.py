@@ -1,0 +1,160 @@
+"""Fitting calibrated relevance: the data, the logistic regression, and the floor it supports.
+
+``atlas-mcp eval calibrate LOCOMO`` runs this. Labelled pairs come from two sources, asked
+through the real service with no floor:
+
+- the LoCoMo development split: each answerable question's top ``depth`` candidates, labelled
+  1 when the turn is one of the question's evidence turns;
+- the mixed suite: each question's top ``depth``, labelled 1 when the memory is one it expects;
+  every candidate of a no-answer question is a 0.
+
+The model (``domain.calibration``) is fitted by L2-regularised logistic regression (Newton's
+method), each source weighted to count equally, so neither a benchmark's shape nor our own
+suite decides alone. Then every candidate floor is swept: the share of no-answer questions
+left empty, of answerable ones that keep their answer, on both sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..domain import calibration
+from ..domain.calibration import Features
+from ..domain.scoring import RelevanceModel
+from ..service import MemoryService
+from .harness import ManualClock
+from .locomo import ANSWERABLE, Conversation
+from .locomo_run import ASKED_AFTER_LAST_SESSION, ingest
+from .mixed_suite import MixedResult
+
+DEPTH = 20
+FLOORS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
+_L2 = 1e-2
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One question's candidates: features, labels, the relevance served, and whether it has an answer."""
+
+    source: str
+    features: tuple[Features, ...]
+    labels: tuple[int, ...]
+    relevance: tuple[float, ...]
+    answerable: bool = True
+
+
+def locomo_questions(service: MemoryService, clock: ManualClock, conversations: Sequence[Conversation]) -> list[Question]:
+    ids = {c.sample_id: ingest(service, clock, c) for c in conversations}
+    out = []
+    for conversation in conversations:
+        clock.set(max(t.occurred_at for t in conversation.turns) + ASKED_AFTER_LAST_SESSION)
+        for question in conversation.questions:
+            if question.category not in ANSWERABLE:
+                continue
+            hits = service.recall(conversation.sample_id, question.text, DEPTH, min_relevance=0.0, touch=False)
+            gold = set(question.evidence)
+            labels = tuple(int(ids[conversation.sample_id].get(h.memory.id) in gold) for h in hits)
+            out.append(_question("locomo", hits, labels))
+    return out
+
+
+def mixed_questions(result: MixedResult, service: MemoryService) -> list[Question]:
+    """The suite's questions as calibration data (``result`` carries the features of its ranking)."""
+    return [
+        Question("mixed", a.features, tuple(int(k in a.expect) for k in a.ranked), a.relevance, a.answerable)
+        for a in result.answers
+    ]
+
+
+def _question(source: str, hits, labels) -> Question:
+    return Question(
+        source, tuple(h.explanation.features for h in hits), tuple(labels), tuple(h.relevance for h in hits)
+    )
+
+
+def design(found: Sequence[Features]) -> np.ndarray:
+    """The model's inputs: 1, cosine, coverage, context (topicless rows are not fitted)."""
+    return np.array([[1.0, f.cosine, f.coverage, f.context, f.match] for f in found], dtype=np.float64)
+
+
+def fit(questions: Sequence[Question], base: RelevanceModel) -> RelevanceModel:
+    rows, labels, weights = [], [], []
+    sources = {q.source for q in questions}
+    for source in sources:
+        pairs = [(f, y) for q in questions if q.source == source for f, y in zip(q.features, q.labels, strict=True)]
+        pairs = [(f, y) for f, y in pairs if not f.topicless]
+        rows += [f for f, _ in pairs]
+        labels += [y for _, y in pairs]
+        weights += [1.0 / len(pairs)] * len(pairs)
+    x, y, w = design(rows), np.array(labels, dtype=np.float64), np.array(weights) * len(rows) / len(sources)
+    beta = _newton(x, y, w)
+    return base.model_copy(
+        update={"bias": round(beta[0], 2), "cosine": round(beta[1], 2), "coverage": round(beta[2], 2),
+                "context": round(beta[3], 2), "match": round(beta[4], 2)}
+    )
+
+
+def _newton(x: np.ndarray, y: np.ndarray, w: np.ndarray, steps: int = 50) -> list[float]:
+    beta = np.zeros(x.shape[1])
+    penalty = _L2 * np.eye(x.shape[1])
+    penalty[0, 0] = 0.0  # the bias is not shrunk
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-x @ beta))
+        gradient = x.T @ (w * (p - y)) + penalty @ beta
+        hessian = (x * (w * p * (1 - p))[:, None]).T @ x + penalty
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return [float(b) for b in beta]
+
+
+def rescored(questions: Sequence[Question], model: RelevanceModel) -> list[Question]:
+    """The same questions with relevance from ``model`` (time rules left out: they are not fitted)."""
+    return [
+        Question(q.source, q.features, q.labels, tuple(calibration.relevance(f, model) for f in q.features))
+        for q in questions
+    ]
+
+
+def reliability(questions: Sequence[Question], bins: int = 10) -> list[tuple[str, int, float, float]]:
+    """Per relevance bin: pairs, mean predicted relevance, observed share of answers."""
+    pairs = [(r, y) for q in questions for r, y in zip(q.relevance, q.labels, strict=True)]
+    out = []
+    for b in range(bins):
+        low, high = b / bins, (b + 1) / bins
+        inside = [(r, y) for r, y in pairs if low <= r < high or (b == bins - 1 and r == 1.0)]
+        if inside:
+            out.append((f"{low:.1f}-{high:.1f}", len(inside), float(np.mean([r for r, _ in inside])),
+                        float(np.mean([y for _, y in inside]))))
+    return out
+
+
+def floor_sweep(questions: Sequence[Question], floors: Sequence[float] = FLOORS) -> list[dict[str, float]]:
+    """For each floor and source: answerable questions whose answer clears it within the top 5,
+    and no-answer questions left with nothing."""
+    rows = []
+    for floor in floors:
+        row: dict[str, float] = {"floor": floor}
+        for source in sorted({q.source for q in questions}):
+            mine = [q for q in questions if q.source == source]
+            answerable = [q for q in mine if q.answerable]
+            empty = [q for q in mine if not q.answerable]
+            row[f"{source} kept"] = _share(answerable, lambda q: _kept(q, floor))
+            if empty:
+                row[f"{source} empty"] = _share(empty, lambda q: max(q.relevance, default=0.0) < floor)
+        rows.append(row)
+    return rows
+
+
+def _kept(question: Question, floor: float) -> bool:
+    """An answer among the first 5 that clear ``floor`` (order as served: score, not relevance)."""
+    cleared = [y for r, y in zip(question.relevance, question.labels, strict=True) if r >= floor]
+    return any(cleared[:5])
+
+
+def _share(items, test) -> float:
+    return sum(1 for i in items if test(i)) / len(items) if items else float("nan")
