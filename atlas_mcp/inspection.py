@@ -52,6 +52,7 @@ def explain_recall(
     *,
     memory_types: Sequence[str] = (),
     include_superseded: bool = False,
+    min_relevance: float | None = None,
 ) -> list[Hit]:
     """A recall as the agent would see it, with every hit's explanation, touching nothing.
 
@@ -60,8 +61,8 @@ def explain_recall(
     return service.recall(
         user_id, query, k,
         memory_types=memory_types or None,
-        include_catalog=not memory_types or "catalog" in memory_types,
         include_superseded=include_superseded,
+        min_relevance=min_relevance,
         touch=False,
     )  # fmt: skip
 

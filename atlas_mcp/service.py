@@ -226,7 +226,7 @@ class MemoryService:
         policy's floor and sit among the first ``use_top`` (small talk earns nothing).
         """
         now = self.clock()
-        intent = time_intent(query, now, self.policy.zone)
+        intent = self._intent(query, now)
         plan = self.recall_plan(
             user_id, query, k, memory_types=memory_types, include_catalog=include_catalog,
             include_superseded=include_superseded, intent=intent,
@@ -265,11 +265,11 @@ class MemoryService:
         else:
             match, reranker = self.reranker.relevance(query, candidates), self.reranker.name
         now = now or self.clock()
-        intent = intent or time_intent(query, now, self.policy.zone)
+        intent = intent or self._intent(query, now)
         memories = [c.memory for c in candidates]
         found = calibration.features(
-            query, memories, [c.dense_similarity for c in candidates], match, intent,
-            timedelta(minutes=self.policy.episode_gap_minutes),
+            query, memories, [c.dense_similarity for c in candidates], intent,
+            timedelta(minutes=self.policy.episode_gap_minutes), self.policy.relevance,
         )
         relevance = calibration.calibrated(memories, found, intent, self.policy.relevance)
         fits = time_fits(memories, match, intent, self.policy)
@@ -279,6 +279,9 @@ class MemoryService:
         ]
         hits.sort(key=lambda h: (-h.score, h.memory.id))
         return hits
+
+    def _intent(self, query: str, now: datetime) -> TimeIntent:
+        return time_intent(query, now, self.policy.zone) if self.policy.time_expressions else TimeIntent()
 
     def _hit(
         self, candidate: Candidate, match: float, reranker: str, now: datetime, found: Features, relevance: float,

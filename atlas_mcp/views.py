@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .service import Explanation
 
 SCORE_DIGITS = 6  # the precision every score is shown with
+RELEVANCE_DIGITS = 3  # a calibrated probability: more digits would claim precision it lacks
 
 
 def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
@@ -56,9 +57,13 @@ def _present(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v not in (None, [], ())}
 
 
-def recalled_view(memory: Memory, score: float, why: Explanation | None = None) -> dict[str, Any]:
-    """A recall result: the memory, its score and, when asked for, why it scored that."""
+def recalled_view(
+    memory: Memory, score: float, why: Explanation | None = None, relevance: float | None = None
+) -> dict[str, Any]:
+    """A recall result: the memory, its score and relevance and, when asked for, why."""
     view = memory_view(memory, score)
+    if relevance is not None:
+        view["relevance"] = round(relevance, RELEVANCE_DIGITS)
     return view | {"explain": explanation_view(why)} if why is not None else view
 
 
@@ -78,6 +83,7 @@ def explanation_view(why: Explanation) -> dict[str, Any]:
             "use_boost": _rounded(factors.use_boost),
             "catalog_prior": _rounded(factors.catalog_prior),
             "track_record": _rounded(factors.track_record),
+            "time_fit": _rounded(factors.time_fit),
         },
         "score": _rounded(why.score),
     }

@@ -126,7 +126,7 @@ def doctor(config_file: str | None) -> None:
 @click.option("--user", "user", required=True, help="Whose recall to show.")
 @click.option("--k", "k", type=int, default=10, show_default=True, help="How many memories recall returns.")
 @click.option("--type", "memory_types", multiple=True, help="Restrict to a memory type (repeatable).")
-@click.option("--no-catalog", is_flag=True, help="Leave the shared catalog out.")
+@click.option("--no-catalog", is_flag=True, help="Leave the shared catalog out (with --type: only named types count).")
 @click.option("--include-superseded", is_flag=True, help="Show superseded memories too.")
 @config_option
 def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from ..eval import ablation, leaks, locomo, locomo_run, scenario_suite
+from ..eval import ablation, calibrate, leaks, locomo, locomo_run, mixed_suite, scenario_suite
 from ..eval.harness import scratch_service
 from ..eval.metrics import table
 from .options import config_option, settings_from
@@ -74,6 +74,7 @@ def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_fil
         f"\ningest {result.ingest_seconds:.1f} s for {sum(len(c.turns) for c in conversations)} turns; "
         f"recall p50 {statistics.median(latencies):.1f} ms, p95 {latencies[int(0.95 * len(latencies))]:.1f} ms"
     )
+    click.echo(locomo_run.floor_line(result, service.policy.min_relevance))
     if variants:
         click.echo("\n" + locomo_run.ablation_table(result, variants, ks))
     _write_json(json_file, locomo_run.to_json(result, variants, list(ablate)))
@@ -90,6 +91,45 @@ def scenarios_command(json_file, config_file) -> None:
     for line in result.failures:
         click.echo(f"miss: {line}")
     _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})
+
+
+@eval_.command("mixed")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here.")
+@click.option("--ablation-table", is_flag=True, help="Also run the suite once per ablation and print Hit@1 / kept.")
+@config_option
+def mixed_command(json_file, ablation_table, config_file) -> None:
+    """Run the mixed suite (the memory agents keep; docs/quality.md): ranking, floor, drift."""
+    with scratch_service(settings_from(config_file)) as (service, clock):
+        result = mixed_suite.run(service, clock)
+    click.echo(mixed_suite.table(result))
+    click.echo(f"\ntop 5 changed by {mixed_suite.SMALL_TALK_AFTER} small-talk recalls per user: {len(result.drift)}")
+    for line in [*result.drift, *mixed_suite.misses(result)]:
+        click.echo(f"  {line}")
+    variants = {}
+    if ablation_table:
+        for name in ablation.ABLATIONS:
+            with scratch_service(settings_from(config_file)) as (service, clock):
+                variants[name] = mixed_suite.run(ablation.ablated(service, [name]), clock).groups()
+        click.echo("\n" + mixed_suite.ablation_table(result.groups(), variants))
+    _write_json(json_file, {"groups": result.groups(), "small_talk_empty": result.small_talk_empty,
+                            "drift": list(result.drift), "misses": mixed_suite.misses(result), "ablations": variants})
+
+
+@eval_.command("calibrate")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@config_option
+def calibrate_command(path: Path, config_file) -> None:
+    """Refit calibrated relevance on PATH (LoCoMo) and the mixed suite; print weights and the floor sweep."""
+    settings = settings_from(config_file)
+    with scratch_service(settings) as (service, clock):
+        questions = calibrate.mixed_questions(mixed_suite.run(service, clock))
+    with scratch_service(settings) as (service, clock):
+        questions += calibrate.locomo_questions(service, clock, locomo.load(path))
+    model = calibrate.fit(questions, service.policy.relevance)
+    refitted = calibrate.rescored(questions, model)
+    click.echo(f"fitted [scoring.relevance]: {model.model_dump()}\n")
+    click.echo(calibrate.reliability_table(refitted))
+    click.echo("\n" + calibrate.sweep_table(refitted))
 
 
 @eval_.command("leaks")

@@ -16,38 +16,40 @@ from .tables import clip, echo_json, json_option, table, type_option
 @click.option("--k", "k", type=int, default=10, show_default=True, help="How many memories to return.")
 @type_option
 @click.option("--include-superseded", is_flag=True, help="Also return facts that were replaced.")
+@click.option("--min-relevance", type=click.FloatRange(0, 1), default=None,
+              help="Drop memories below this relevance (default: the server's floor; 0 shows all).")
 @click.option("--explain", is_flag=True, help="Show each memory's score breakdown.")
 @json_option
 @config_option
 @user_option
-def recall(query, k, memory_types, include_superseded, explain, as_json, config_file, user) -> None:
+def recall(query, k, memory_types, include_superseded, min_relevance, explain, as_json, config_file, user) -> None:
     """Recall memories for QUERY as the agent would (use counts are left unchanged)."""
     settings = settings_from(config_file, user=user)
     with service_session(settings) as service:
         hits = explain_recall(
             service, settings.user, query, k,
-            memory_types=memory_types, include_superseded=include_superseded,
+            memory_types=memory_types, include_superseded=include_superseded, min_relevance=min_relevance,
         )  # fmt: skip
     if as_json:
-        views = [recalled_view(h.memory, h.score, h.explanation if explain else None) for h in hits]
+        views = [recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance) for h in hits]
         echo_json({"memories": views})
         return
     if not hits:
         click.echo("no memories matched")
         return
-    click.echo(table(["#", "score", "type", "id", "text"], _result_rows(hits)))
+    click.echo(table(["#", "score", "relevance", "type", "id", "text"], _result_rows(hits)))
     if explain:
-        click.echo("\nwhy: score = relevance × decay × use × prior × track")
+        click.echo("\nwhy: score = match × decay × use × prior × track × time")
         click.echo(table(EXPLAIN_HEADERS, _explain_rows(hits)))
 
 
-EXPLAIN_HEADERS = ["#", "bm25", "dense", "rrf", "relevance", "reranker", "decay", "aged from", "use",
-                   "prior", "track", "score"]  # fmt: skip
+EXPLAIN_HEADERS = ["#", "bm25", "dense", "rrf", "match", "reranker", "decay", "aged from", "use",
+                   "prior", "track", "time", "score"]  # fmt: skip
 
 
 def _result_rows(hits: list[Hit]):
     for rank, hit in enumerate(hits, start=1):
-        yield rank, hit.score, hit.memory.memory_type.value, hit.memory.id, clip(hit.memory.text, 60)
+        yield rank, hit.score, hit.relevance, hit.memory.memory_type.value, hit.memory.id, clip(hit.memory.text, 60)
 
 
 def _explain_rows(hits: list[Hit]):
@@ -56,5 +58,5 @@ def _explain_rows(hits: list[Hit]):
         yield (
             rank, why.bm25_rank, why.dense_rank, why.rrf_score, why.relevance, why.reranker,
             factors.decay, when(factors.decay_reference), factors.use_boost, factors.catalog_prior,
-            factors.track_record, why.score,
+            factors.track_record, factors.time_fit, why.score,
         )  # fmt: skip

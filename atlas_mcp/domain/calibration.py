@@ -8,22 +8,27 @@ model over signals that mean the same thing in every pool:
 - ``coverage``: the share of the query's content words the memory contains, each weighted by
   its rarity among the candidates (so "my" or "birthday" shared by many memories counts less
   than "locker");
-- ``context``: for an event, the best of ``cosine + coverage`` among the events next to it in
-  its episode (a question matches one turn, the answer sits in the next).
+- ``context``: for an event, the own relevance of the events next to it in its episode (a
+  question matches one turn, the answer often sits in the next).
 
-    relevance = sigmoid(bias + w_cos·cosine + w_cov·coverage + w_ctx·context)
+    own       = sigmoid(bias + w_cos·cosine + w_cov·coverage)
+    relevance = max(own, w_ctx · best neighbour's own)
 
-The weights were fitted by logistic regression on (question, candidate) pairs labelled by
-whether the candidate is one of the question's answers (``atlas-mcp eval calibrate``: the
-LoCoMo development split and the mixed suite; docs/recall.md tells how and shows the
-reliability table). Two rules sit on top, because the fitting data has too few such queries
-to learn them:
+``bias``, ``w_cos`` and ``w_cov`` are fitted by logistic regression on (question, candidate)
+pairs labelled by whether the candidate is one of the question's answers (``atlas-mcp eval
+calibrate``: the LoCoMo development split and the mixed suite, weighted equally);
+``w_ctx`` and the default floor are read off the floor sweep the same command prints
+(docs/quality.md has both tables). Two rules sit on top, because the fitting data has too few
+such queries to learn them:
 
+- a candidate the engine measured no cosine for (Elasticsearch returns fused ranks only) is
+  given ``unknown_cosine``, a typical answer's, so its relevance rests on its word coverage;
 - a query with no content words and no period ("hi", "thanks!") asks for nothing: its
   relevance is the model's with coverage and context at zero, times ``small_talk_factor``;
-- a query that names a period ("last weekend") counts the period as evidence: a memory from
-  that period gets ``1 − (1 − r)(1 − time_evidence)`` (either reason suffices), one from
-  outside it ``r × window fit``.
+- a query that names a period ("last weekend") counts the period as evidence: each of the
+  ``n`` candidates from that period gets ``1 − (1 − r)(1 − time_evidence / n)`` (either
+  reason suffices; the more memories share the period, the less each is likely the one
+  asked about), a candidate from outside it ``r × window fit``.
 """
 
 from __future__ import annotations
@@ -41,7 +46,16 @@ from .relevance import episodes
 from .scoring import RelevanceModel
 from .when import TimeIntent, window_fit
 
+STANDOUT_MIN_SPREAD = 0.05  # in cosine: a pool of near-equal memories is not stretched
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+# Words that make a turn of small talk, not a question: a query made only of these and function
+# words ("hi", "ok thanks!", "good morning") asks memory for nothing.
+SMALL_TALK = frozenset((
+    "hi", "hello", "hey", "hiya", "yo", "thanks", "thank", "thx", "ok", "okay", "lol", "haha", "hah",
+    "yes", "yeah", "yep", "no", "nope", "please", "cool", "nice", "great", "bye", "goodbye", "good",
+    "morning", "evening", "night", "afternoon", "sure", "hmm", "hm", "mhm", "sounds", "fine", "alright",
+    "right", "wow", "oh", "ah", "cheers", "welcome", "awesome",
+))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +64,9 @@ class Features:
 
     cosine: float
     coverage: float
-    context: float
-    match: float  # the rank stage's score relative to the pool's best (1.0)
+    context: float  # the best own relevance among the event's neighbours in its episode
     topicless: bool
+    standout: float = 0.0  # cosine in standard deviations above the pool's mean
 
 
 def tokens(text: str) -> list[str]:
@@ -70,7 +84,8 @@ def tokens(text: str) -> list[str]:
 def topic_words(query: str, intent: TimeIntent) -> list[str]:
     """The query's content words, without its time phrases: what a memory must be about."""
     content = lexical_query(intent.without_phrases(query))
-    return list(dict.fromkeys(w for w in tokens(content) if w not in FUNCTION_WORDS))
+    words = [w for w in tokens(content) if w not in FUNCTION_WORDS]
+    return [] if all(w in SMALL_TALK for w in words) else list(dict.fromkeys(words))
 
 
 def coverages(words: list[str], memories: Sequence[Memory]) -> list[float]:
@@ -88,47 +103,52 @@ def features(
     query: str,
     memories: Sequence[Memory],
     cosines: Sequence[float | None],
-    match: Sequence[float],
     intent: TimeIntent,
     episode_gap: timedelta,
+    model: RelevanceModel,
 ) -> list[Features]:
     words = topic_words(query, intent)
     cover = coverages(words, memories)
-    cos = [0.0 if c is None else max(c, 0.0) for c in cosines]
-    own = [c + v for c, v in zip(cos, cover, strict=True)]
-    context = [0.0] * len(memories)
+    cos = [model.unknown_cosine if c is None else max(c, 0.0) for c in cosines]
+    mean = sum(cos) / len(cos) if cos else 0.0
+    spread = max(math.sqrt(sum((c - mean) ** 2 for c in cos) / len(cos)), STANDOUT_MIN_SPREAD) if cos else 1.0
+    standout = [(c - mean) / spread for c in cos]
+    own = [_own(c, v, z, model) for c, v, z in zip(cos, cover, standout, strict=True)]
+    neighbour = [0.0] * len(memories)
     for group in episodes(memories, episode_gap):
         for position, i in enumerate(group):
             near = [own[group[p]] for p in (position - 1, position + 1) if 0 <= p < len(group)]
-            context[i] = max(near, default=0.0)
-    return [Features(cos[i], cover[i], context[i], match[i], not words) for i in range(len(memories))]
+            neighbour[i] = max(near, default=0.0)
+    return [Features(cos[i], cover[i], neighbour[i], not words, standout[i]) for i in range(len(memories))]
+
+
+def _own(cosine: float, coverage: float, standout: float, model: RelevanceModel) -> float:
+    return _sigmoid(model.bias + model.cosine * cosine + model.coverage * coverage + model.standout * standout)
 
 
 def relevance(f: Features, model: RelevanceModel) -> float:
     if f.topicless:
         return model.small_talk_factor * _sigmoid(model.bias + model.cosine * f.cosine)
-    return _sigmoid(
-        model.bias + model.cosine * f.cosine + model.coverage * f.coverage + model.context * f.context
-        + model.match * f.match
-    )
+    return max(_own(f.cosine, f.coverage, f.standout, model), model.context * f.context)
 
 
 def calibrated(
     memories: Sequence[Memory], found: Sequence[Features], intent: TimeIntent, model: RelevanceModel
 ) -> list[float]:
     """One absolute relevance in [0, 1] per memory, the period the query names included."""
+    base = [relevance(f, model) for f in found]
+    if intent.window is None:
+        return base
+    fits = [window_fit(m.occurred_at or m.created_at, intent.window, model.time_window_floor) for m in memories]
+    inside = sum(1 for fit in fits if fit == 1.0)
+    evidence = model.time_evidence / max(inside, 1)  # one of n memories from that period
     out = []
-    for memory, f in zip(memories, found, strict=True):
-        r = relevance(f, model)
-        if intent.window is not None:
-            when = memory.occurred_at or memory.created_at
-            fit = window_fit(when, intent.window, model.time_window_floor)
-            if fit == 1.0:
-                evidence = model.time_evidence_topicless if f.topicless else model.time_evidence
-                r = 1 - (1 - (_sigmoid(model.bias + model.cosine * f.cosine) if f.topicless else r)) * (1 - evidence)
-            else:
-                r *= fit
-        out.append(r)
+    for f, r, fit in zip(found, base, fits, strict=True):
+        if fit < 1.0:
+            out.append(r * fit)
+            continue
+        own = _sigmoid(model.bias + model.cosine * f.cosine) if f.topicless else r
+        out.append(1 - (1 - own) * (1 - evidence))
     return out
 
 

@@ -35,15 +35,15 @@ class RelevanceModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    bias: float = -6.0
-    cosine: float = 7.0
-    coverage: float = 3.0
-    context: float = 1.0
-    match: float = 0.0
+    bias: float = -6.46
+    cosine: float = 5.19
+    coverage: float = 3.86
+    standout: float = 0.0
+    context: float = Field(0.5, ge=0, le=1, description="share of a neighbouring turn's relevance an event inherits")
     small_talk_factor: float = Field(0.1, ge=0, le=1)
-    time_evidence: float = Field(0.5, ge=0, le=1, description="what naming a period alone is worth")
-    time_evidence_topicless: float = Field(
-        0.8, ge=0, le=1, description="the same when the period is all the query asks ('what did I do last week?')"
+    unknown_cosine: float = Field(0.45, ge=0, le=1, description="assumed when the engine measured no cosine")
+    time_evidence: float = Field(
+        0.8, ge=0, le=1, description="relevance a named period lends the one memory that falls in it"
     )
     time_window_floor: float = Field(0.1, gt=0, le=1)
 
@@ -120,11 +120,12 @@ class ScoringPolicy(BaseModel):
         45.0, gt=0, description="'most recent': a match this much older than the newest fits ~0.68"
     )
     time_order_pool: int = Field(10, ge=1, description="'most recent' compares the best this many matches")
+    time_expressions: bool = Field(True, description="read 'last weekend', 'most recent' as time (domain.when)")
     time_zone: str = Field("UTC", description="the zone calendar words ('yesterday', 'last week') are read in")
     # Calibrated relevance (``domain.calibration``) and the default floor recall applies to it.
     relevance: RelevanceModel = Field(default_factory=RelevanceModel)
     min_relevance: float = Field(
-        0.3, ge=0, le=1, description="recall drops memories below this relevance unless asked otherwise"
+        0.1, ge=0, le=1, description="recall drops memories below this relevance unless asked otherwise"
     )
 
     @field_validator("time_zone")

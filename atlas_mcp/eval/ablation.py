@@ -22,6 +22,11 @@ ABLATIONS: dict[str, str] = {
     "speaker": "no speaker bonus (speaker_weight 0)",
     "content-words": "BM25 matches every query word, function words too (lexical_content_words off)",
     "pool": "80 candidates per branch (the foundation's window) instead of 200",
+    "caps": "no bounds on the length and episode priors (as before issue 12)",
+    "standalone": "facts, playbooks and catalog entries get no context bonus (events only, as before)",
+    "time": "no time expressions: 'last weekend', 'most recent' are plain words",
+    "track-record": "playbooks' success/failure counts do not move ranking",
+    "use": "no use boost",
 }
 _POLICY = {
     "bm25": {"bm25_weight": 0.0},
@@ -32,6 +37,11 @@ _POLICY = {
     "speaker": {"speaker_weight": 0.0},
     "content-words": {"lexical_content_words": False},
     "pool": {"rrf_window": 80},
+    "caps": {"length_z_cap": 1e9, "length_z_floor": 1e9, "episode_z_cap": 1e9},
+    "standalone": {"standalone_context": False},
+    "time": {"time_expressions": False},
+    "track-record": {"track_record_weight": 0.0},
+    "use": {"use_count_weight": 0.0},
 }
 
 

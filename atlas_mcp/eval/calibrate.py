@@ -31,7 +31,7 @@ from .locomo_run import ASKED_AFTER_LAST_SESSION, ingest
 from .mixed_suite import MixedResult
 
 DEPTH = 20
-FLOORS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
+FLOORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 _L2 = 1e-2
 
 
@@ -61,7 +61,7 @@ def locomo_questions(service: MemoryService, clock: ManualClock, conversations: 
     return out
 
 
-def mixed_questions(result: MixedResult, service: MemoryService) -> list[Question]:
+def mixed_questions(result: MixedResult) -> list[Question]:
     """The suite's questions as calibration data (``result`` carries the features of its ranking)."""
     return [
         Question("mixed", a.features, tuple(int(k in a.expect) for k in a.ranked), a.relevance, a.answerable)
@@ -76,8 +76,8 @@ def _question(source: str, hits, labels) -> Question:
 
 
 def design(found: Sequence[Features]) -> np.ndarray:
-    """The model's inputs: 1, cosine, coverage, context (topicless rows are not fitted)."""
-    return np.array([[1.0, f.cosine, f.coverage, f.context, f.match] for f in found], dtype=np.float64)
+    """The fitted inputs: 1, cosine, coverage (topicless rows are not fitted; context is swept)."""
+    return np.array([[1.0, f.cosine, f.coverage, f.standout] for f in found], dtype=np.float64)
 
 
 def fit(questions: Sequence[Question], base: RelevanceModel) -> RelevanceModel:
@@ -93,7 +93,7 @@ def fit(questions: Sequence[Question], base: RelevanceModel) -> RelevanceModel:
     beta = _newton(x, y, w)
     return base.model_copy(
         update={"bias": round(beta[0], 2), "cosine": round(beta[1], 2), "coverage": round(beta[2], 2),
-                "context": round(beta[3], 2), "match": round(beta[4], 2)}
+                "standout": round(beta[3], 2)}
     )
 
 
@@ -115,7 +115,8 @@ def _newton(x: np.ndarray, y: np.ndarray, w: np.ndarray, steps: int = 50) -> lis
 def rescored(questions: Sequence[Question], model: RelevanceModel) -> list[Question]:
     """The same questions with relevance from ``model`` (time rules left out: they are not fitted)."""
     return [
-        Question(q.source, q.features, q.labels, tuple(calibration.relevance(f, model) for f in q.features))
+        Question(q.source, q.features, q.labels, tuple(calibration.relevance(f, model) for f in q.features),
+                 q.answerable)
         for q in questions
     ]
 
@@ -142,10 +143,9 @@ def floor_sweep(questions: Sequence[Question], floors: Sequence[float] = FLOORS)
         for source in sorted({q.source for q in questions}):
             mine = [q for q in questions if q.source == source]
             answerable = [q for q in mine if q.answerable]
-            empty = [q for q in mine if not q.answerable]
-            row[f"{source} kept"] = _share(answerable, lambda q: _kept(q, floor))
-            if empty:
-                row[f"{source} empty"] = _share(empty, lambda q: max(q.relevance, default=0.0) < floor)
+            row[f"{source} kept"] = _share([_kept(q, floor) for q in answerable])
+            if len(answerable) < len(mine):
+                row[f"{source} empty"] = _share([max(q.relevance, default=0.0) < floor for q in mine if not q.answerable])
         rows.append(row)
     return rows
 
@@ -156,5 +156,19 @@ def _kept(question: Question, floor: float) -> bool:
     return any(cleared[:5])
 
 
-def _share(items, test) -> float:
-    return sum(1 for i in items if test(i)) / len(items) if items else float("nan")
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else float("nan")
+
+
+def reliability_table(questions: Sequence[Question]) -> str:
+    lines = ["| relevance | pairs | mean predicted | share that are answers |", "|---|---|---|---|"]
+    lines += [f"| {b} | {n} | {p:.3f} | {o:.3f} |" for b, n, p, o in reliability(questions)]
+    return "\n".join(lines)
+
+
+def sweep_table(questions: Sequence[Question]) -> str:
+    rows = floor_sweep(questions)
+    head = list(rows[0])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(f"{row[h]:.2f}" if h == "floor" else f"{row[h]:.3f}" for h in head) + " |" for row in rows]
+    return "\n".join(lines)

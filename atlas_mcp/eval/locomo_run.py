@@ -37,6 +37,7 @@ class LocomoResult:
     ingest_seconds: float
     recall_latencies_ms: tuple[float, ...]
     dia_ids: dict[str, dict[str, str]]  # tenant → memory id → dia_id
+    floored: tuple[Ranked, ...] = ()  # the same rankings with the default relevance floor applied
 
 
 def ingest(service: MemoryService, clock: ManualClock, conversation: Conversation) -> dict[str, str]:
@@ -58,18 +59,26 @@ def ask(
     ids: dict[str, str],
     k: int,
     latencies_ms: list[float] | None = None,
+    floored: list[Ranked] | None = None,
 ) -> list[Ranked]:
-    """Every question of the conversation, verbatim, as its tenant; top-k mapped to dia_ids."""
+    """Every question of the conversation, verbatim, as its tenant; top-k mapped to dia_ids.
+
+    R@k measures the ranking, so nothing is held back (``min_relevance=0``); ``floored``, if
+    given, receives the same rankings cut at the default relevance floor.
+    """
     clock.set(max(t.occurred_at for t in conversation.turns) + ASKED_AFTER_LAST_SESSION)
     out = []
     for question in conversation.questions:
         started = time.perf_counter()
         # touch=False: asking must not change what is measured (use counts, last use).
-        hits = service.recall(conversation.sample_id, question.text, k, touch=False)
+        hits = service.recall(conversation.sample_id, question.text, k, min_relevance=0.0, touch=False)
         if latencies_ms is not None:
             latencies_ms.append((time.perf_counter() - started) * 1000)
         ranked = tuple(ids.get(h.memory.id, "?") for h in hits)
         out.append(Ranked(CATEGORIES[question.category], question.evidence, ranked))
+        if floored is not None:
+            kept = tuple(ids.get(h.memory.id, "?") for h in hits if h.relevance >= service.policy.min_relevance)
+            floored.append(Ranked(CATEGORIES[question.category], question.evidence, kept))
     return out
 
 
@@ -86,6 +95,7 @@ def run(
     are store-wide, and every ablation rescored on the same store then sees the same state.
     """
     questions: list[Ranked] = []
+    floored: list[Ranked] = []
     latencies: list[float] = []
     dia_ids: dict[str, dict[str, str]] = {}
     started = time.perf_counter()
@@ -94,10 +104,23 @@ def run(
         progress(len(conversation.turns))
     ingest_seconds = time.perf_counter() - started
     for conversation in conversations:
-        questions += ask(service, clock, conversation, dia_ids[conversation.sample_id], max(ks), latencies)
+        questions += ask(service, clock, conversation, dia_ids[conversation.sample_id], max(ks), latencies, floored)
         progress(len(conversation.questions))
     groups = by_group(questions, ks, GROUPS)
-    return LocomoResult(tuple(ks), groups, tuple(questions), ingest_seconds, tuple(latencies), dia_ids)
+    return LocomoResult(tuple(ks), groups, tuple(questions), ingest_seconds, tuple(latencies), dia_ids, tuple(floored))
+
+
+def floor_line(result: LocomoResult, floor: float) -> str:
+    """How many answerable questions keep an answer in their top 5 once the default floor applies."""
+    answerable = GROUPS["answerable (1-4)"]
+    before = by_group(result.questions, (5,), {"a": answerable})["a"]["Hit@5"]
+    after = by_group(result.floored, (5,), {"a": answerable})["a"]["Hit@5"]
+    adversarial = [q for q in result.floored if q.group == CATEGORIES[5]]
+    empty = sum(not q.ranked for q in adversarial) / len(adversarial) if adversarial else float("nan")
+    return (
+        f"with the default relevance floor ({floor}): answerable Hit@5 {after:.3f} (ranking alone {before:.3f}); "
+        f"adversarial questions left empty {empty:.3f}"
+    )
 
 
 def rescore(

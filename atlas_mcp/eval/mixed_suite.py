@@ -254,3 +254,17 @@ def misses(result: MixedResult) -> list[str]:
         elif not a.answerable and a.returned:
             out.append(f"not empty {a.user}: {a.query!r} → {list(a.returned[:3])} ({a.relevance[0]:.2f})")
     return out
+
+
+def ablation_table(full: dict[str, dict[str, float]], variants: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Answerable Hit@1 / Hit@5 / kept and no-answer empty: the full system, then each ablation."""
+    def cells(groups: dict[str, dict[str, float]]) -> list[float]:
+        answerable, empty = groups["answerable"], groups.get(NO_ANSWER, {})
+        return [answerable["Hit@1"], answerable["Hit@5"], answerable["kept"], empty.get("empty", float("nan"))]
+
+    base = cells(full)
+    lines = ["| switched off | Hit@1 | Hit@5 | kept | no-answer empty |", "|---|---|---|---|---|"]
+    lines.append("| nothing (full) | " + " | ".join(f"{v:.3f}" for v in base) + " |")
+    for name, groups in variants.items():
+        lines.append(f"| {name} | " + " | ".join(f"{v - b:+.3f}" for v, b in zip(cells(groups), base, strict=True)) + " |")
+    return "\n".join(lines)

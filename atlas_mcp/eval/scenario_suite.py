@@ -87,7 +87,7 @@ def ask(service: MemoryService, clock: ManualClock, suite: dict, stored: list[St
             keys[ids[question["write"]["key"]]] = question["write"]["key"]
         hits = service.recall(  # touch=False: asking must not refresh what it measures (decay)
             user, question["query"], RECALL_K, include_superseded=question.get("include_superseded", False),
-            touch=False,
+            min_relevance=0.0, touch=False,  # a ranking measure: the floor is the mixed suite's
         )
         ranked = tuple(keys.get(h.memory.id, h.memory.id) for h in hits)
         broken = _broken_rule(question, ranked)

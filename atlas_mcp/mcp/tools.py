@@ -39,6 +39,7 @@ class MultipliersOut(BaseModel):
     use_boost: float
     catalog_prior: float
     track_record: float
+    time_fit: float = Field(1.0, description="how well the memory's date fits the period or order the query names")
 
 
 class ExplainOut(BaseModel):
@@ -48,7 +49,7 @@ class ExplainOut(BaseModel):
     dense_rank: int | None = None
     rrf_score: float
     dense_similarity: float | None = None
-    relevance: float = Field(description="the rerank stage's score")
+    relevance: float = Field(description="the rerank stage's match, relative to this recall's best (1.0)")
     reranker: str
     multipliers: MultipliersOut
     score: float
@@ -62,7 +63,10 @@ class MemoryOut(BaseModel):
     id: str
     memory_type: MemoryTypeName
     text: str
-    score: float
+    score: float = Field(description="orders the results; comparable only within one recall")
+    relevance: float | None = Field(
+        None, description="0-1, calibrated: how likely this memory bears on the query (absolute)"
+    )
     occurred_at: str | None = None
     created_at: str | None = None
     confidence: float | None = None
@@ -130,6 +134,10 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         include_superseded: Annotated[
             bool, Field(description="Also return facts that were replaced (for 'what did I used to...').")
         ] = False,
+        min_relevance: Annotated[
+            float | None,
+            Field(ge=0, le=1, description="Drop memories whose relevance is below this; omit for the server's default."),
+        ] = None,
         explain: Annotated[
             bool, Field(description="Add each memory's score breakdown (ranks, rerank, multipliers).")
         ] = False,
@@ -140,6 +148,14 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         with their message verbatim. Results mix episodic events, semantic facts, procedural
         playbooks (follow their steps) and shared catalog entries. A memory with
         superseded_at is a past state, shown only when include_superseded is true.
+
+        Each memory has a relevance from 0 to 1: the estimated chance that it bears on the
+        query (about 0.5 and up: very likely; 0.1-0.3: possibly, check before relying on it).
+        Memories below min_relevance are left out, so an empty list means nothing stored is
+        about this: say you do not know rather than guess. score only orders the results.
+        memory_types, when given, is the whole filter (catalog entries only if listed).
+        Questions about time ("last weekend", "in March", "my most recent ...") are read
+        against the server's clock.
         """
         user = principal(ctx, stdio_user)
         hits = await _call(
@@ -151,9 +167,10 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
                 memory_types=memory_types,
                 include_catalog=include_catalog,
                 include_superseded=include_superseded,
+                min_relevance=min_relevance,
             )
         )
-        views = [recalled_view(h.memory, h.score, h.explanation if explain else None) for h in hits]
+        views = [recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance) for h in hits]
         return _result({"memories": views})
 
     @server.tool(
@@ -186,12 +203,23 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             list[str | Step] | None, Field(description="Procedural only: the playbook's steps, in order.")
         ] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description="Free-form JSON to keep with it.")] = None,
+        playbook_id: Annotated[
+            str | None, Field(description="Episodic only: the id of the playbook this event reports on.")
+        ] = None,
+        outcome: Annotated[
+            Literal["success", "failure"] | None,
+            Field(description="With playbook_id: whether following the playbook worked."),
+        ] = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         """Store a long-term memory about the user; it is recallable on the very next call.
 
         Write stable facts as soon as the user states them. If the new fact makes stored
         facts false, pass their ids as supersedes_id (all of them) instead of forgetting
         them; use contradiction="harsh" when the user says a stored fact was wrong.
+
+        After following a recalled playbook, report how it went: an episodic memory saying
+        what happened, with playbook_id and outcome ("success" or "failure"). The playbook's
+        track record moves with it, so playbooks that work rank above those that do not.
         """
         user = principal(ctx, stdio_user)
         raw_steps = [s.model_dump(exclude_none=True) if isinstance(s, Step) else s for s in steps or []]
@@ -208,6 +236,8 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
                 fact_type=fact_type,
                 steps=raw_steps if steps is not None else None,
                 metadata=metadata,
+                playbook_id=playbook_id,
+                outcome=outcome,
             )
         )
         return _result(

@@ -77,9 +77,9 @@ def test_recall_prints_a_table_and_the_breakdown_when_asked(seeded: Seeded):
     plain = run("recall", "--user", "sarah", "hub firmware")
     assert seeded.newest in plain and "why:" not in plain
     explained = run("recall", "--user", "sarah", "hub firmware", "--explain")
-    assert "why: score = relevance × decay × use × prior × track" in explained
+    assert "why: score = match × decay × use × prior × track × time" in explained
     top = run_json("recall", "--user", "sarah", "hub firmware", "--explain")["memories"][0]
-    assert "relevance  reranker" in explained and f"  {top['explain']['reranker']}  " in explained
+    assert " match " in explained and " reranker " in explained and f"  {top['explain']['reranker']}  " in explained
     nothing = run("recall", "--user", "nobody", "hub firmware", "--type", "semantic")
     assert "no memories matched" in nothing
 

@@ -23,7 +23,7 @@ def test_same_turn_visibility_and_ranking(contract_service):
     svc = contract_service
     target = svc.write("u1", "The garage door opener uses a Chamberlain MyQ hub")
     svc.write("u1", "The user enjoys hiking in the Alps")
-    assert ids(svc.recall("u1", "garage door opener"))[0] == target.id
+    assert ids(svc.recall("u1", "garage door opener", min_relevance=0.0))[0] == target.id
 
 
 def test_get_is_owner_scoped(contract_service):
@@ -39,8 +39,8 @@ def test_supersession_is_atomic_and_visible(contract_service):
     b = svc.write("u1", "The user's car is red", supersedes_id=a.id)
     stored = {m.id: m for m in svc.engine.get("u1", [a.id, b.id])}
     assert stored[a.id].superseded_by == b.id and stored[b.id].supersedes == (a.id,)
-    assert a.id not in ids(svc.recall("u1", "car colour"))
-    assert a.id in ids(svc.recall("u1", "car colour", include_superseded=True))
+    assert a.id not in ids(svc.recall("u1", "car colour", min_relevance=0.0))
+    assert a.id in ids(svc.recall("u1", "car colour", min_relevance=0.0, include_superseded=True))
 
 
 def test_touch_increments_usage(contract_service):
@@ -77,6 +77,6 @@ def test_catalog_visible_to_all_owned_by_none(contract_service):
     svc = contract_service
     svc.load_catalog([{"id": "cat-1", "title": "Zigbee channels", "text": "Use Zigbee channel 25 to avoid wifi"}])
     for user in ("u1", "u2"):
-        hits = svc.recall(user, "zigbee channel")
+        hits = svc.recall(user, "zigbee channel", min_relevance=0.0)
         assert ids(hits)[0] == "cat-1" and hits[0].memory.memory_type is MemoryType.CATALOG
     assert svc.engine.forget("u1", "cat-1") is False

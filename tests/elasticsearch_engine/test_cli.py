@@ -60,7 +60,7 @@ def test_es_query_prints_the_recall_request(fake_es, run):
     result = run("es-query", "--user", "sarah", "--k", "5", "--type", "semantic", "hub firmware")
     assert result.exit_code == 0, result.output
     printed = json.loads(result.output)
-    assert printed["path"] == "/cli-semantic,cli-catalog/_search"
+    assert printed["path"] == "/cli-semantic/_search"  # named types are the whole filter
     reranker = printed["body"]["retriever"]["text_similarity_reranker"]
     assert reranker["inference_text"] == "hub firmware" and printed["body"]["size"] == ScoringPolicy().rrf_window
     assert fake_es.requests == []

@@ -53,7 +53,7 @@ def _stored_vector(path: Path, memory_id: str) -> np.ndarray:
 
 
 def _found_by_vector(service: MemoryService, memory_id: str) -> bool:
-    hits = {h.memory.id: h for h in service.recall(USER, DENSE_ONLY, touch=False)}
+    hits = {h.memory.id: h for h in service.recall(USER, DENSE_ONLY, min_relevance=0.0, touch=False)}
     hit = hits.get(memory_id)
     return hit is not None and hit.explanation.bm25_rank is None and hit.explanation.dense_rank is not None
 
@@ -151,6 +151,6 @@ def test_a_late_embedding_never_lands_on_a_forgotten_or_rewritten_row(path: Path
             engine._store_embedding(late, embed_one(default_embedder(), late.text))
         assert np.array_equal(_stored_vector(path, rewritten.id), fresh)
         assert engine.get(USER, [forgotten.id]) == []
-        assert service.recall(USER, "sourdough", touch=False)[0].memory.id == rewritten.id
+        assert service.recall(USER, "sourdough", min_relevance=0.0, touch=False)[0].memory.id == rewritten.id
     finally:
         service.close()

@@ -59,10 +59,10 @@ def test_720_day_old_memory_keeps_about_094():
     assert gaussian_decay(720, POLICY) == pytest.approx(0.9406, abs=1e-3)
 
 
-def test_use_boost_is_log_scaled():
+def test_use_boost_saturates():
     assert use_boost(0, POLICY) == 1.0
-    assert use_boost(9, POLICY) == pytest.approx(1.2)
-    assert use_boost(99, POLICY) == pytest.approx(1.4)
+    assert use_boost(5, POLICY) == pytest.approx(1 + 0.1 * (1 - math.exp(-1)))
+    assert use_boost(500, POLICY) == pytest.approx(1.1)
 
 
 def test_track_record_is_smoothed_around_one():
@@ -78,9 +78,9 @@ def test_multipliers_per_type():
         created_at=NOW, occurred_at=NOW - timedelta(days=2005),
     )
     assert multipliers(old_event, NOW, POLICY).decay == pytest.approx(0.5)
-    used_fact = fact(use_count=9, last_used_at=NOW)
+    used_fact = fact(use_count=500, last_used_at=NOW)
     m = multipliers(used_fact, NOW, POLICY)
-    assert (m.decay, m.use_boost, m.catalog_prior) == (1.0, pytest.approx(1.2), 1.0)
+    assert (m.decay, m.use_boost, m.catalog_prior) == (1.0, pytest.approx(1.1), 1.0)
     entry = Memory(id="c", memory_type=MemoryType.CATALOG, user_id=None, text="t", created_at=NOW)
     assert multipliers(entry, NOW, POLICY).catalog_prior == 0.85
     playbook = Memory(

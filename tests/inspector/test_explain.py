@@ -28,7 +28,7 @@ def fixed_service(engine) -> MemoryService:
 
 
 def _only_hit(service: MemoryService, query: str, memory_id: str):
-    hits = service.recall("sarah", query, k=20, touch=False)
+    hits = service.recall("sarah", query, k=20, min_relevance=0.0, touch=False)
     return next(h for h in hits if h.memory.id == memory_id)
 
 
@@ -49,16 +49,17 @@ def test_an_event_inside_the_offset_does_not_decay(fixed_service):
     assert _only_hit(fixed_service, "hub firmware", recent.id).explanation.factors.decay == 1.0
 
 
-def test_a_fact_used_nine_times_gets_a_use_boost_of_one_point_two(fixed_service, engine):
+def test_a_fact_used_five_times_earns_most_of_a_bounded_use_boost(fixed_service, engine):
     fact = fixed_service.write("sarah", "Sarah's hub runs firmware 3.0")
     last_used = NOW - timedelta(days=10)
     stored = fixed_service.get("sarah", fact.id)
-    engine.update("sarah", stored.evolve(use_count=9, last_used_at=last_used))
+    engine.update("sarah", stored.evolve(use_count=5, last_used_at=last_used))
     why = _only_hit(fixed_service, "hub firmware", fact.id).explanation
-    assert why.factors.use_boost == pytest.approx(1.2)  # 1 + 0.2·log10(10)
+    boost = 1 + 0.1 * (1 - math.exp(-1))  # 1 + w·(1 − e^(−uses / 5))
+    assert why.factors.use_boost == pytest.approx(boost)
     assert why.factors.decay_reference == last_used  # facts age from their last use
     assert why.factors.decay == 1.0
-    assert why.score == pytest.approx(why.relevance * 1.2)
+    assert why.score == pytest.approx(why.relevance * boost)
 
 
 def test_a_playbook_with_three_wins_and_one_loss_scores_its_smoothed_rate(fixed_service, engine):
@@ -87,7 +88,7 @@ def test_rrf_and_fused_relevance_follow_the_ranks_and_cosine_reported(engine):
     fused.write("sarah", "Sarah's dog is called Biscuit")
     fused.write("sarah", "Sarah drinks oat milk in her coffee")
     fused.write("sarah", "Sarah's dog Biscuit hates the vacuum cleaner")
-    hits = fused.recall("sarah", "dog", k=10, touch=False)
+    hits = fused.recall("sarah", "dog", k=10, min_relevance=0.0, touch=False)
     assert hits, "the query matches stored memories"
     for hit in hits:
         why = hit.explanation

@@ -61,7 +61,7 @@ if (ref >= 0L) {
 if (semantic || procedural) {
   long uses = 0L;
   if (doc.containsKey('use_count') && doc['use_count'].size() > 0) { uses = doc['use_count'].value; }
-  factor *= 1.0 + params.use_count_weight * Math.log10(1.0 + Math.max(uses, 0L));
+  factor *= 1.0 + params.use_count_weight * (1.0 - Math.exp(-Math.max(uses, 0L) / params.use_saturation));
 }
 if (procedural) {
   long wins = 0L;
@@ -138,6 +138,7 @@ def priors_params(layout: IndexLayout, policy: ScoringPolicy, now: datetime) -> 
         "decay_scale_ms": policy.decay_scale_days * MS_PER_DAY,
         "decay_value": policy.decay_value,
         "use_count_weight": policy.use_count_weight,
+        "use_saturation": policy.use_saturation,
         "catalog_prior": policy.catalog_prior,
         "track_record_prior": policy.track_record_prior,
         "track_record_weight": policy.track_record_weight,

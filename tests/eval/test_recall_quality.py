@@ -1,0 +1,190 @@
+"""Issue 12's recall rules, each on its own: time in the query, bounded priors, earned use,
+calibrated relevance with its floor, playbook outcomes from the agent, the type filter."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from atlas_mcp.domain.calibration import coverages, topic_words
+from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.scoring import ScoringPolicy, use_boost
+from atlas_mcp.domain.when import Order, time_intent, window_fit
+from atlas_mcp.errors import InvalidInput, NotFound
+from atlas_mcp.eval import mixed_suite
+from atlas_mcp.eval.harness import scratch_service
+from atlas_mcp.eval.scenario_suite import write
+
+NOW = datetime(2026, 11, 18, 15, 0, tzinfo=UTC)  # a Wednesday
+
+
+def _day(value: datetime) -> str:
+    return value.date().isoformat()
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("what did I do today?", "2026-11-18", "2026-11-19"),
+        ("what did I do yesterday?", "2026-11-17", "2026-11-18"),
+        ("what did I do last weekend?", "2026-11-14", "2026-11-16"),
+        ("what did I work on last week?", "2026-11-09", "2026-11-16"),
+        ("who came over this month?", "2026-11-01", "2026-12-01"),
+        ("where was I in March?", "2026-03-01", "2026-04-01"),
+        ("where was I in December?", "2025-12-01", "2026-01-01"),
+        ("what happened in May 2023?", "2023-05-01", "2023-06-01"),
+        ("what did I do last Monday?", "2026-11-16", "2026-11-17"),
+    ],
+)
+def test_calendar_words_resolve_against_the_clock(query, start, end):
+    intent = time_intent(query, NOW)
+    assert intent.window is not None
+    assert (_day(intent.window[0]), _day(intent.window[1])) == (start, end)
+
+
+def test_last_weekend_on_a_sunday_is_the_weekend_before():
+    sunday = datetime(2026, 11, 22, 12, tzinfo=UTC)
+    window = time_intent("what did I do last weekend?", sunday).window
+    assert window is not None and _day(window[0]) == "2026-11-14"
+
+
+@pytest.mark.parametrize(
+    ("query", "order"),
+    [
+        ("my most recent trip to the dentist", Order.NEWEST),
+        ("what was my latest marathon time?", Order.NEWEST),
+        ("who did I climb with the last time?", Order.NEWEST),
+        ("when did I last see Julia?", Order.NEWEST),
+        ("where did I go climbing for the first time?", Order.OLDEST),
+        ("my first ever on-call shift", Order.OLDEST),
+        ("first aid for burns", None),
+        ("what is my first name?", None),
+        ("what did I do last week?", None),
+    ],
+)
+def test_order_words(query, order):
+    assert time_intent(query, NOW).order == order
+
+
+def test_time_phrases_leave_the_topic():
+    intent = time_intent("What did the garage do to the car last week?", NOW)
+    assert intent.without_phrases("What did the garage do to the car last week?") == "What did the garage do to the car ?"
+    assert topic_words("What did I do last weekend?", time_intent("What did I do last weekend?", NOW)) == []
+    assert topic_words("ok thanks!", time_intent("ok thanks!", NOW)) == []
+    assert topic_words("What's my gym locker code?", time_intent("x", NOW)) == ["gym", "locker", "code"]
+
+
+def test_a_window_fit_is_bounded_and_falls_with_distance():
+    window = (NOW - timedelta(days=2), NOW)
+    assert window_fit(NOW - timedelta(days=1), window, 0.25) == 1.0
+    near, far = window_fit(NOW - timedelta(days=3), window, 0.25), window_fit(NOW - timedelta(days=60), window, 0.25)
+    assert 0.25 < near <= 0.5 and far == 0.25
+
+
+def test_the_use_boost_saturates():
+    policy = ScoringPolicy()
+    assert use_boost(0, policy) == 1.0
+    assert use_boost(5, policy) < use_boost(50, policy) <= 1 + policy.use_count_weight
+    assert use_boost(10_000, policy) == pytest.approx(1 + policy.use_count_weight)
+
+
+def test_coverage_weights_rare_words_above_common_ones():
+    memories = [
+        Memory(str(i), MemoryType.SEMANTIC, "u", text, NOW)
+        for i, text in enumerate(["my gym locker code is 4471", "my bike lock code is 4417", "code review at 10"])
+    ]
+    locker, bike, review = coverages(["gym", "locker", "code"], memories)
+    assert locker == pytest.approx(1.0)
+    assert bike == review < 0.3
+
+
+@pytest.fixture
+def service():
+    """A user with a crowd of everyday memories (the mixed suite's background), as in real use."""
+    with scratch_service() as (service, clock):
+        for position, entry in enumerate(mixed_suite.load()["background"][:80]):
+            clock.set(NOW - timedelta(days=mixed_suite.background_days_ago(position)))
+            write(service, "u", entry, {})
+        clock.set(NOW)
+        yield service, clock
+
+
+def test_a_question_about_nothing_stored_returns_nothing_by_default(service):
+    service, _ = service
+    service.write("u", "My husband is Daniel; he teaches chemistry.", fact_type="identity")
+    service.write("u", "How to boil an egg: six minutes for a runny yolk.", "procedural", name="Boil an egg")
+    assert service.recall("u", "What is the capital of Peru?") == []
+    assert service.recall("u", "hi") == []
+    everything = service.recall("u", "What is the capital of Peru?", min_relevance=0.0)
+    assert len(everything) == 10 and all(0.0 <= h.relevance < service.policy.min_relevance for h in everything)
+    hits = service.recall("u", "Who is my husband?")
+    assert "Daniel" in hits[0].memory.text and hits[0].relevance >= service.policy.min_relevance
+
+
+def test_small_talk_earns_no_use_and_answers_earn_a_bounded_one(service):
+    service, _ = service
+    written = service.write("u", "My gym locker code is 4471.")
+    for _ in range(50):
+        service.recall("u", "ok thanks!")
+    assert service.get("u", written.id).use_count == 0
+    service.recall("u", "what's my gym locker code?")
+    assert service.get("u", written.id).use_count == 1
+
+
+def test_most_recent_prefers_the_newest_matching_event(service):
+    service, clock = service
+    for days, text in ((190, "Went to the dentist for a scale and polish."), (21, "Dentist appointment: a crown.")):
+        clock.set(NOW - timedelta(days=days))
+        service.write("u", text, "episodic")
+    clock.set(NOW)
+    hits = service.recall("u", "When was my most recent trip to the dentist?", min_relevance=0.0)
+    assert hits[0].memory.text == "Dentist appointment: a crown."
+    first = service.recall("u", "When did I go to the dentist for the first time?", min_relevance=0.0)
+    assert first[0].memory.text.startswith("Went to the dentist")
+
+
+def test_an_agent_reports_playbook_outcomes_and_the_track_record_moves_ranking(service):
+    service, _ = service
+    trigger = "When a deploy breaks production and must be rolled back."
+    helm = service.write("u", trigger, "procedural", name="Roll back with helm", steps=["helm rollback"]).id
+    revert = service.write("u", trigger, "procedural", name="Roll back by reverting", steps=["git revert"]).id
+    for playbook, outcome in ((helm, "failure"), (helm, "failure"), (revert, "success")):
+        service.write("u", f"Rollback {outcome}.", "episodic", playbook_id=playbook, outcome=outcome)
+    assert (service.get("u", helm).failure_count, service.get("u", revert).success_count) == (2, 1)
+    ranked = [h.memory.id for h in service.recall("u", "how do I roll back a bad deploy?", memory_types=["procedural"])]
+    assert ranked[:2] == [revert, helm]
+
+
+def test_an_outcome_needs_an_event_and_a_playbook_of_the_caller(service):
+    service, _ = service
+    playbook = service.write("u", "When the sink is blocked.", "procedural", steps=["plunge"]).id
+    fact = service.write("u", "I like tea.").id
+    with pytest.raises(InvalidInput):
+        service.write("u", "It worked.", "semantic", playbook_id=playbook, outcome="success")
+    with pytest.raises(InvalidInput):
+        service.write("u", "It worked.", "episodic", playbook_id=playbook, outcome="maybe")
+    with pytest.raises(NotFound):
+        service.write("u", "It worked.", "episodic", playbook_id=fact, outcome="success")
+    with pytest.raises(NotFound):
+        service.write("other", "It worked.", "episodic", playbook_id=playbook, outcome="success")
+    assert service.get("u", playbook).success_count == 0
+
+
+def test_explicit_memory_types_are_the_whole_filter(service):
+    service, _ = service
+    service.load_catalog([{"id": "cat-sink", "title": "Unblocking a sink", "text": "Use a plunger on a blocked sink."}])
+    service.write("u", "When the kitchen sink is blocked.", "procedural", steps=["plunge", "clean the trap"])
+    types = {h.memory.memory_type for h in service.recall("u", "blocked sink", memory_types=["procedural"], min_relevance=0)}
+    assert types == {MemoryType.PROCEDURAL}
+    both = service.recall("u", "blocked sink", memory_types=["procedural", "catalog"], min_relevance=0)
+    assert {h.memory.memory_type for h in both} == {MemoryType.PROCEDURAL, MemoryType.CATALOG}
+
+
+def test_a_long_note_does_not_win_a_query_it_does_not_match(service):
+    service, _ = service
+    note = " ".join(f"Item {i}: the team discussed the budget, the roadmap and the hiring plan." for i in range(30))
+    long_note = service.write("u", note, "episodic").id
+    husband = service.write("u", "My husband is Daniel; he teaches chemistry.", fact_type="identity").id
+    hits = [h.memory.id for h in service.recall("u", "What's my husband called?", min_relevance=0.0)]
+    assert hits[0] == husband and long_note not in hits[:5]
