@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from .domain import calibration, inputs
 from .domain.calibration import Features
@@ -23,7 +23,7 @@ from .domain.model import (
     utcnow,
 )
 from .domain.query import lexical_query
-from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers, time_fits
+from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers, outcome_changes, time_fits
 from .domain.supersession import check_targets, penalised_confidence
 from .domain.when import TimeIntent, time_intent
 from .engines.base import Candidate, Engine, RecallPlan, StoreStats
@@ -32,7 +32,6 @@ from .inference.reranker import ContextReranker, Reranker
 
 WRITABLE_TYPES = USER_MEMORY_TYPES  # catalog entries are loaded by an admin, never by a tool
 OUTCOMES = ("success", "failure")
-Outcome = Literal["success", "failure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +137,7 @@ class MemoryService:
 
     def record_outcome(self, user_id: str, playbook: Memory, success: bool, at: datetime) -> Memory:
         """Add one run to a playbook's track record (the agent's report, or consolidation's)."""
-        if success:
-            last = max(filter(None, (playbook.last_success_at, at)))
-            changes: dict[str, Any] = {"success_count": playbook.success_count + 1, "last_success_at": last}
-        else:
-            changes = {"failure_count": playbook.failure_count + 1}
-        updated = playbook.evolve(**changes)
+        updated = playbook.evolve(**outcome_changes(playbook, success, at))
         self.engine.update(user_id, updated)
         return updated
 

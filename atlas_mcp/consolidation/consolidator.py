@@ -27,6 +27,7 @@ import anyio.to_thread
 from ..config import ConsolidationSettings
 from ..domain import inputs
 from ..domain.model import Memory, MemoryType, iso
+from ..domain.scoring import outcome_changes
 from ..domain.supersession import check_targets
 from ..errors import AtlasError, BackendUnavailable
 from ..log import get_logger
@@ -294,11 +295,7 @@ class Consolidator:
 
 
 def _outcome_changes(playbook: Memory, action: RecordOutcome, limits) -> dict[str, Any]:
-    if action.outcome == "success":
-        last = max(filter(None, (playbook.last_success_at, action.at)))
-        changes: dict[str, Any] = {"success_count": playbook.success_count + 1, "last_success_at": last}
-    else:
-        changes = {"failure_count": playbook.failure_count + 1}
+    changes: dict[str, Any] = outcome_changes(playbook, action.outcome == "success", action.at)
     if action.refined_steps is not None:
         changes["steps"] = inputs.steps(list(action.refined_steps), limits)
     return changes

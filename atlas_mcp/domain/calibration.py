@@ -46,7 +46,6 @@ from .relevance import episodes
 from .scoring import RelevanceModel
 from .when import TimeIntent, window_fit
 
-STANDOUT_MIN_SPREAD = 0.05  # in cosine: a pool of near-equal memories is not stretched
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 # Words that make a turn of small talk, not a question: a query made only of these and function
 # words ("hi", "ok thanks!", "good morning") asks memory for nothing.
@@ -66,7 +65,6 @@ class Features:
     coverage: float
     context: float  # the best own relevance among the event's neighbours in its episode
     topicless: bool
-    standout: float = 0.0  # cosine in standard deviations above the pool's mean
 
 
 def tokens(text: str) -> list[str]:
@@ -110,26 +108,23 @@ def features(
     words = topic_words(query, intent)
     cover = coverages(words, memories)
     cos = [model.unknown_cosine if c is None else max(c, 0.0) for c in cosines]
-    mean = sum(cos) / len(cos) if cos else 0.0
-    spread = max(math.sqrt(sum((c - mean) ** 2 for c in cos) / len(cos)), STANDOUT_MIN_SPREAD) if cos else 1.0
-    standout = [(c - mean) / spread for c in cos]
-    own = [_own(c, v, z, model) for c, v, z in zip(cos, cover, standout, strict=True)]
+    own = [_own(c, v, model) for c, v in zip(cos, cover, strict=True)]
     neighbour = [0.0] * len(memories)
     for group in episodes(memories, episode_gap):
         for position, i in enumerate(group):
             near = [own[group[p]] for p in (position - 1, position + 1) if 0 <= p < len(group)]
             neighbour[i] = max(near, default=0.0)
-    return [Features(cos[i], cover[i], neighbour[i], not words, standout[i]) for i in range(len(memories))]
+    return [Features(cos[i], cover[i], neighbour[i], not words) for i in range(len(memories))]
 
 
-def _own(cosine: float, coverage: float, standout: float, model: RelevanceModel) -> float:
-    return _sigmoid(model.bias + model.cosine * cosine + model.coverage * coverage + model.standout * standout)
+def _own(cosine: float, coverage: float, model: RelevanceModel) -> float:
+    return _sigmoid(model.bias + model.cosine * cosine + model.coverage * coverage)
 
 
 def relevance(f: Features, model: RelevanceModel) -> float:
     if f.topicless:
         return model.small_talk_factor * _sigmoid(model.bias + model.cosine * f.cosine)
-    return max(_own(f.cosine, f.coverage, f.standout, model), model.context * f.context)
+    return max(_own(f.cosine, f.coverage, model), model.context * f.context)
 
 
 def calibrated(

@@ -35,10 +35,9 @@ class RelevanceModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    bias: float = -6.46
-    cosine: float = 5.19
-    coverage: float = 3.86
-    standout: float = 0.0
+    bias: float = -6.39
+    cosine: float = 6.07
+    coverage: float = 3.77
     context: float = Field(0.5, ge=0, le=1, description="share of a neighbouring turn's relevance an event inherits")
     small_talk_factor: float = Field(0.1, ge=0, le=1)
     unknown_cosine: float = Field(0.45, ge=0, le=1, description="assumed when the engine measured no cosine")
@@ -125,7 +124,7 @@ class ScoringPolicy(BaseModel):
     # Calibrated relevance (``domain.calibration``) and the default floor recall applies to it.
     relevance: RelevanceModel = Field(default_factory=RelevanceModel)
     min_relevance: float = Field(
-        0.1, ge=0, le=1, description="recall drops memories below this relevance unless asked otherwise"
+        0.08, ge=0, le=1, description="recall drops memories below this relevance unless asked otherwise"
     )
 
     @field_validator("time_zone")
@@ -177,6 +176,14 @@ def track_record(successes: int, failures: int, policy: ScoringPolicy) -> float:
     a = policy.track_record_prior
     rate = (successes + a / 2) / (successes + failures + a)
     return 1.0 + policy.track_record_weight * (2 * rate - 1)
+
+
+def outcome_changes(playbook: Memory, success: bool, at: datetime) -> dict[str, object]:
+    """The fields one reported run changes on a playbook (an agent's report or consolidation's)."""
+    if success:
+        last = max(filter(None, (playbook.last_success_at, at)))
+        return {"success_count": playbook.success_count + 1, "last_success_at": last}
+    return {"failure_count": playbook.failure_count + 1}
 
 
 def decay_reference(memory: Memory) -> datetime | None:

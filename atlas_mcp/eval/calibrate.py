@@ -77,7 +77,7 @@ def _question(source: str, hits, labels) -> Question:
 
 def design(found: Sequence[Features]) -> np.ndarray:
     """The fitted inputs: 1, cosine, coverage (topicless rows are not fitted; context is swept)."""
-    return np.array([[1.0, f.cosine, f.coverage, f.standout] for f in found], dtype=np.float64)
+    return np.array([[1.0, f.cosine, f.coverage] for f in found], dtype=np.float64)
 
 
 def fit(questions: Sequence[Question], base: RelevanceModel) -> RelevanceModel:
@@ -92,8 +92,7 @@ def fit(questions: Sequence[Question], base: RelevanceModel) -> RelevanceModel:
     x, y, w = design(rows), np.array(labels, dtype=np.float64), np.array(weights) * len(rows) / len(sources)
     beta = _newton(x, y, w)
     return base.model_copy(
-        update={"bias": round(beta[0], 2), "cosine": round(beta[1], 2), "coverage": round(beta[2], 2),
-                "standout": round(beta[3], 2)}
+        update={"bias": round(beta[0], 2), "cosine": round(beta[1], 2), "coverage": round(beta[2], 2)}
     )
 
 

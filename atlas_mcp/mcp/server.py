@@ -19,11 +19,14 @@ atlas-mcp is this user's long-term memory. Rules:
    "harsh" when the user says the stored fact was wrong. Leave facts that merely mention the
    same thing. Never use forget_memory to update a fact.
 4. Record notable events as "episodic" memories; record a multi-step procedure that worked as
-   "procedural" with its steps. When a recalled playbook matches, follow its steps.
+   "procedural" with its steps. When a recalled playbook matches, follow its steps, then report
+   how it went: an episodic memory with playbook_id and outcome ("success" or "failure").
 5. For questions about the past ("what did I use to..."), recall with include_superseded=true;
    a result with superseded_at is a previous state, not the current one.
 6. A fact with confidence below 0.7 is provisional: confirm before relying on it.
 7. Call forget_memory only when the user explicitly asks you to forget something.
+8. Each recalled memory has a relevance from 0 to 1; an empty result means nothing stored is
+   about the question: say you do not know instead of guessing from unrelated memories.
 """
 
 

@@ -1,0 +1,91 @@
+"""The mixed suite (issue 12's yardstick) as a CI gate, and its rules through a real MCP session.
+
+The suite ships with the package (no external data), so this runs everywhere: about 30 s on
+2 idle cores.
+"""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client
+
+from atlas_mcp.eval import mixed_suite
+from atlas_mcp.eval.harness import scratch_service
+from atlas_mcp.mcp.server import build_server
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def result():
+    with scratch_service() as (service, clock):
+        yield mixed_suite.run(service, clock)
+
+
+def test_the_suite_has_a_crowd_of_mixed_memories_per_user():
+    suite = mixed_suite.load()
+    kinds = {m["type"] for m in suite["background"]}
+    assert kinds == {"episodic", "semantic", "procedural"}
+    assert max(len(m["text"]) for m in suite["background"]) > 1500  # long notes among short facts
+    for tenant in suite["tenants"].values():
+        assert len(suite["background"]) + len(tenant["memories"]) >= 150
+        assert sum(q["kind"] == mixed_suite.NO_ANSWER for q in tenant["questions"]) >= 5
+
+
+def test_ranking_meets_its_targets(result):
+    groups = result.groups()
+    print("\n" + mixed_suite.table(result), *mixed_suite.misses(result), sep="\n")
+    assert groups["answerable"]["Hit@5"] >= 0.9
+    assert groups["answerable"]["Hit@1"] >= 0.75
+    for kind in ("near-duplicate", "playbook", "type-filter", "recency"):
+        assert groups[kind]["Hit@1"] == 1.0, kind
+
+
+def test_with_defaults_no_answer_questions_and_small_talk_return_nothing(result):
+    groups = result.groups()
+    assert groups[mixed_suite.NO_ANSWER]["empty"] >= 0.9
+    assert result.small_talk_empty >= 0.9
+    assert groups["answerable"]["kept"] >= 0.75
+
+
+def test_small_talk_does_not_change_what_questions_return(result):
+    assert result.drift == ()
+
+
+def test_reported_outcomes_move_a_playbook_up(result):
+    before = {a.query: a.ranked[0] for a in result.playbook_before}
+    after = {a.query: a.ranked[0] for a in result.answers if a.kind == "playbook"}
+    assert after == {a.query: a.expect[0] for a in result.answers if a.kind == "playbook"}
+    assert any(before[q] != after[q] for q in after)  # the track record, not luck, decided
+
+
+async def test_recall_memory_carries_relevance_and_honours_min_relevance():
+    with scratch_service() as (service, _clock):
+        async with Client(build_server(service, "sarah")) as client:
+            await client.call_tool("write_memory", {"text": "My gym locker code is 4471."})
+            await client.call_tool("write_memory", {"text": "The code for my bike lock is 4417."})
+            found = (await client.call_tool("recall_memory", {"query": "what's my gym locker code?"})).structured_content
+            top = found["memories"][0]
+            assert "4471" in top["text"] and 0.0 <= top["relevance"] <= 1.0
+            nothing = await client.call_tool("recall_memory", {"query": "What is the capital of Peru?"})
+            assert nothing.structured_content["memories"] == []
+            everything = await client.call_tool("recall_memory", {"query": "What is the capital of Peru?", "min_relevance": 0})
+            assert len(everything.structured_content["memories"]) == 2
+
+
+async def test_an_agent_reports_a_playbook_outcome_with_write_memory():
+    with scratch_service() as (service, _clock):
+        async with Client(build_server(service, "sarah")) as client:
+            trigger = "When the kitchen sink drains slowly."
+            made = await client.call_tool(
+                "write_memory", {"text": trigger, "memory_type": "procedural", "steps": ["plunge", "clean the trap"]}
+            )
+            playbook = made.structured_content["id"]
+            report = {"text": "Plunged the sink; it drains again.", "memory_type": "episodic",
+                      "playbook_id": playbook, "outcome": "success"}
+            assert not (await client.call_tool("write_memory", report)).is_error
+            recalled = await client.call_tool("recall_memory", {"query": "the sink drains slowly", "memory_types": ["procedural"]})
+            (view,) = recalled.structured_content["memories"]
+            assert (view["id"], view["success_count"], view["failure_count"]) == (playbook, 1, 0)
+            wrong = await client.call_tool("write_memory", report | {"memory_type": "semantic"})
+            assert wrong.is_error and "episodic" in wrong.content[0].text
