@@ -18,14 +18,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is not installed (test extra)")
 pytest.importorskip("elasticsearch", reason="the elasticsearch extra is not installed")
 
-from atlas_mcp.bench.measure import wait_healthy  # noqa: E402
-from elasticsearch_engine.fake_es import ADMIN, FakeElasticsearch  # noqa: E402
-from foundation.mcp_helpers import call, free_port, http_client  # noqa: E402
+from elasticsearch_engine.fake_es import ADMIN, FakeElasticsearch
+from foundation.mcp_helpers import call, free_port, http_client
+
+from atlas_mcp.bench.measure import wait_healthy
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +94,14 @@ def container_env(name: str, variables: dict[str, str], fake: FakeElasticsearch,
     return base | env | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}, command
 
 
-async def test_compose_sets_up_and_serves_end_to_end(compose, tmp_path: Path):
+async def _write_and_recall_as(url: str, token: str) -> None:
+    async with http_client(url, token) as sarah:
+        written = await call(sarah, "write_memory", text="Sarah's smart hub runs firmware 3.0")
+        found = await call(sarah, "recall_memory", query="hub firmware")
+        assert written["id"] in [m["id"] for m in found["memories"]]
+
+
+def test_compose_sets_up_and_serves_end_to_end(compose, tmp_path: Path):
     variables, fake = compose
     port = free_port()
 
@@ -109,10 +118,7 @@ async def test_compose_sets_up_and_serves_end_to_end(compose, tmp_path: Path):
     try:
         base = f"http://127.0.0.1:{port}"
         wait_healthy(base, server, 60.0, log_path)
-        async with http_client(f"{base}/mcp", variables["ATLAS_TOKEN"]) as sarah:
-            written = await call(sarah, "write_memory", text="Sarah's smart hub runs firmware 3.0")
-            found = await call(sarah, "recall_memory", query="hub firmware")
-            assert written["id"] in [m["id"] for m in found["memories"]]
+        anyio.run(_write_and_recall_as, f"{base}/mcp", variables["ATLAS_TOKEN"])
     finally:
         server.terminate()
         server.wait(timeout=30)
