@@ -66,3 +66,36 @@ async def test_bad_values_read_like_the_projects_own_messages(session, tool, arg
         message = assert_clean(await call_error(client, tool, **arguments))
         assert message.startswith(f"invalid arguments for {tool}: ") and expected in message
         assert await stored(client) == []
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        ({"steps": ["unplug it"]}, "steps does not apply to semantic memories (steps is for procedural memories)"),
+        ({"occurred_at": "2026-11-30T10:00:00Z"}, "occurred_at does not apply to semantic memories"),
+        ({"memory_type": "episodic", "confidence": 0.4}, "confidence does not apply to episodic memories"),
+        ({"memory_type": "episodic", "fact_type": "identity", "steps": ["x"]}, "fact_type, steps do not apply"),
+        ({"memory_type": "procedural", "occurred_at": "2026-11-30T10:00:00Z", "steps": ["x"]}, "occurred_at does not"),
+        ({"memory_type": "procedural"}, "a playbook needs its steps"),
+        ({"memory_type": "procedural", "steps": []}, "a playbook needs its steps"),
+    ],
+)
+async def test_arguments_that_do_not_apply_to_the_type_are_refused(session, arguments, expected):
+    async with session() as client:
+        message = assert_clean(await call_error(client, "write_memory", text="Sarah's hub firmware event", **arguments))
+        assert expected in message
+        assert await stored(client) == []
+
+
+async def test_every_argument_in_its_place_is_kept(session):
+    async with session() as client:
+        event = await call(client, "write_memory", text="Hub firmware event: update to 3.0",
+                           memory_type="episodic", occurred_at="2026-11-30T10:00:00Z")
+        fact = await call(client, "write_memory", text="Sarah's hub firmware is 3.0",
+                          confidence=0.9, fact_type="world")
+        playbook = await call(client, "write_memory", text="Hub firmware update", memory_type="procedural",
+                              steps=["open the app", "press update"], confidence=0.8)
+        by_id = {m["id"]: m for m in await stored(client)}
+        assert by_id[event["id"]]["occurred_at"].startswith("2026-11-30T10:00:00")
+        assert (by_id[fact["id"]]["confidence"], by_id[fact["id"]]["fact_type"]) == (0.9, "world")
+        assert [s["instruction"] for s in by_id[playbook["id"]]["steps"]] == ["open the app", "press update"]
