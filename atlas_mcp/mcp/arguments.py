@@ -45,6 +45,8 @@ def _said(error: Mapping[str, Any]) -> str:
     """pydantic's message for one error, as a clause: no type codes, no input echo, no URL."""
     if error["type"] == "missing":
         return "is required"
+    if error["type"] == "extra_forbidden":
+        return "is not a field it takes"
     said = str(error["msg"]).replace("Input should be", "must be").replace("Value error, ", "")
     return re.sub(r" or instance of \w+", "", said)  # pydantic's class names mean nothing to a model
 

@@ -59,6 +59,8 @@ async def test_unknown_arguments_are_named_with_the_one_meant(session, tool, arg
         ("write_memory", {"text": "x", "supersedes_id": 5}, "supersedes_id must be a valid string or a valid list"),
         ("write_memory", {"text": "x", "memory_type": "procedural", "steps": [{"instr": "a"}]}, "steps[0].instruction is required"),
         ("write_memory", {"text": "x", "contradiction": "soft"}, "contradiction must be 'natural' or 'harsh'"),
+        ("write_memory", {"text": "x", "memory_type": "procedural", "steps": [{"instruction": "a", "tol": "b"}]},
+         "steps[0].tol is not a field it takes"),
     ],
 )
 async def test_bad_values_read_like_the_projects_own_messages(session, tool, arguments, expected):
