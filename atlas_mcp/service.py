@@ -44,7 +44,7 @@ class Explanation:
     dense_similarity: float | None
     relevance: float  # the rerank stage's match, relative to the pool's best (1.0)
     reranker: str
-    factors: Multipliers
+    multipliers: Multipliers
     score: float
     features: Features | None = None  # what calibrated relevance was computed from
 
@@ -100,7 +100,9 @@ class MemoryService:
         outcome: str | None = None,
     ) -> WriteResult:
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
-        playbook = self._outcome_target(user_id, kind, playbook_id, outcome)
+        inputs.applicable(kind, {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps,
+                                 "playbook_id": playbook_id, "outcome": outcome})
+        playbook = self._outcome_target(user_id, playbook_id, outcome)
         memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
@@ -120,14 +122,12 @@ class MemoryService:
             self.record_outcome(user_id, playbook, outcome == "success", memory.occurred_at or memory.created_at)
         return WriteResult(memory.id, kind, targets)
 
-    def _outcome_target(self, user_id: str, kind: MemoryType, playbook_id: Any, outcome: Any) -> Memory | None:
+    def _outcome_target(self, user_id: str, playbook_id: Any, outcome: Any) -> Memory | None:
         """The playbook an event reports on, checked before anything is written."""
         if playbook_id is None and outcome is None:
             return None
         if playbook_id is None or outcome not in OUTCOMES:
             raise InvalidInput("to report a playbook outcome pass both playbook_id and outcome ('success' or 'failure')")
-        if kind is not MemoryType.EPISODIC:
-            raise InvalidInput("a playbook outcome is an event: write it with memory_type='episodic'")
         found = self.engine.get(user_id, [inputs.memory_id(playbook_id)])
         if not found or found[0].memory_type is not MemoryType.PROCEDURAL:
             raise NotFound(f"playbook {playbook_id!r} not found; recall it first to get its id")
@@ -290,7 +290,7 @@ class MemoryService:
             dense_similarity=candidate.dense_similarity,
             relevance=match,
             reranker=reranker,
-            factors=factors,
+            multipliers=factors,
             score=score,
             features=found,
         )

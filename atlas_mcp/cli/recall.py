@@ -7,7 +7,7 @@ import click
 from ..inspection import explain_recall, when
 from ..service import Hit
 from ..views import recalled_view
-from .options import config_option, service_session, settings_from, user_option
+from .options import config_option, require_known_user, service_session, settings_from, user_option
 from .tables import clip, echo_json, json_option, table, type_option
 
 
@@ -30,6 +30,8 @@ def recall(query, k, memory_types, include_superseded, min_relevance, explain, a
             service, settings.user, query, k,
             memory_types=memory_types, include_superseded=include_superseded, min_relevance=min_relevance,
         )  # fmt: skip
+        if not hits:
+            require_known_user(service, settings.user)
     if as_json:
         views = [recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance) for h in hits]
         echo_json({"memories": views})
@@ -54,7 +56,7 @@ def _result_rows(hits: list[Hit]):
 
 def _explain_rows(hits: list[Hit]):
     for rank, hit in enumerate(hits, start=1):
-        why, factors = hit.explanation, hit.explanation.factors
+        why, factors = hit.explanation, hit.explanation.multipliers
         yield (
             rank, why.bm25_rank, why.dense_rank, why.rrf_score, why.relevance, why.reranker,
             factors.decay, when(factors.decay_reference), factors.use_boost, factors.catalog_prior,
