@@ -43,7 +43,7 @@ from datetime import timedelta
 from .model import Memory
 from .query import FUNCTION_WORDS, lexical_query
 from .relevance import episodes
-from .scoring import RelevanceModel
+from .scoring import RelevanceModel, time_reference
 from .when import TimeIntent, window_fit
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -134,7 +134,7 @@ def calibrated(
     base = [relevance(f, model) for f in found]
     if intent.window is None:
         return base
-    fits = [window_fit(m.occurred_at or m.created_at, intent.window, model.time_window_floor) for m in memories]
+    fits = [window_fit(time_reference(m), intent.window, model.time_window_floor) for m in memories]
     inside = sum(1 for fit in fits if fit == 1.0)
     evidence = model.time_evidence / max(inside, 1)  # one of n memories from that period
     out = []

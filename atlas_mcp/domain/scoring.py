@@ -102,9 +102,9 @@ class ScoringPolicy(BaseModel):
     )
     # Bounds on the pool-relative priors, in standard deviations: a 2 kB note among one-line
     # facts is +5 z in log words; uncapped, that alone won queries it did not match.
-    length_z_cap: float = Field(1.0, ge=0, description="most a long memory gains, in z of log words")
+    length_z_cap: float = Field(2.0, ge=0, description="most a long memory gains, in z of log words")
     length_z_floor: float = Field(2.0, ge=0, description="most a short memory loses, in z of log words")
-    episode_z_cap: float = Field(2.0, ge=0, description="bound on z(best score in the episode)")
+    episode_z_cap: float = Field(4.0, ge=0, description="bound on z(best score in the episode)")
     standalone_context: bool = Field(
         True, description="facts, playbooks and catalog entries are their own context (events borrow theirs)"
     )
@@ -195,8 +195,13 @@ def decay_reference(memory: Memory) -> datetime | None:
     return None  # playbooks age by track record, catalog entries do not age
 
 
-def time_reference(memory: Memory) -> datetime:
-    """The date a question's period or order is about: when an event happened, else when written."""
+def time_reference(memory: Memory) -> datetime | None:
+    """The date a question's period or order is about: when an event happened, else when written.
+
+    Catalog entries have none: when an admin loaded them says nothing about the user's past.
+    """
+    if memory.is_catalog:
+        return None
     return memory.occurred_at or memory.created_at
 
 
@@ -210,9 +215,15 @@ def order_fits(memories: list[Memory], match: list[float], order: Order, policy:
         return []
     best = sorted(range(len(memories)), key=lambda i: -match[i])[: policy.time_order_pool]
     dates = [time_reference(m) for m in memories]
-    anchor = max(dates[i] for i in best) if order is Order.NEWEST else min(dates[i] for i in best)
+    dated = [dates[i] for i in best if dates[i] is not None]
+    if not dated:
+        return [1.0] * len(memories)
+    anchor = max(dated) if order is Order.NEWEST else min(dated)
     fits = []
     for when in dates:
+        if when is None:
+            fits.append(1.0)
+            continue
         days = abs((anchor - when).total_seconds()) / SECONDS_PER_DAY
         fits.append(policy.time_order_floor + (1 - policy.time_order_floor) * math.exp(-days / policy.time_order_days))
     return fits

@@ -24,7 +24,7 @@ must be earned, and small talk earns nothing).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -34,7 +34,7 @@ from ..domain.calibration import Features
 from ..service import MemoryService
 from .harness import ManualClock
 from .metrics import Ranked, hit_at, reciprocal_rank
-from .scenario_suite import write
+from .scenario_suite import broken_rule, questions, write
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 MIXED = SCENARIOS / "mixed.json"
@@ -124,18 +124,18 @@ def run(service: MemoryService, clock: ManualClock, suite: dict | None = None) -
     ids = {user: {k: i for i, k in keys.items()} for user in suite["tenants"]}
     asker = _Asker(service, clock, now, keys)
     answers, before = [], []
-    for user, question in _questions(suite):
+    for user, question in questions(suite):
         asker.small_talk(user, suite["small_talk"], SMALL_TALK_BETWEEN)
         if question.get("outcomes"):
             before.append(asker.ask(user, question, record_use=False))
             for report in question["outcomes"]:
                 _report_outcome(service, clock, now, user, report, ids[user])
         answers.append(asker.ask(user, question))
-    settled = [asker.ask(user, question, record_use=False) for user, question in _questions(suite)]
+    settled = [asker.ask(user, question, record_use=False) for user, question in questions(suite)]
     for user in suite["tenants"]:
         asker.small_talk(user, suite["small_talk"], SMALL_TALK_AFTER)
     drift = []
-    for first, (user, question) in zip(settled, _questions(suite), strict=True):
+    for first, (user, question) in zip(settled, questions(suite), strict=True):
         again = asker.ask(user, question, record_use=False)
         if question["expect"] and again.ranked[:KEPT_DEPTH] != first.ranked[:KEPT_DEPTH]:
             drift.append(f"{user}: {question['query']!r}")
@@ -187,26 +187,10 @@ def _report_outcome(service, clock, now, user: str, report: dict, ids: dict[str,
 
 
 def _broken_rule(question: dict, ranked: tuple[str, ...], types: list[str]) -> str | None:
-    shown = [k for k in question.get("forbid", []) if k in ranked[:KEPT_DEPTH]]
-    if shown:
-        return f"forbidden {shown} shown"
     wrong = sorted(set(types) & set(question.get("forbid_types", [])))
     if wrong:
         return f"type {wrong} returned"
-    if not question["expect"]:
-        return None
-    position = {k: i for i, k in reversed(list(enumerate(ranked)))}
-    first = position.get(question["expect"][0], len(ranked))
-    for other in question.get("outranks", []):
-        if other in position and first > position[other]:
-            return f"{other} ranked above {question['expect'][0]}"
-    return None
-
-
-def _questions(suite: dict) -> Iterator[tuple[str, dict]]:
-    for user, tenant in suite["tenants"].items():
-        for question in tenant["questions"]:
-            yield user, question
+    return broken_rule(question, ranked) if question["expect"] else None
 
 
 def summarise(answers: Iterable[Answer]) -> dict[str, dict[str, float]]:

@@ -81,7 +81,7 @@ def ask(service: MemoryService, clock: ManualClock, suite: dict, stored: list[St
     keys = {m.id: m.key for m in stored}
     ids = {m.key: m.id for m in stored}
     results, failures = [], []
-    for user, question in _questions(suite):
+    for user, question in questions(suite):
         if "write" in question:  # same turn: write, then recall at once
             ids[question["write"]["key"]] = write(service, user, question["write"], ids)
             keys[ids[question["write"]["key"]]] = question["write"]["key"]
@@ -90,7 +90,7 @@ def ask(service: MemoryService, clock: ManualClock, suite: dict, stored: list[St
             min_relevance=0.0, touch=False,  # a ranking measure: the floor is the mixed suite's
         )
         ranked = tuple(keys.get(h.memory.id, h.memory.id) for h in hits)
-        broken = _broken_rule(question, ranked)
+        broken = broken_rule(question, ranked)
         results.append(Ranked(question["kind"], tuple(question["expect"]), () if broken else ranked))
         if broken or not set(question["expect"]) <= set(ranked[:FORBID_DEPTH]):
             failures.append(f"{user}: {question['query']!r} → {list(ranked[:FORBID_DEPTH])} {broken or ''}")
@@ -107,7 +107,7 @@ def run(service: MemoryService, clock: ManualClock, suite: dict | None = None) -
     return ScenarioResult(groups, tuple(results), tuple(failures))
 
 
-def _broken_rule(question: dict, ranked: tuple[str, ...]) -> str | None:
+def broken_rule(question: dict, ranked: tuple[str, ...]) -> str | None:
     shown = [k for k in question.get("forbid", []) if k in ranked[:FORBID_DEPTH]]
     if shown:
         return f"(forbidden {shown} shown)"
@@ -119,7 +119,7 @@ def _broken_rule(question: dict, ranked: tuple[str, ...]) -> str | None:
     return None
 
 
-def _questions(suite: dict) -> Iterator[tuple[str, dict]]:
+def questions(suite: dict) -> Iterator[tuple[str, dict]]:
     for user, tenant in suite["tenants"].items():
         for question in tenant["questions"]:
             yield user, question

@@ -113,7 +113,7 @@ def service():
 def test_a_question_about_nothing_stored_returns_nothing_by_default(service):
     service, _ = service
     service.write("u", "My husband is Daniel; he teaches chemistry.", fact_type="identity")
-    service.write("u", "How to boil an egg: six minutes for a runny yolk.", "procedural", name="Boil an egg")
+    service.write("u", "How to boil an egg.", "procedural", name="Boil an egg", steps=["Boil six minutes"])
     assert service.recall("u", "What is the capital of Peru?") == []
     assert service.recall("u", "hi") == []
     everything = service.recall("u", "What is the capital of Peru?", min_relevance=0.0)

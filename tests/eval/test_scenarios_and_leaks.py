@@ -32,8 +32,8 @@ def test_scenario_suite_meets_its_target():
 def test_a_forbidden_superseded_fact_fails_its_question():
     suite = scenario_suite.load()
     question = next(q for q in suite["tenants"]["sarah"]["questions"] if q.get("forbid"))
-    assert scenario_suite._broken_rule(question, (question["expect"][0], *question["forbid"]))
-    assert scenario_suite._broken_rule(question, (question["expect"][0], "other")) is None
+    assert scenario_suite.broken_rule(question, (question["expect"][0], *question["forbid"]))
+    assert scenario_suite.broken_rule(question, (question["expect"][0], "other")) is None
 
 
 def test_no_memory_leaks_to_another_user_over_mcp(populated):
