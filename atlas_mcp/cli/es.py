@@ -83,14 +83,14 @@ def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
 @click.argument("user_id")
 @config_option
 def users_revoke(user_id: str, config_file: str | None) -> None:
-    """Invalidate every key minted for USER_ID and remove the stored one."""
+    """Invalidate USER_ID's keys minted for this index prefix and remove the stored one."""
     from ..engines.elasticsearch import admin
     from ..engines.elasticsearch.engine import key_store
 
     settings = settings_from(config_file)
     cluster = _cluster(settings, admin=True)
     try:
-        count = admin.revoke_user(cluster, key_store(settings), user_id)
+        count = admin.revoke_user(cluster, key_store(settings), _layout(settings), user_id)
     finally:
         cluster.close()
     click.echo(f"invalidated {count} key(s) of {user_id}")

@@ -58,4 +58,5 @@ BULK_LINES: list[dict[str, Any]] = [
 ]
 
 KEY_BODY = keys.create_key_body(LAYOUT, "sarah", "90d")
-INVALIDATE_BODY = keys.invalidate_body("sarah")
+INVALIDATE_BODY = keys.invalidate_body(["key-1", "key-2"])
+LIVE_KEYS_BODY = keys.live_keys_body(LAYOUT, "sarah")

@@ -52,7 +52,7 @@ def test_dry_runs_print_every_body_and_send_nothing(fake_es, run):
     printed = json.loads(result.output)
     assert printed == [r.to_dict() for r in admin.bootstrap_plan(IndexLayout("cli"), bodies.INFERENCE.embedding_id)]
     key = json.loads(run("users", "add", "sarah", "--dry-run").output)
-    assert key["path"] == "/_security/api_key" and key["body"]["name"] == "atlas-user-sarah"
+    assert key["path"] == "/_security/api_key" and key["body"]["name"] == "atlas-user-cli/sarah"
     assert fake_es.requests == []
 
 

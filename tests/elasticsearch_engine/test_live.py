@@ -71,7 +71,7 @@ class Live:
 
     def close(self) -> None:
         for user in ("alice", "bob"):
-            admin.revoke_user(self.admin, self.keys, user)
+            admin.revoke_user(self.admin, self.keys, self.layout, user)
         for kind in ALL_TYPES:
             self.es.options(ignore_status=404).indices.delete(index=self.layout.concrete(kind))
         self.es.options(ignore_status=404).indices.delete(index=self.layout.state_concrete)
@@ -211,7 +211,7 @@ def test_user_keys_are_scoped_read_only_and_revocable(live):
     with pytest.raises(Exception, match="400|role descriptor"):
         derived.security.create_api_key(**admin.user_key_plan(live.layout, "mallory", None).body)
     live.es.security.invalidate_api_key(ids=[writer_key["id"]])
-    admin.revoke_user(live.admin, live.keys, "bob")
+    admin.revoke_user(live.admin, live.keys, live.layout, "bob")
     with pytest.raises(ConfigurationError):
         live.service.recall("bob", "locker")
 

@@ -37,6 +37,7 @@ def test_index_bodies_are_valid(spec, index):
 def test_api_key_bodies_are_valid(spec):
     assert spec.body_errors("POST", "/_security/api_key", bodies.KEY_BODY) == []
     assert spec.body_errors("DELETE", "/_security/api_key", bodies.INVALIDATE_BODY) == []
+    assert spec.body_errors("POST", "/_security/_query/api_key", bodies.LIVE_KEYS_BODY) == []
 
 
 def test_bulk_lines_are_valid(spec):
