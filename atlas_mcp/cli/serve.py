@@ -31,6 +31,8 @@ def serve(transport, host, port, insecure_no_auth, config_file, user) -> None:
         config_file, transport=transport, host=host, port=port, insecure_no_auth=insecure_no_auth, user=user
     )
     configure_logging(settings.log_level)
+    for warning in settings.check_serving():
+        log.warning(warning)
     service = open_service(settings)
     try:
         if settings.transport == "http":
