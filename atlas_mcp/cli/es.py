@@ -130,8 +130,8 @@ def doctor(config_file: str | None) -> None:
 @click.option("--include-superseded", is_flag=True, help="Show superseded memories too.")
 @config_option
 def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:
-    """Print the exact search request recall would send for TEXT (the cluster is not contacted)."""
-    from ..engines.elasticsearch.requests import Inference, recall_request
+    """Print the exact search request(s) recall would send for TEXT (the cluster is not contacted)."""
+    from ..engines.elasticsearch.requests import Inference, branch_requests, recall_request
     from ..service import plan_recall
 
     settings = settings_from(config_file)
@@ -139,9 +139,11 @@ def es_query(text, user, k, memory_types, no_catalog, include_superseded, config
         settings.scoring, settings.limits, user, text, k, memory_types=memory_types or None,
         include_catalog=not no_catalog, include_superseded=include_superseded,
     )
-    request = recall_request(
-        plan, _layout(settings), settings.scoring, Inference.from_config(settings.elasticsearch), utcnow()
-    )
+    inference = Inference.from_config(settings.elasticsearch)
+    if inference.rerank_id is None:  # the two branches of one _msearch, fused by atlas
+        _echo_json([{"method": "POST", "path": r.path, "body": r.body} for r in branch_requests(plan, _layout(settings))])
+        return
+    request = recall_request(plan, _layout(settings), settings.scoring, inference, utcnow())
     _echo_json({"method": "POST", "path": request.path, "body": request.body})
 
 

@@ -407,6 +407,9 @@ class FakeElasticsearch:
             return (200 if found else 404), ({m.group(1): {}} if found else {})
         if (m := re.fullmatch(r"/([^/_][^/]*)/_pit", path)) and method == "POST":
             return 200, self._open_pit(who, m.group(1), req.query.get("keep_alive"))
+        if m := re.fullmatch(r"/([^/_][^/]*)/_count", path):
+            found = self._search(who, m.group(1), {"size": self.max_result_window, **body})
+            return 200, {"count": len(found["hits"]["hits"])}
         if m := re.fullmatch(r"/([^/_][^/]*)/_search", path):
             if "pit" in body:
                 raise EsError(400, "action_request_validation_exception",
