@@ -9,6 +9,7 @@ import click
 from platformdirs import user_cache_dir
 
 from ..log import configure_logging
+from .options import EXISTING_DIR, OutputFile
 
 
 def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -32,13 +33,13 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[in
               help="Concurrent MCP clients for the throughput measurement.")
 @click.option("--seed", type=int, default=7, show_default=True, help="Corpus seed.")
 @click.option("--http", is_flag=True, help="Also measure over streamable HTTP (one server, many clients).")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
-@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_file", type=OutputFile(), help="Write the report here.")
+@click.option("--plot", "plot_file", type=OutputFile(),
               help="Draw latency vs. size to this PNG (needs the 'plot' extra).")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
               default=lambda: Path(user_cache_dir("atlas-mcp", appauthor=False)) / "bench",
               show_default="user cache dir", help="Where corpus embeddings are kept between runs.")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--work-dir", type=EXISTING_DIR,
               help="Where the temporary stores go (default: the system temp dir).")
 def bench(memories, tenants, queries, writes, clients, seed, http, json_file, plot_file, cache_dir, work_dir) -> None:
     """Benchmark the embedded engine: latency, throughput, cold start, memory, disk.
