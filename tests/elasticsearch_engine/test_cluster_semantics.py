@@ -282,3 +282,19 @@ def test_an_unguarded_doc_access_fails_as_on_a_cluster(es_engine):
 
     with pytest.raises(BadRequestError, match="No field found for \\[use_count\\]"):
         user.search(index=[es_engine.layout.alias(MemoryType.CATALOG)], body=body)
+
+
+def test_an_evaluation_on_elasticsearch_gets_its_own_bootstrapped_prefix(fake_es, tmp_path):
+    """The eval harness's scratch prefix used to be written to without bootstrap (auto-created
+    indices) and read with keys scoped to the real prefix."""
+    from atlas_mcp.config import load_settings
+    from atlas_mcp.eval.harness import scratch_service
+
+    settings = load_settings(backend="elasticsearch", data_dir=tmp_path,
+                             elasticsearch=es_config(fake_es.url, index_prefix="real").model_dump())
+    with scratch_service(settings) as (service, _):
+        fact = service.write("sarah", "The hub runs firmware 2.1")
+        assert [h.memory.id for h in service.recall("sarah", "hub firmware", touch=False)] == [fact.id]
+        prefix = service.engine.layout.prefix
+    assert prefix.startswith("real-eval-") and fake_es.aliases[f"{prefix}-semantic"] == f"{prefix}-semantic-v1"
+    assert all(k.invalidated for k in fake_es.keys.values() if k.metadata.get("index_prefix") == prefix)

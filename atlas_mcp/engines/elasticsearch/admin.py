@@ -8,9 +8,12 @@ and an *apply* step that sends it. Keys are minted with the user credential from
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ...config import ElasticsearchSettings
 from ...errors import AtlasError, BackendUnavailable, InvalidInput
 from ...log import get_logger
 from .keys import KeyStore, StoredKey, create_key_body, invalidate_body, live_keys_body
@@ -109,3 +112,31 @@ def invalidate(admin: Cluster, ids: list[str], what: str) -> int:
         reasons = "; ".join(str(e.get("reason", e)) for e in result.get("error_details") or [])
         raise BackendUnavailable(f"could not {what}: {reasons}")
     return len(result.get("invalidated_api_keys") or [])
+
+
+@contextmanager
+def scratch_deployment(config: ElasticsearchSettings, keys: KeyStore) -> Iterator[Callable[[str], StoredKey]]:
+    """A throw-away deployment under ``config.index_prefix`` (evaluations): bootstrapped first,
+    a user's key minted when first asked for (``KeyStore.minter``), every minted key revoked at
+    the end. The indices stay, for inspection. Needs the admin credential, as ``users add`` does."""
+    from .transport import connect
+
+    cluster = Cluster(connect(config, admin=True), config)
+    layout = IndexLayout(config.index_prefix)
+    minted: list[str] = []
+
+    def mint(user_id: str) -> StoredKey:
+        stored = add_user(cluster, keys, layout, user_id, "1d")
+        minted.append(user_id)
+        return stored
+
+    try:
+        bootstrap(cluster, layout, config.embedding_inference_id)
+        yield mint
+    finally:
+        for user_id in minted:
+            try:
+                revoke_user(cluster, keys, layout, user_id)
+            except AtlasError:
+                log.error("elasticsearch_scratch_key_left", user_id=user_id, index_prefix=layout.prefix)
+        cluster.close()

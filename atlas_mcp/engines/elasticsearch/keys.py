@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -109,6 +110,12 @@ class KeyStore:
         self.path = Path(path)
         self._configured = dict(configured or {})
         self._loaded: tuple[float, dict[str, StoredKey]] | None = None
+        # Mints (and stores) a missing user's key: only for throw-away evaluation deployments.
+        self.minter: Callable[[str], object] | None = None
+
+    def forget_configured(self) -> None:
+        """Use only the keys file (a scratch deployment's keys are minted into it)."""
+        self._configured.clear()
 
     def configured_users(self) -> list[str]:
         return list(self._configured)
@@ -117,6 +124,9 @@ class KeyStore:
         if user_id in self._configured:
             return self._configured[user_id]
         stored = self.stored().get(user_id)
+        if stored is None and self.minter is not None:
+            self.minter(user_id)
+            stored = self.stored().get(user_id)
         if stored is None:
             raise ConfigurationError(
                 f"user {user_id!r} has no Elasticsearch API key; an administrator runs "
