@@ -40,10 +40,9 @@ TRACKED = (MemoryType.SEMANTIC, MemoryType.PROCEDURAL)  # the types whose use is
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """A memory as read, with where it lives and the version it was read at."""
+    """A memory as read, with the version it was read at."""
 
     memory: Memory
-    index: str
     version: tuple[int, int] | None
 
 
@@ -107,7 +106,7 @@ class ElasticsearchEngine:
             log.error("elasticsearch_isolation_breach", index=hit.get("_index"), id=hit["_id"])
             return None
         version = (hit["_seq_no"], hit["_primary_term"]) if "_seq_no" in hit else None
-        return Stored(memory, hit["_index"], version)
+        return Stored(memory, version)
 
     def _alias(self, memory: Memory) -> str:
         return self.layout.alias(memory.memory_type)
