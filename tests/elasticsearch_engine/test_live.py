@@ -213,7 +213,7 @@ def test_user_keys_are_scoped_read_only_and_revocable(live):
         bob.index(index=live.layout.alias(MemoryType.SEMANTIC), id="x", document={"text": "x"})
     with pytest.raises(Exception, match="403|profile"):
         bob.search(index=live.layout.alias(MemoryType.SEMANTIC), body={"profile": True, "query": {"match_all": {}}})
-    assert [h.memory.id for h in live.service.recall("alice", "locker code")][0] == mine.id  # semantic + rerank
+    assert live.service.recall("alice", "locker code")[0].memory.id == mine.id  # semantic + rerank
     writer_key = live.es.security.create_api_key(name=f"{live.layout.prefix}-derived")
     derived = live.admin.client.options(api_key=writer_key["encoded"])
     with pytest.raises(Exception, match="400|role descriptor"):

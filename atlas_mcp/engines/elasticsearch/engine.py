@@ -157,7 +157,7 @@ class ElasticsearchEngine:
             return
         try:
             undone = self._bulk(f"roll back write for user {memory.user_id}", undo)
-        except Exception as exc:
+        except AtlasError as exc:  # Cluster.call maps every failure to one
             undone, reason = [], str(exc)
         else:
             reason = "; ".join(_reason(r) for r in undone if not _ok(r))

@@ -86,7 +86,7 @@ class Cluster:
         for attempt in range(self.config.max_retries + 1):
             try:
                 return fn(target)
-            except Exception as exc:  # noqa: BLE001 - classified below, re-raised as AtlasError
+            except Exception as exc:  # classified below, re-raised as AtlasError
                 wait = self._retry_wait(exc, attempt, idempotent)
                 if wait is None:
                     raise map_error(exc, what, self.config) from exc
