@@ -99,3 +99,9 @@ def test_a_misspelt_setting_is_named_with_the_one_meant(tmp_path: Path):
     assert "unknown setting 'scoring.rrf_windo' (did you mean 'rrf_window'?)" in line
     assert "scoring.catalog_prior must be a valid number" in line and "port must be a valid integer" in line
     assert not [noise for noise in ("validation error", "type=", "pydantic.dev") if noise in line]
+
+
+def test_an_input_file_that_is_not_json_is_one_line(tmp_path: Path):
+    garbage = tmp_path / "locomo.json"
+    garbage.write_text("not json")
+    assert "not valid JSON" in one_line_error(atlas("eval", "locomo", str(garbage)))
