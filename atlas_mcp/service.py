@@ -41,7 +41,7 @@ class Explanation:
     dense_similarity: float | None
     relevance: float
     reranker: str
-    factors: Multipliers
+    multipliers: Multipliers
     score: float
 
 
@@ -227,7 +227,7 @@ class MemoryService:
             dense_similarity=candidate.dense_similarity,
             relevance=relevance,
             reranker=reranker,
-            factors=factors,
+            multipliers=factors,
             score=score,
         )
         return Hit(candidate.memory, score, why)
