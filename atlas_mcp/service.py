@@ -43,6 +43,7 @@ class Explanation:
     reranker: str
     factors: Multipliers
     score: float
+    embedding_pending: bool = False  # matched by its words only: its vector is still to come
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +229,7 @@ class MemoryService:
             reranker=reranker,
             factors=factors,
             score=score,
+            embedding_pending=candidate.embedding_pending,
         )
         return Hit(candidate.memory, score, why)
 
