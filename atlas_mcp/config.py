@@ -7,7 +7,6 @@ environment: ``ATLAS_SCORING__CATALOG_PRIOR=0.9``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tomllib
 from pathlib import Path
@@ -17,6 +16,7 @@ from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from . import tokens
 from .domain.limits import Limits
 from .domain.scoring import ScoringPolicy
 from .errors import ConfigurationError
@@ -40,7 +40,7 @@ class UserConfig(BaseModel):
         if self.token_sha256:
             return self.token_sha256.strip().lower()
         if self.token:
-            return hashlib.sha256(self.token.encode()).hexdigest()
+            return tokens.digest(self.token)
         return None
 
 
@@ -202,17 +202,36 @@ class Settings(BaseSettings):
     limits: Limits = Field(default_factory=Limits)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
 
-    @model_validator(mode="after")
-    def _http_needs_auth(self) -> Settings:
-        authenticated = bool(self.token_digests()) or self.oauth.enabled
-        if self.transport == "http" and not self.insecure_no_auth and not authenticated:
-            raise ValueError(
-                "HTTP transport needs at least one [users.<id>] token (or token_sha256) or [oauth]; "
-                "use --insecure-no-auth only for local experiments on a loopback host"
+    def check_serving(self) -> list[str]:
+        """Refuse to serve HTTP on credentials anyone could present; return warnings to log.
+
+        Only ``serve`` calls this: admin commands (bootstrap, users, stats) run with the same
+        settings, e.g. ``ATLAS_TRANSPORT=http`` in a container, and need no token.
+        """
+        if self.transport != "http":
+            return []
+        if self.insecure_no_auth:
+            if self.host not in LOOPBACK_HOSTS:
+                raise ConfigurationError("--insecure-no-auth is allowed only on a loopback host (127.0.0.1, ::1)")
+            return []
+        if not (self.token_digests() or self.oauth.enabled):
+            raise ConfigurationError(
+                "HTTP transport needs at least one [users.<id>] token_sha256 (or [oauth]): "
+                + tokens.HOW_TO_MAKE_ONE.format(user="<id>")
+                + "; --insecure-no-auth serves without tokens, on a loopback host only"
             )
-        if self.transport == "http" and self.insecure_no_auth and self.host not in LOOPBACK_HOSTS:
-            raise ValueError("--insecure-no-auth is allowed only on a loopback host (127.0.0.1, ::1)")
-        return self
+        for user_id, user in sorted(self.users.items()):
+            if why := tokens.weakness(user.token, user.token_sha256):
+                raise ConfigurationError(
+                    f"refusing to serve user {user_id!r}: {why}; " + tokens.HOW_TO_MAKE_ONE.format(user=user_id)
+                )
+        if self.host in LOOPBACK_HOSTS:
+            return []
+        plain_http = (
+            f"serving plain HTTP on {self.host}: bearer tokens and memories cross the network unencrypted "
+            "unless a TLS-terminating proxy is in front of this server"
+        )
+        return [plain_http]
 
     def token_digests(self) -> dict[str, str]:
         """sha256(token) → user id, for every user with a configured token."""

@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
 # Install atlas-mcp with its test extras into .venv (created if missing) and run the whole suite.
 # Usage: bash scripts/test.sh [pytest args...]
+# ATLAS_NO_BROWSER=1 skips the browser install (the inspector's browser tests then skip, saying why).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+say() { echo "scripts/test.sh: $*" >&2; }
+
+say "installing into .venv/: this package (editable) and its test extras (pytest, hypothesis,"
+say "  the elasticsearch client, jsonschema, selenium, ruff), from the package index"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+
+# The walk-through test (tests/install/) builds the sdist and wheel and starts the wheel the
+# way Claude Desktop does: `uvx --offline --from WHEEL atlas-mcp`.
+say "installing uv into .venv/ (builds the wheel and runs it through uvx --offline in tests/install/)"
+.venv/bin/python -m pip install -q uv
+
 # The inspector's browser tests drive Debian's chromium + chromedriver (never a downloaded
-# browser). Install them only when missing and we may; otherwise those tests skip and say why.
+# browser). Install them only when missing, when we may, and when not told otherwise.
 if ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if [ -n "${ATLAS_NO_BROWSER:-}" ]; then
+    say "ATLAS_NO_BROWSER is set: not installing chromium; the browser tests will skip"
+  elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium and chromium-driver with apt-get (the inspector's browser tests;"
+    say "  set ATLAS_NO_BROWSER=1 to skip)"
     { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; } \
-      >/dev/null || echo "chromium install failed: the inspector's browser tests will skip" >&2
+      >/dev/null || say "chromium install failed: the inspector's browser tests will skip"
+  else
+    say "chromium is missing and this is not root with apt-get: the inspector's browser tests will skip"
   fi
 fi
+
+say "running pytest $*"
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?

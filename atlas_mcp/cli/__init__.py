@@ -6,6 +6,7 @@ nothing but the executable.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -47,11 +48,21 @@ class AtlasGroup(click.Group):
         module, attribute = target.split(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            close = difflib.get_close_matches(name, COMMANDS, n=1)
+            ctx.fail(f"no command {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except AtlasError as exc:
             raise click.ClickException(str(exc)) from exc
+        except OSError as exc:  # a missing folder, a full disk, no permission: the person can fix it
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise click.ClickException(f"{where}{exc.strerror or exc}") from exc
 
 
 @click.group(cls=AtlasGroup, invoke_without_command=True)
@@ -64,7 +75,20 @@ def cli(ctx: click.Context) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cli.main(args=argv, prog_name="atlas-mcp", standalone_mode=True)
+    """Run the command; a mistake is one line on stderr and a non-zero exit, never a traceback."""
+    try:
+        code = cli.main(args=argv, prog_name="atlas-mcp", standalone_mode=False)
+    except click.UsageError as exc:  # click would print the whole usage text first
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        click.echo(f"Error: {exc.format_message()}{where}", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,7 @@ import click
 from platformdirs import user_cache_dir
 
 from ..log import configure_logging
+from .options import EXISTING_DIR, OutputFile
 
 
 def _counts(value: str) -> tuple[int, ...]:
@@ -65,13 +66,13 @@ def _real_text(_ctx: click.Context, _param: click.Parameter, value: str) -> Path
 @click.option("--kill-burst", type=click.IntRange(0), default=5_000, show_default=True,
               help="Writes in the burst the server is killed in the middle of (0: skip).")
 @click.option("--http", is_flag=True, help="Also measure over streamable HTTP (one server, many clients).")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here.")
-@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_file", type=OutputFile(), help="Write the report here.")
+@click.option("--plot", "plot_file", type=OutputFile(),
               help="Draw latency vs. size to this PNG (needs the 'plot' extra).")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
               default=lambda: Path(user_cache_dir("atlas-mcp", appauthor=False)) / "bench",
               show_default="user cache dir", help="Where corpus embeddings are kept between runs.")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--work-dir", type=EXISTING_DIR,
               help="Where the temporary stores go (default: the system temp dir).")
 def bench(
     memories, tenants, queries, writes, clients, seed, real_text, burst_sizes, kill_burst, http, json_file, plot_file,

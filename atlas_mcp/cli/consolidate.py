@@ -10,7 +10,7 @@ import click
 from ..app import open_service
 from ..config import Settings
 from ..errors import AtlasError
-from .options import config_option, settings_from, user_option
+from .options import OutputFile, config_option, settings_from, user_option
 
 
 @click.command()
@@ -21,7 +21,7 @@ from .options import config_option, settings_from, user_option
     help="Answer from a recording (JSONL made by --record) instead of asking an LLM.",
 )
 @click.option(
-    "--record", "record_file", type=click.Path(dir_okay=False, path_type=Path),
+    "--record", "record_file", type=OutputFile(),
     help="Append every LLM answer to this JSONL file, for --replay.",
 )
 @config_option

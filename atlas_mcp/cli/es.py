@@ -15,6 +15,7 @@ from ..config import Settings
 from ..domain.model import utcnow
 from ..engines.elasticsearch.layout import IndexLayout
 from .options import config_option, settings_from
+from .tokens import users_token
 
 
 def _layout(settings: Settings) -> IndexLayout:
@@ -54,7 +55,10 @@ def bootstrap(dry_run: bool, config_file: str | None) -> None:
 
 @click.group()
 def users() -> None:
-    """Mint and revoke per-user, document-level-security API keys."""
+    """HTTP bearer tokens (token) and per-user, document-level-security API keys (add, revoke)."""
+
+
+users.add_command(users_token)
 
 
 @users.command("add")

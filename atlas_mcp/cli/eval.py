@@ -17,7 +17,7 @@ import click
 from ..eval import ablation, leaks, locomo, locomo_run, scenario_suite
 from ..eval.harness import scratch_service
 from ..eval.metrics import table
-from .options import config_option, settings_from
+from .options import OutputFile, config_option, settings_from
 
 LEAK_EXIT_CODE = 2
 
@@ -50,7 +50,7 @@ def eval_() -> None:
 @eval_.command("locomo")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k.")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here.")
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @click.option("--ablate", multiple=True, type=click.Choice(sorted(ablation.ABLATIONS)),
               help="Switch a technique off (repeatable: all named are switched off together).")
 @click.option("--ablation-table", is_flag=True,
@@ -80,7 +80,7 @@ def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_fil
 
 
 @eval_.command("scenarios")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here.")
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
 def scenarios_command(json_file, config_file) -> None:
     """Run the built-in smart-home scenario suite; reports R@1, Hit@1, R@5 and MRR per kind."""
@@ -93,7 +93,7 @@ def scenarios_command(json_file, config_file) -> None:
 
 
 @eval_.command("leaks")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here.")
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
 def leaks_command(json_file, config_file) -> None:
     """Ask for every user's memories as every other user over MCP; exit 2 on any leak."""

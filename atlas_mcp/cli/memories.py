@@ -6,9 +6,10 @@ import json
 
 import click
 
+from ..errors import NotFound
 from ..inspection import MemoryDetail, memory_detail, shown_at
 from ..views import memory_view
-from .options import config_option, service_session, settings_from, user_option
+from .options import config_option, require_known_user, service_session, settings_from, user_option
 from .tables import clip, echo_json, json_option, status, table, type_option
 
 LIST_HEADERS = ["id", "type", "when", "status", "text"]
@@ -36,6 +37,8 @@ def list_memories(memory_types, include_superseded, limit, offset, as_json, conf
             owner, memory_types=memory_types or None, include_superseded=include_superseded,
             limit=limit, offset=offset,
         )  # fmt: skip
+        if not found and owner is not None:
+            require_known_user(service, owner)
     if as_json:
         echo_json({"memories": [memory_view(m) for m in found]})
         return
@@ -51,7 +54,11 @@ def show(memory_id, as_json, config_file, user) -> None:
     """Every field of one memory, what replaced it, what it replaced and its source episodes."""
     settings = settings_from(config_file, user=user)
     with service_session(settings) as service:
-        detail = memory_detail(service, settings.user, memory_id)
+        try:
+            detail = memory_detail(service, settings.user, memory_id)
+        except NotFound:
+            require_known_user(service, settings.user)
+            raise
     if as_json:
         echo_json(detail_view(detail))
         return

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -13,6 +15,22 @@ from ..config import Settings, load_settings
 
 if TYPE_CHECKING:
     from ..service import MemoryService
+
+
+class OutputFile(click.Path):
+    """A file a command will write: a missing folder is reported now, not after the work is done."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        if not Path(path).parent.is_dir():
+            self.fail(f"folder '{Path(path).parent}' does not exist", param, ctx)
+        return path
+
+
+EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
 def config_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -28,6 +46,19 @@ def user_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def settings_from(config_file: str | None, **flags: Any) -> Settings:
     return load_settings(config_file, **flags)
+
+
+def require_known_user(service: MemoryService, user_id: str) -> None:
+    """An operator's ``--user`` that owns no memory is most likely a typo: say so, and who exists.
+
+    Called only when a command found nothing, so a known user costs nothing extra.
+    """
+    owners = sorted({row.user_id for row in service.stats().counts if row.user_id is not None})
+    if user_id in owners:
+        return
+    close = difflib.get_close_matches(user_id, owners, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"users with memories: {', '.join(owners[:20]) or 'none'}"
+    raise click.ClickException(f"unknown user {user_id!r}: no memories are stored for it ({hint})")
 
 
 @contextmanager

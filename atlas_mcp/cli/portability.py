@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 
 from .. import portability
-from .options import config_option, service_session, settings_from
+from .options import OutputFile, config_option, require_known_user, service_session, settings_from
 
 
 @click.command("export")
-@click.argument("file", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@click.argument("file", type=OutputFile())
 @click.option("--user", "user", default=None, help="Export only this user's memories (default: everyone + catalog).")
 @config_option
 def export(file: Path, user: str | None, config_file: str | None) -> None:
@@ -21,6 +21,8 @@ def export(file: Path, user: str | None, config_file: str | None) -> None:
         engine = service.engine
         users = [user] if user is not None else portability.owners(engine)
         total = sum(portability.count(engine, u) for u in users)
+        if user is not None and total == 0:
+            require_known_user(service, user)
         partial = file.with_name(file.name + ".partial")
         with partial.open("w", encoding="utf-8") as out, _bar(total, "exporting") as bar:
             written = portability.export_memories(engine, out, users, bar.update)

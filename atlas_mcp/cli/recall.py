@@ -7,7 +7,7 @@ import click
 from ..inspection import explain_recall, when
 from ..service import Hit
 from ..views import recalled_view
-from .options import config_option, service_session, settings_from, user_option
+from .options import config_option, require_known_user, service_session, settings_from, user_option
 from .tables import clip, echo_json, json_option, table, type_option
 
 
@@ -28,6 +28,8 @@ def recall(query, k, memory_types, include_superseded, explain, as_json, config_
             service, settings.user, query, k,
             memory_types=memory_types, include_superseded=include_superseded,
         )  # fmt: skip
+        if not hits:
+            require_known_user(service, settings.user)
     if as_json:
         views = [recalled_view(h.memory, h.score, h.explanation if explain else None) for h in hits]
         echo_json({"memories": views})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 
 import anyio
@@ -9,6 +11,7 @@ import click
 
 from ..app import open_service
 from ..config import Settings
+from ..errors import ConfigurationError
 from ..log import configure_logging, get_logger
 from .options import config_option, settings_from, user_option
 
@@ -31,10 +34,13 @@ def serve(transport, host, port, insecure_no_auth, config_file, user) -> None:
         config_file, transport=transport, host=host, port=port, insecure_no_auth=insecure_no_auth, user=user
     )
     configure_logging(settings.log_level)
+    for warning in settings.check_serving():
+        log.warning(warning)
+    listener = _listen(settings.host, settings.port) if settings.transport == "http" else None
     service = open_service(settings)
     try:
-        if settings.transport == "http":
-            anyio.run(_serve_http, service, settings)
+        if listener is not None:
+            anyio.run(_serve_http, service, settings, listener)
         else:
             _warm_up_in_background(service, settings.user)  # overlaps the MCP imports below
             anyio.run(_serve_stdio, service, settings)
@@ -57,7 +63,17 @@ def _warm_up_in_background(service, user: str) -> None:
         threading.Thread(target=warm, args=(user,), name="atlas-warm-up", daemon=True).start()
 
 
-async def _serve_http(service, settings: Settings) -> None:
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind before loading anything, so a taken port is one clear line, not a server's traceback."""
+    try:
+        return socket.create_server((host, port))
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).split(" (while attempting")[0]  # create_server appends the address
+        hint = ": another server is using it, choose another --port" if exc.errno == errno.EADDRINUSE else ""
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {reason}{hint}") from exc
+
+
+async def _serve_http(service, settings: Settings, listener: socket.socket) -> None:
     import uvicorn
 
     from ..consolidation import server_scheduler
@@ -72,5 +88,5 @@ async def _serve_http(service, settings: Settings) -> None:
     async with anyio.create_task_group() as background:
         if scheduler is not None:
             background.start_soon(scheduler.run)
-        await uvicorn.Server(config).serve()
+        await uvicorn.Server(config).serve(sockets=[listener])
         background.cancel_scope.cancel()

@@ -80,8 +80,10 @@ def test_recall_prints_a_table_and_the_breakdown_when_asked(seeded: Seeded):
     assert "why: score = relevance × decay × use × prior × track" in explained
     top = run_json("recall", "--user", "sarah", "hub firmware", "--explain")["memories"][0]
     assert "relevance  reranker" in explained and f"  {top['explain']['reranker']}  " in explained
-    nothing = run("recall", "--user", "nobody", "hub firmware", "--type", "semantic")
+    nothing = run("recall", "--user", "bob", "hub firmware", "--type", "procedural")
     assert "no memories matched" in nothing
+    unknown = CliRunner().invoke(cli, ["recall", "--user", "nobody", "hub firmware", "--type", "semantic"])
+    assert unknown.exit_code == 1 and "unknown user 'nobody'" in unknown.output
 
 
 def test_memories_list_filters_by_type_and_hides_superseded_by_default(seeded: Seeded):

@@ -15,12 +15,12 @@ pytestmark = pytest.mark.slow
 async def test_the_http_server_consolidates_after_m_new_episodes(fake_llm, tmp_path):
     config = tmp_path / "atlas.toml"
     config.write_text(
-        '[users.sarah]\ntoken = "sarah-token"\n'
+        '[users.sarah]\ntoken = "sarah-token-4e1f0b"\n'
         f'[consolidation]\nprovider = "openai"\nbase_url = "{fake_llm.url}"\nmodel = "m"\n'
         "after_episodes = 2\npoll_seconds = 0.5\n"
     )
     with http_server(tmp_path / "data", config) as base:
-        async with http_client(base + "/mcp", "sarah-token") as client:
+        async with http_client(base + "/mcp", "sarah-token-4e1f0b") as client:
             first = await call(client, "write_memory", text="I switched my phone plan to Fonic.", memory_type="episodic")
             fake_llm.script({"new_facts": [{"text": "Sarah's phone plan is with Fonic.", "fact_type": "world",
                                             "confidence": 0.9, "supporting_episode_ids": [first["id"]]}]})

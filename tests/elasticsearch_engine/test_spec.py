@@ -15,7 +15,7 @@ from . import bodies
 from .spec_oracle import FLOOR, MAIN, oracle, spec_path
 
 SPECS = [pytest.param(name, marks=pytest.mark.skipif(not spec_path(name).exists(),
-                                                     reason=f"{name} not present (../shared/es-spec)"))
+                                                     reason=f"{name} missing from tests/elasticsearch_engine/spec"))
          for name in (FLOOR, MAIN)]
 
 

@@ -58,9 +58,9 @@ def test_missing_and_malformed_files(tmp_path: Path):
         load_settings(broken)
 
 
-def test_http_needs_a_token_unless_insecure_on_loopback():
-    with pytest.raises(ConfigurationError, match="token"):
-        load_settings(transport="http")
-    assert load_settings(transport="http", insecure_no_auth=True).insecure_no_auth
+def test_serving_http_needs_a_token_unless_insecure_on_loopback():
+    with pytest.raises(ConfigurationError, match="atlas-mcp users token"):
+        load_settings(transport="http").check_serving()
+    assert load_settings(transport="http", insecure_no_auth=True).check_serving() == []
     with pytest.raises(ConfigurationError, match="loopback"):
-        load_settings(transport="http", insecure_no_auth=True, host="0.0.0.0")
+        load_settings(transport="http", insecure_no_auth=True, host="0.0.0.0").check_serving()

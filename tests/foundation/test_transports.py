@@ -47,9 +47,9 @@ async def test_stdio_users_are_isolated_in_one_data_dir(tmp_path: Path):
 
 def write_config(path: Path) -> Path:
     path.write_text(
-        '[users.sarah]\ntoken = "sarah-token"\n'
+        '[users.sarah]\ntoken = "sarah-token-4e1f0b"\n'
         '[users.james]\ntoken_sha256 = "'
-        + __import__("hashlib").sha256(b"james-token").hexdigest()
+        + __import__("hashlib").sha256(b"james-token-7c2d95").hexdigest()
         + '"\n'
     )
     return path
@@ -62,14 +62,14 @@ async def test_http_identity_comes_from_the_token(tmp_path: Path):
         assert httpx2.post(f"{base}/mcp", json={}).status_code == 401
         bad = httpx2.post(f"{base}/mcp", json={}, headers={"Authorization": "Bearer wrong"})
         assert bad.status_code == 401 and "Bearer" in bad.headers["www-authenticate"]
-        other = httpx2.post(f"{base}/api/atlas/mcp/james", json={}, headers={"Authorization": "Bearer sarah-token"})
+        other = httpx2.post(f"{base}/api/atlas/mcp/james", json={}, headers={"Authorization": "Bearer sarah-token-4e1f0b"})
         assert other.status_code == 403
-        async with http_client(f"{base}/mcp", "sarah-token") as sarah:
+        async with http_client(f"{base}/mcp", "sarah-token-4e1f0b") as sarah:
             secret = await call(sarah, "write_memory", text="Sarah's wifi password is hunter2")
-        async with http_client(f"{base}/api/atlas/mcp/sarah", "sarah-token") as sarah_path:
+        async with http_client(f"{base}/api/atlas/mcp/sarah", "sarah-token-4e1f0b") as sarah_path:
             found = await call(sarah_path, "recall_memory", query="wifi password")
             assert [m["id"] for m in found["memories"]] == [secret["id"]]
-        async with http_client(f"{base}/mcp", "james-token") as james:
+        async with http_client(f"{base}/mcp", "james-token-7c2d95") as james:
             found = await call(james, "recall_memory", query="Sarah's wifi password is hunter2")
             assert found["memories"] == []
 

@@ -2,7 +2,7 @@
 
 Nothing downloads a browser: `scripts/test.sh` installs the distribution's `chromium` and
 `chromium-driver` when missing, and these tests skip (saying why) when they still are not there.
-Set UPDATE_SCREENSHOTS=1 to refresh the README's screenshot (docs/inspector.png).
+Set UPDATE_SCREENSHOTS=1 to refresh the screenshot in docs/inspector.md (docs/inspector.png).
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ pytestmark = pytest.mark.slow
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
     if missing:
-        pytest.skip(f"no system browser: {', '.join(missing)} missing (apt-get install chromium-driver)")
+        pytest.skip(
+            f"no system browser: {', '.join(missing)} missing (scripts/test.sh installs Debian's "
+            "chromium-driver when run as root, unless ATLAS_NO_BROWSER is set)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
