@@ -94,6 +94,7 @@ class MemoryService:
         source_episodes: Iterable[str] = (),
     ) -> WriteResult:
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
+        inputs.applicable(kind, {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps})
         memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)

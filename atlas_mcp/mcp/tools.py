@@ -28,6 +28,8 @@ T = TypeVar("T")
 
 
 class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt key must not vanish
+
     order: int | None = None
     instruction: str
     tool: str | None = None
