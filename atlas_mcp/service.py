@@ -41,7 +41,7 @@ class Explanation:
     dense_similarity: float | None
     relevance: float
     reranker: str
-    factors: Multipliers
+    multipliers: Multipliers
     score: float
     embedding_pending: bool = False  # matched by its words only: its vector is still to come
 
@@ -228,7 +228,7 @@ class MemoryService:
             dense_similarity=candidate.dense_similarity,
             relevance=relevance,
             reranker=reranker,
-            factors=factors,
+            multipliers=factors,
             score=score,
             embedding_pending=candidate.embedding_pending,
         )
