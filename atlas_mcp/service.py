@@ -47,6 +47,7 @@ class Explanation:
     multipliers: Multipliers
     score: float
     features: Features | None = None  # what calibrated relevance was computed from
+    embedding_pending: bool = False  # matched by its words only: its vector is still to come
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +101,8 @@ class MemoryService:
         outcome: str | None = None,
     ) -> WriteResult:
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
-        inputs.applicable(kind, {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps,
-                                 "playbook_id": playbook_id, "outcome": outcome})
-        playbook = self._outcome_target(user_id, playbook_id, outcome)
+        inputs.applicable(kind, {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps})
+        playbook = self._outcome_target(user_id, kind, playbook_id, outcome)
         memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
@@ -122,12 +122,14 @@ class MemoryService:
             self.record_outcome(user_id, playbook, outcome == "success", memory.occurred_at or memory.created_at)
         return WriteResult(memory.id, kind, targets)
 
-    def _outcome_target(self, user_id: str, playbook_id: Any, outcome: Any) -> Memory | None:
+    def _outcome_target(self, user_id: str, kind: MemoryType, playbook_id: Any, outcome: Any) -> Memory | None:
         """The playbook an event reports on, checked before anything is written."""
         if playbook_id is None and outcome is None:
             return None
         if playbook_id is None or outcome not in OUTCOMES:
             raise InvalidInput("to report a playbook outcome pass both playbook_id and outcome ('success' or 'failure')")
+        if kind is not MemoryType.EPISODIC:
+            raise InvalidInput("a playbook outcome is an event: write it with memory_type='episodic'")
         found = self.engine.get(user_id, [inputs.memory_id(playbook_id)])
         if not found or found[0].memory_type is not MemoryType.PROCEDURAL:
             raise NotFound(f"playbook {playbook_id!r} not found; recall it first to get its id")
@@ -254,7 +256,7 @@ class MemoryService:
         now: datetime | None = None,
     ) -> list[Hit]:
         """Rerank (unless the engine already did), apply the multipliers, estimate relevance."""
-        if candidates and candidates[0].rerank_score is not None:
+        if self.engine.info.reranks_server_side:
             match, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
         else:
             match, reranker = self.reranker.relevance(query, candidates), self.reranker.name
@@ -293,6 +295,7 @@ class MemoryService:
             multipliers=factors,
             score=score,
             features=found,
+            embedding_pending=candidate.embedding_pending,
         )
         return Hit(candidate.memory, score, why, relevance)
 
@@ -378,14 +381,16 @@ def plan_recall(
     """
     text = inputs.clean_text(query, "query", limits.max_query_chars)
     lexical = intent.without_phrases(text) if intent is not None and intent.phrases else text
+    top_k = inputs.top_k(k, limits)
     return RecallPlan(
         user_id=user_id,
         query=text,
         memory_types=_recall_types(memory_types, include_catalog),
         include_superseded=bool(include_superseded),
-        window=max(policy.rrf_window, inputs.top_k(k, limits)),
+        window=max(policy.rrf_window, top_k),
         rank_constant=policy.rrf_rank_constant,
         lexical_query=(lexical_query(lexical) if policy.lexical_content_words else lexical) or text,
+        k=top_k,
     )
 
 

@@ -55,7 +55,7 @@ def explanation_view(why: Explanation) -> dict[str, Any]:
             "time_fit": _rounded(applied.time_fit),
         },
         "score": _rounded(why.score),
-    }
+    } | ({"embedding_pending": True} if why.embedding_pending else {})
 
 
 def _rounded(value: float | None) -> float | None:
