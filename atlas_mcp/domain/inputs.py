@@ -101,6 +101,12 @@ def confidence(value: Any) -> float | None:
     return float(value)
 
 
+def relevance_floor(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise InvalidInput("min_relevance must be a number between 0 and 1 (0 returns everything)")
+    return float(value)
+
+
 def fact_type(value: Any) -> str:
     if value is None:
         return FactType.PREFERENCE.value

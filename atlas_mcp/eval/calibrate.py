@@ -31,7 +31,7 @@ from .locomo_run import ASKED_AFTER_LAST_SESSION, ingest
 from .mixed_suite import MixedResult
 
 DEPTH = 20
-FLOORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
+FLOORS = (0.0, 0.05, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 _L2 = 1e-2
 
 
