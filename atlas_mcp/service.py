@@ -43,6 +43,7 @@ class Explanation:
     reranker: str
     multipliers: Multipliers
     score: float
+    embedding_pending: bool = False  # matched by its words only: its vector is still to come
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +230,7 @@ class MemoryService:
             reranker=reranker,
             multipliers=factors,
             score=score,
+            embedding_pending=candidate.embedding_pending,
         )
         return Hit(candidate.memory, score, why)
 

@@ -52,6 +52,8 @@ class Candidate:
     bm25_score: float | None = None
     dense_similarity: float | None = None
     rerank_score: float | None = None
+    # No vector yet (its embedding is still pending): only the lexical branch could find it.
+    embedding_pending: bool = False
     extras: Mapping[str, Any] = field(default_factory=dict)
 
 
