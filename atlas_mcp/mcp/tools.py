@@ -87,7 +87,7 @@ MemoryOut: type[BaseModel] = create_model(
     __doc__="One recalled memory; fields that do not apply to its type are omitted.",
     **{n: _view_field((codec.BY_NAME | codec.VIEW_ONLY)[n]) for n in codec.VIEW_ORDER[:3]},
     score=(float, Field(description="orders the results; comparable only within one recall")),
-    relevance=(float, Field(description="0-1, calibrated: how likely this memory bears on the query")),
+    relevance=(float | None, Field(None, description="0-1, calibrated: how likely this memory bears on the query")),
     **{n: _view_field((codec.BY_NAME | codec.VIEW_ONLY)[n]) for n in codec.VIEW_ORDER[3:]},
     explain=(ExplainOut | None, None),
 )

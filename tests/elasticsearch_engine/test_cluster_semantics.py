@@ -49,7 +49,7 @@ def test_elastic_rerank_logits_keep_the_rerankers_order(fake_es, tmp_path):
     assert es_order == sorted(es_order, reverse=True)
     assert relevance == sorted(relevance, reverse=True) and len(set(relevance)) == len(FACTS), relevance
     assert any(s < 1.0 for s in es_order), "some logits were negative (shifted below 1)"
-    hits = service.recall("u1", "which firmware does the hub run")
+    hits = service.recall("u1", "which firmware does the hub run", min_relevance=0.0)
     assert "firmware" in hits[0].memory.text and hits[0].explanation.relevance > 0
     assert fake_es.requests_to("GET", rf"^/_inference/.*{LOGIT_RERANKER}$"), "the scale was read from the endpoint"
 
@@ -85,7 +85,7 @@ def test_without_a_rerank_endpoint_the_service_ranks_with_real_signals(fake_es, 
     assert engine.info.reranks_server_side is False
     for fact, query in zip(FACTS, ["garage door opener brand", "where does my sister live",
                                    "hub firmware version", "which milk", "bike derailleur"], strict=True):
-        hits = service.recall("u1", query, touch=False)
+        hits = service.recall("u1", query, min_relevance=0.0, touch=False)
         assert hits[0].memory.id == ids[fact], query
         assert hits[0].explanation.reranker == "context" and len({h.explanation.relevance for h in hits}) > 1
     candidate = engine.candidates(service.recall_plan("u1", "hub firmware"))[0]

@@ -116,7 +116,7 @@ def elasticsearch(cluster: FakeElasticsearch, tmp_path: Path, policy: ScoringPol
 
 
 def ranked(service: MemoryService, query: str) -> list[Hit]:
-    return service.recall("u1", query, k=len(FACTS) + len(EVENTS) + 2, touch=False)
+    return service.recall("u1", query, k=len(FACTS) + len(EVENTS) + 2, min_relevance=0.0, touch=False)
 
 
 def texts(hits: list[Hit]) -> list[str]:

@@ -62,7 +62,7 @@ def test_a_detail_deep_inside_a_long_note_is_found_by_the_dense_branch(tmp_path:
         for text in DISTRACTORS:
             service.write(USER, text)
         note = service.write(USER, _long_note(), "episodic")
-        hits = service.recall(USER, QUERY, touch=False)
+        hits = service.recall(USER, QUERY, min_relevance=0.0, touch=False)
         best_dense = min((h for h in hits if h.explanation.dense_rank is not None), key=lambda h: h.explanation.dense_rank)
         assert best_dense.memory.id == note.id
         passages = _stored_passages(path, note.id)
@@ -104,7 +104,7 @@ def test_an_older_store_is_migrated_to_passages_in_the_background(tmp_path: Path
             time.sleep(0.05)
         text, passages = _stored(path, note.id)
         assert np.allclose(passages, embed_memories(embedder, [text])[0], atol=1e-5)
-        hits = service.recall(USER, QUERY, touch=False)
+        hits = service.recall(USER, QUERY, min_relevance=0.0, touch=False)
         assert hits[0].memory.id == note.id and hits[0].explanation.dense_rank is not None
     finally:
         service.close()
