@@ -47,7 +47,7 @@ class UserConfig(BaseModel):
 class EmbeddingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: Literal["minilm-l6-int8"] = "minilm-l6-int8"
+    model: Literal["minilm-l6-int8", "multilingual-e5-small"] = "minilm-l6-int8"
     threads: int = Field(2, ge=1, description="threads for one embedding (onnxruntime intra-op) and for the cosine scan")
 
 

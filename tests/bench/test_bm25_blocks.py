@@ -16,11 +16,12 @@ from atlas_mcp.bench import corpus
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.base import RecallPlan
 from atlas_mcp.engines.embedded import rows, schema
-from atlas_mcp.engines.embedded.engine import EmbeddedEngine, fts_query
+from atlas_mcp.domain.lexical import detect_language
+from atlas_mcp.engines.embedded.engine import STEM_WEIGHT, EmbeddedEngine, fts_query
 from atlas_mcp.inference.embedder import default_embedder
 
 WHOLE_INDEX = (
-    "SELECT m.id, bm25(memories_fts, 1.0, 0.0) AS score FROM memories_fts "
+    f"SELECT m.id, bm25(memories_fts, 1.0, {STEM_WEIGHT}, 0.0) AS score FROM memories_fts "
     "JOIN memories m ON m.rowid = memories_fts.rowid "
     "WHERE memories_fts MATCH ? AND (m.user_id = ? OR (? AND m.user_id IS NULL)) "
     "AND m.memory_type IN ({types}) AND (? OR m.superseded_by IS NULL) ORDER BY score LIMIT ?"
@@ -36,7 +37,7 @@ def _oracle(conn: sqlite3.Connection, plan: RecallPlan) -> list[tuple[str, float
     types = sorted(t.value for t in plan.memory_types)
     sql = WHOLE_INDEX.format(types=",".join("?" * len(types)))
     catalog = MemoryType.CATALOG in plan.memory_types
-    params = (f"{{search_text}}: ({fts_query(plan.query)})", plan.user_id, catalog, *types, plan.include_superseded, plan.window)
+    params = (fts_query(plan.query, detect_language(plan.query)), plan.user_id, catalog, *types, plan.include_superseded, plan.window)
     return [(r[0], -r[1]) for r in conn.execute(sql, params)]
 
 
@@ -94,18 +95,20 @@ def _store_at_version_2(path, memories: list[Memory]) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     schema.migrate(conn, upto=2)
     vectors = np.random.default_rng(len(memories)).standard_normal((len(memories), 384)).astype(np.float32)
-    columns = (*rows.COLUMNS, "embedding", "embedding_model")
+    old_columns = [c for c in rows.COLUMNS if not c.startswith("lexical_")]  # added by migration 6
+    columns = (*old_columns, "embedding", "embedding_model")
     sql = f"INSERT INTO memories ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     model = default_embedder().model_id
     conn.execute("BEGIN")
     for memory, vector in zip(memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), strict=True):
-        conn.execute(sql, (*rows.to_row(memory).values(), vector.tobytes(), model))
+        row = rows.to_row(memory)
+        conn.execute(sql, (*(row[c] for c in old_columns), vector.tobytes(), model))
     conn.execute("COMMIT")
     conn.close()
 
 
 def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path):
-    """Migrations 3 (owner blocks) and 4 (filters in the index) turn an old store into exactly
+    """Migrations 3 (owner blocks), 4 (filters in the index) and 6 (analysed text) turn an old store into exactly
     the store the current code writes: same blocks, same order, same BM25 scores."""
     memories = _interleaved(12, 60, 2, 20)
     _store_at_version_2(tmp_path / "old.db", memories)

@@ -168,7 +168,9 @@ def test_every_memory_index_copies_text_into_one_semantic_field_with_one_endpoin
     for name, body in memory_indices.items():
         props = body["mappings"]["properties"]
         assert body["mappings"]["dynamic"] == "strict"
-        assert props[CONTENT] == {"type": "text", "copy_to": SEMANTIC}
+        assert {k: v for k, v in props[CONTENT].items() if k != "fields"} == {"type": "text", "copy_to": SEMANTIC}
+        # CJK bigrams and European stemming through built-in analyzers only (no plugin)
+        assert {f["analyzer"] for f in props[CONTENT]["fields"].values()} >= {"cjk", "german", "spanish", "french"}
         assert props[SEMANTIC] == {"type": "semantic_text", "inference_id": bodies.INFERENCE.embedding_id}
         assert ("user_id" in props) == ("catalog" not in name), "catalog docs must have no user_id"
 

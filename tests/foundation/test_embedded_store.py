@@ -21,6 +21,8 @@ class OtherModel:
     def embed_batch(self, texts):
         return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
 
+    embed_queries = embed_batch
+
 
 def test_store_is_wal_and_survives_reopen(tmp_path: Path):
     path = tmp_path / "atlas.db"
@@ -59,15 +61,17 @@ def test_embeddings_are_normalised_and_semantic():
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    ("text", "terms", "stems"),
     [
-        ('hub "E42" NEAR(x', '"hub" OR "e42" OR "near" OR "x"'),
-        ("AND OR NOT", '"and" OR "or" OR "not"'),
-        ("*** ::: ;;;", None),
-        ("Café naïve", '"café" OR "naïve"'),
+        ('hub "E42" NEAR(x', '"hub" OR "e42" OR "near" OR "x"', '"hub" OR "e42" OR "near" OR "x"'),
+        ("AND OR NOT", '"and" OR "or" OR "not"', '"and" OR "or" OR "not"'),
+        ("*** ::: ;;;", None, None),
+        ("Café naïve", '"café" OR "naïve"', '"café" OR "naïv"'),
+        ("重置 Hub", '"重置" OR "hub"', '"重" OR "置" OR "hub"'),
     ],
 )
-def test_fts_query_quotes_every_word(text, expected):
+def test_fts_query_quotes_every_term_and_stem(text, terms, stems):
+    expected = f"({{lexical_terms}}: ({terms}) OR {{lexical_stems}}: ({stems}))" if terms else None
     assert fts_query(text) == expected
 
 

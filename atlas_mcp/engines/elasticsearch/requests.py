@@ -28,10 +28,10 @@ from ...domain.model import MemoryType, iso
 from ...domain.scoring import SECONDS_PER_DAY, ScoringPolicy
 from ..base import RecallPlan
 from .layout import ALL_TYPES, IndexLayout
-from .mappings import CONTENT, SEMANTIC
+from .mappings import CONTENT, CONTENT_FIELDS, SEMANTIC
 
 MS_PER_DAY = SECONDS_PER_DAY * 1000.0
-BM25_FIELDS = (CONTENT, "title^2", "name^2")
+BM25_FIELDS = (*CONTENT_FIELDS, "title^2", "name^2")
 USER_TYPES = tuple(k for k in ALL_TYPES if k is not MemoryType.CATALOG)
 
 # Mirrors ``domain.scoring.multipliers``: decay (events on occurred_at, facts on last_used_at

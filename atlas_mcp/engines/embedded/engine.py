@@ -1,7 +1,7 @@
 """The embedded engine: one SQLite file (WAL) + local ONNX embeddings, zero set-up.
 
 Recall runs two branches over the caller's rows (plus the catalog when asked) — FTS5 BM25
-on escaped query words, and exact cosine over cached float16 vectors — from one read
+on the query analysed like the text (``domain.lexical``), and exact cosine over cached float16 vectors — from one read
 snapshot, and fuses them with ``domain.fusion``. A write commits its row and embeds it right
 after (``pending.py``). Several processes may share one data directory: SQLite serialises
 writers, ``busy_timeout`` absorbs contention, and ``owner_versions`` keeps caches fresh.
@@ -9,7 +9,6 @@ writers, ``busy_timeout`` absorbs contention, and ``owner_versions`` keeps cache
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -21,9 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from ...domain.fusion import reciprocal_rank_fusion
+from ...domain.lexical import analyse, detect_language
 from ...domain.model import USER_MEMORY_TYPES, Memory, MemoryType, iso
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
-from ...inference.embedder import Embedder, embed_one
+from ...inference.embedder import Embedder, embed_one, embed_query
 from ..base import Candidate, EngineInfo, RecallPlan, StoreStats
 from . import rows, schema, slots
 from .pending import EmbeddingQueue, PendingWrite
@@ -42,14 +42,16 @@ from .vectors import (
 
 BUSY_TIMEOUT_S = 30.0
 MAX_QUERY_TERMS = 64
-_WORD = re.compile(r"\w+", re.UNICODE)
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
 # dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
 # The unary + keeps the predicate and only disables that index for it.
 _BY_ID_FOR_OWNER = "+user_id"
-# The recall_filter column gets weight 0: it filters, it does not score.
+# A stem match counts less than the word itself ("called" finds "call the plumber" only below
+# whatever says "called"); the recall_filter column gets weight 0: it filters, it does not score.
+TERM_WEIGHT = float(__import__("os").environ.get("X_TW", "1.0"))
+STEM_WEIGHT = float(__import__("os").environ.get("X_SW", "0.5"))
 _BM25_SQL = (
-    "SELECT rowid, bm25(memories_fts, 1.0, 0.0) AS score FROM memories_fts "
+    f"SELECT rowid, bm25(memories_fts, {TERM_WEIGHT}, {STEM_WEIGHT}, 0.0) AS score FROM memories_fts "
     "WHERE memories_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score, rowid LIMIT ?"
 )
 _STORED_COLUMNS = ("rowid", *rows.COLUMNS, "embedding", "embedding_model")
@@ -59,10 +61,20 @@ _INSERT = (
 )
 
 
-def fts_query(text: str) -> str | None:
-    """User text → an FTS5 OR-query of quoted words: no FTS syntax from users ever runs."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:MAX_QUERY_TERMS]
-    return " OR ".join(f'"{w}"' for w in words) or None
+def fts_query(text: str, language: str | None = None) -> str | None:
+    """User text → an FTS5 OR-query of quoted terms (surface words and CJK bigrams) and stems,
+    analysed as the index was (``domain.lexical``): no FTS syntax from users ever runs."""
+    analysis = analyse(text, language)
+    columns = (("lexical_terms", analysis.terms), ("lexical_stems", analysis.stems))
+    groups = [
+        f"{{{column}}}: ({' OR '.join(_quoted(words))})" for column, words in columns if words
+    ]
+    return f"({' OR '.join(groups)})" if groups else None
+
+
+def _quoted(words: Sequence[str]) -> list[str]:
+    unique = list(dict.fromkeys(w.lower() for w in words))[:MAX_QUERY_TERMS]
+    return [f'"{w}"' for w in unique]
 
 
 def filtered_match(words: str, plan: RecallPlan, catalog: bool) -> str | None:
@@ -72,7 +84,7 @@ def filtered_match(words: str, plan: RecallPlan, catalog: bool) -> str | None:
     wanted = held & plan.memory_types
     if not wanted:
         return None
-    clauses = [f"{{search_text}}: ({words})"]
+    clauses = [words]
     if not plan.include_superseded:
         clauses.append(f"{{recall_filter}}: {schema.LIVE_WORD}")
     if wanted != held:
@@ -364,7 +376,7 @@ class EmbeddedEngine:
         The snapshot (one read transaction) means the FTS index, the vector cache and the rows
         loaded at the end agree even while other processes write.
         """
-        query_vector = embed_one(self.embedder, plan.query)
+        query_vector = embed_query(self.embedder, plan.query)
         for owner in self._owners(plan):  # same-turn visibility: this process's writes first
             self._embeddings.wait(owner)
         with self._snapshot() as conn:
@@ -409,7 +421,7 @@ class EmbeddedEngine:
 
     def warm(self, user_id: str) -> None:
         """Pay the first recall's start-up costs now: the model's first run, the vector caches."""
-        embed_one(self.embedder, "warm up")
+        embed_query(self.embedder, "warm up")
         with self._snapshot() as conn:
             for owner in (owner_key(user_id), CATALOG_OWNER):
                 self._vectors.get(conn, owner)
@@ -432,7 +444,7 @@ class EmbeddedEngine:
         whole index would (FTS5 scores rows in rowid order, so its ties broke by rowid).
         The vector cache's filter, which holds the same facts, is checked again as defence.
         """
-        words = fts_query(plan.lexical_text)
+        words = fts_query(plan.lexical_text, detect_language(plan.query))
         if words is None:
             return []
         found: list[tuple[float, int, str]] = []

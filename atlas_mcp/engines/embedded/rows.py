@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from ...domain.model import Memory, MemoryType, Step, iso
+from .schema import lexical_columns
 
 # Columns a Memory round-trips through (everything but rowid and the embedding).
 COLUMNS = (
@@ -15,17 +16,19 @@ COLUMNS = (
     "fact_type", "confidence", "source_episodes", "supersedes", "superseded_by",
     "superseded_at", "last_used_at", "use_count", "name", "steps", "success_count",
     "failure_count", "last_success_at", "title", "category", "tags", "metadata",
+    "lexical_terms", "lexical_stems",
 )  # fmt: skip
-# Columns read back into a Memory, in the order ``from_row`` unpacks them (search_text is
-# derived from the others, so it is written but never read).
-READ_COLUMNS = tuple(c for c in COLUMNS if c != "search_text")
+# Derived from the others, so written but never read back.
+_DERIVED = ("search_text", "lexical_terms", "lexical_stems")
+# Columns read back into a Memory, in the order ``from_row`` unpacks them.
+READ_COLUMNS = tuple(c for c in COLUMNS if c not in _DERIVED)
 SELECT_COLUMNS = ", ".join(READ_COLUMNS)
 _TYPES = {t.value: t for t in MemoryType}
 # Fields update() may change; identity, type, ownership and supersession links are fixed.
 MUTABLE = (
     "text", "search_text", "occurred_at", "fact_type", "confidence", "source_episodes",
     "last_used_at", "use_count", "name", "steps", "success_count", "failure_count",
-    "last_success_at", "title", "category", "tags", "metadata",
+    "last_success_at", "title", "category", "tags", "metadata", "lexical_terms", "lexical_stems",
 )  # fmt: skip
 
 
@@ -55,7 +58,7 @@ def to_row(memory: Memory) -> dict[str, Any]:
         "category": memory.category,
         "tags": json.dumps(list(memory.tags)),
         "metadata": json.dumps(memory.metadata, ensure_ascii=False),
-    }
+    } | lexical_columns(memory.search_text())
 
 
 def _when(value: str | None) -> datetime | None:
