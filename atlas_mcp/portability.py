@@ -16,23 +16,19 @@ from __future__ import annotations
 import json
 import typing
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, fields
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .domain import inputs
-from .domain.model import Memory, MemoryType, Step, iso
+from .domain import codec, inputs
+from .domain.codec import Kind
+from .domain.model import Memory, MemoryType, Step
 from .engines.base import Engine
 from .errors import Conflict, InvalidInput
 
 FORMAT = "atlas-mcp.memory/1"
 PAGE = 500
 MAX_TEXT_CHARS = 1_000_000  # generous: a store may have been written under larger [limits]
-_HINTS = typing.get_type_hints(Memory)
-_TIME_FIELDS = frozenset(n for n, h in _HINTS.items() if datetime in (h, *typing.get_args(h)))
-_TUPLE_FIELDS = frozenset(n for n, h in _HINTS.items() if typing.get_origin(h) is tuple)
-_FIELDS = tuple(f.name for f in fields(Memory))
 _ENVELOPE = ("format", "embedding_model")
 
 Progress = Callable[[int], None]  # called with how many memories were just handled
@@ -55,19 +51,7 @@ class ImportReport:
 
 
 def to_record(memory: Memory, embedding_model: str | None) -> dict[str, Any]:
-    record: dict[str, Any] = {"format": FORMAT, "embedding_model": embedding_model}
-    for name in _FIELDS:
-        value = getattr(memory, name)
-        if name in _TIME_FIELDS:
-            value = iso(value)
-        elif name == "steps":
-            value = [s.to_dict() for s in value]
-        elif name in _TUPLE_FIELDS:
-            value = list(value)
-        elif name == "memory_type":
-            value = value.value
-        record[name] = value
-    return record
+    return {"format": FORMAT, "embedding_model": embedding_model} | codec.encode(memory)
 
 
 def from_record(record: Any) -> Memory:
@@ -76,7 +60,7 @@ def from_record(record: Any) -> Memory:
         raise InvalidInput("each line must be a JSON object")
     if record.get("format") != FORMAT:
         raise InvalidInput(f"format must be {FORMAT!r}; got {record.get('format')!r}")
-    unknown = record.keys() - set(_FIELDS) - set(_ENVELOPE)
+    unknown = record.keys() - set(codec.NAMES) - set(_ENVELOPE)
     if unknown:
         raise InvalidInput(f"unknown fields {sorted(unknown)}")
     kind = inputs.memory_type(record.get("memory_type"), MemoryType)
@@ -89,7 +73,7 @@ def from_record(record: Any) -> Memory:
         "user_id": owner,
         "text": inputs.clean_text(record.get("text"), "text", MAX_TEXT_CHARS),
     }
-    for name in _FIELDS:
+    for name in codec.NAMES:
         if name not in values and record.get(name) is not None:
             values[name] = _field(name, record[name])
     if "created_at" not in values:
@@ -101,9 +85,10 @@ def from_record(record: Any) -> Memory:
 
 
 def _field(name: str, value: Any) -> Any:
-    if name in _TIME_FIELDS:
+    kind = codec.BY_NAME[name].kind
+    if kind is Kind.TIME:
         return inputs.timestamp(value, name)
-    if name == "steps":
+    if kind is Kind.STEPS:
         if not isinstance(value, list) or not all(isinstance(s, dict) for s in value):
             raise InvalidInput("steps must be a list of {order, instruction, tool?} objects")
         try:
@@ -114,19 +99,19 @@ def _field(name: str, value: Any) -> Any:
         if not isinstance(value, list):
             raise InvalidInput(f"{name} must be a list of ids")
         return tuple(inputs.memory_id(v) for v in value)
-    if name in _TUPLE_FIELDS:
+    if kind is Kind.STRINGS:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise InvalidInput(f"{name} must be a list of strings")
         return tuple(value)
     if name == "superseded_by":
         return inputs.memory_id(value)
-    if name == "metadata":
+    if kind is Kind.MAPPING:
         if not isinstance(value, dict):
             raise InvalidInput("metadata must be a JSON object")
         return json.loads(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace").decode("utf-8"))
     if name == "confidence":
         return inputs.confidence(value)
-    expected = _HINTS[name]
+    expected = codec.HINTS[name]
     allowed = tuple(t for t in (*typing.get_args(expected), expected) if isinstance(t, type))
     if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
         raise InvalidInput(f"{name} has the wrong type ({type(value).__name__})")

@@ -41,7 +41,7 @@ class Explanation:
     dense_similarity: float | None
     relevance: float
     reranker: str
-    factors: Multipliers
+    multipliers: Multipliers
     score: float
 
 
@@ -93,6 +93,7 @@ class MemoryService:
         source_episodes: Iterable[str] = (),
     ) -> WriteResult:
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
+        inputs.applicable(kind, {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps})
         memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
@@ -226,7 +227,7 @@ class MemoryService:
             dense_similarity=candidate.dense_similarity,
             relevance=relevance,
             reranker=reranker,
-            factors=factors,
+            multipliers=factors,
             score=score,
         )
         return Hit(candidate.memory, score, why)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .domain.model import Memory, MemoryType, iso
+from .domain import codec
+from .domain.model import Memory, iso
 
 if TYPE_CHECKING:
     from .service import Explanation
@@ -17,43 +18,11 @@ SCORE_DIGITS = 6  # the precision every score is shown with
 
 
 def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
-    view: dict[str, Any] = {"id": memory.id, "memory_type": memory.memory_type.value, "text": memory.text}
-    if score is not None:
-        view["score"] = round(score, SCORE_DIGITS)
-    view |= _type_fields(memory)
-    if memory.metadata:
-        view["metadata"] = memory.metadata
-    return view
-
-
-def _type_fields(memory: Memory) -> dict[str, Any]:
-    kind = memory.memory_type
-    if kind is MemoryType.EPISODIC:
-        return {"occurred_at": iso(memory.occurred_at), "created_at": iso(memory.created_at)}
-    out: dict[str, Any] = {"created_at": iso(memory.created_at)}
-    if kind is MemoryType.CATALOG:
-        return out | _present(title=memory.title, category=memory.category, tags=list(memory.tags))
-    out |= {"use_count": memory.use_count, "last_used_at": iso(memory.last_used_at)}
-    out |= _present(
-        confidence=memory.confidence,
-        supersedes=list(memory.supersedes),
-        superseded_by=memory.superseded_by,
-        superseded_at=iso(memory.superseded_at),
-        source_episodes=list(memory.source_episodes),
-    )
-    if kind is MemoryType.SEMANTIC:
-        return out | _present(fact_type=memory.fact_type)
-    return out | {
-        "name": memory.name,
-        "trigger_text": memory.trigger_text,
-        "steps": [s.to_dict() for s in memory.steps],
-        "success_count": memory.success_count,
-        "failure_count": memory.failure_count,
-    } | _present(last_success_at=iso(memory.last_success_at))
-
-
-def _present(**fields: Any) -> dict[str, Any]:
-    return {k: v for k, v in fields.items() if v not in (None, [], ())}
+    view = codec.view(memory)
+    if score is None:
+        return view
+    head = {name: view.pop(name) for name in ("id", "memory_type", "text")}
+    return head | {"score": round(score, SCORE_DIGITS)} | view
 
 
 def recalled_view(memory: Memory, score: float, why: Explanation | None = None) -> dict[str, Any]:
@@ -64,7 +33,7 @@ def recalled_view(memory: Memory, score: float, why: Explanation | None = None) 
 
 def explanation_view(why: Explanation) -> dict[str, Any]:
     """The breakdown of one recall score: final = relevance × decay × use × prior × track."""
-    factors = why.factors
+    applied = why.multipliers
     return {
         "bm25_rank": why.bm25_rank,
         "dense_rank": why.dense_rank,
@@ -73,11 +42,11 @@ def explanation_view(why: Explanation) -> dict[str, Any]:
         "relevance": _rounded(why.relevance),
         "reranker": why.reranker,
         "multipliers": {
-            "decay": _rounded(factors.decay),
-            "decay_reference": iso(factors.decay_reference),
-            "use_boost": _rounded(factors.use_boost),
-            "catalog_prior": _rounded(factors.catalog_prior),
-            "track_record": _rounded(factors.track_record),
+            "decay": _rounded(applied.decay),
+            "decay_reference": iso(applied.decay_reference),
+            "use_boost": _rounded(applied.use_boost),
+            "catalog_prior": _rounded(applied.catalog_prior),
+            "track_record": _rounded(applied.track_record),
         },
         "score": _rounded(why.score),
     }

@@ -54,7 +54,7 @@ def _result_rows(hits: list[Hit]):
 
 def _explain_rows(hits: list[Hit]):
     for rank, hit in enumerate(hits, start=1):
-        why, factors = hit.explanation, hit.explanation.factors
+        why, factors = hit.explanation, hit.explanation.multipliers
         yield (
             rank, why.bm25_rank, why.dense_rank, why.rrf_score, why.relevance, why.reranker,
             factors.decay, when(factors.decay_reference), factors.use_boost, factors.catalog_prior,

@@ -63,6 +63,28 @@ def memory_type(value: Any, allowed: Iterable[MemoryType]) -> MemoryType:
     return kind
 
 
+# Which optional write arguments mean something for which memory type. Any other pairing is
+# refused rather than dropped, so a value the caller meant to keep never vanishes without a word.
+APPLIES_TO: dict[str, frozenset[MemoryType]] = {
+    "occurred_at": frozenset({MemoryType.EPISODIC}),
+    "fact_type": frozenset({MemoryType.SEMANTIC}),
+    "confidence": frozenset({MemoryType.SEMANTIC, MemoryType.PROCEDURAL}),
+    "steps": frozenset({MemoryType.PROCEDURAL}),
+}
+
+
+def applicable(kind: MemoryType, given: Mapping[str, Any]) -> None:
+    """Refuse write arguments (given = not None) that do not apply to ``kind``."""
+    wrong = [name for name, value in given.items() if value is not None and kind not in APPLIES_TO[name]]
+    if not wrong:
+        return
+    where = "; ".join(f"{name} is for {' and '.join(sorted(APPLIES_TO[name]))} memories" for name in wrong)
+    raise InvalidInput(
+        f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to {kind.value} memories ({where}): "
+        "leave it out, or choose the memory_type it belongs to. Nothing was written."
+    )
+
+
 def timestamp(value: datetime | str | None, what: str) -> datetime | None:
     """ISO-8601 → aware UTC datetime; a naive value is taken as UTC."""
     if value is None:
@@ -96,11 +118,11 @@ def fact_type(value: Any) -> str:
 
 
 def steps(value: Any, limits: Limits) -> tuple[Step, ...]:
-    """Playbook steps as plain strings or ``{order?, instruction, tool?}`` objects."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
+    """A playbook's steps (at least one) as plain strings or ``{order?, instruction, tool?}`` objects."""
+    if value is not None and not isinstance(value, list):
         raise InvalidInput("steps must be a list of strings or {instruction, tool?} objects")
+    if not value:
+        raise InvalidInput("a playbook needs its steps: pass steps as a list of instructions, in order")
     if len(value) > limits.max_steps:
         raise InvalidInput(f"a playbook has at most {limits.max_steps} steps")
     out = []

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult
+from pydantic import ValidationError
 
 from .. import __version__
 from ..service import MemoryService
+from .arguments import invalid_arguments, unknown_arguments
 from .tools import register_tools
 
 INSTRUCTIONS = """\
@@ -27,8 +33,32 @@ atlas-mcp is this user's long-term memory. Rules:
 """
 
 
+class StrictToolServer(MCPServer):
+    """An MCPServer whose tools refuse argument names they do not take, and say what is wrong
+    with a bad value in the project's words rather than the validator's."""
+
+    _arguments: dict[str, tuple[str, ...]] | None = None
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | Any:
+        if self._arguments is None:  # tools are all registered by the time the first call comes
+            self._arguments = {t.name: tuple(t.input_schema.get("properties", {})) for t in await self.list_tools()}
+        known = self._arguments.get(name)
+        if known is not None and (problem := unknown_arguments(name, arguments, known)):
+            raise ToolError(problem)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(invalid_arguments(name, exc.__cause__)) from exc.__cause__
+            raise
+
+
 def build_server(service: MemoryService, stdio_user: str) -> MCPServer:
-    server = MCPServer(
+    server = StrictToolServer(
         name="atlas-mcp",
         title="atlas-mcp long-term memory",
         version=__version__,

@@ -15,8 +15,10 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ..domain import codec
+from ..domain.codec import Kind
 from ..errors import AtlasError
 from ..service import MemoryService
 from ..views import recalled_view
@@ -28,6 +30,8 @@ T = TypeVar("T")
 
 
 class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt key must not vanish
+
     order: int | None = None
     instruction: str
     tool: str | None = None
@@ -54,39 +58,38 @@ class ExplainOut(BaseModel):
     score: float
 
 
-class MemoryOut(BaseModel):
-    """One recalled memory; fields that do not apply to its type are omitted."""
+_JSON_TYPES: dict[Kind, Any] = {
+    Kind.TYPE: MemoryTypeName,
+    Kind.TIME: str,
+    Kind.STRINGS: list[str],
+    Kind.STEPS: list[Step],
+    Kind.MAPPING: dict[str, Any],
+}
 
-    model_config = ConfigDict(extra="allow")
 
-    id: str
-    memory_type: MemoryTypeName
-    text: str
-    score: float
-    occurred_at: str | None = None
-    created_at: str | None = None
-    confidence: float | None = None
-    fact_type: str | None = None
-    use_count: int | None = None
-    last_used_at: str | None = None
-    supersedes: list[str] | None = None
-    superseded_by: str | None = None
-    superseded_at: str | None = None
-    source_episodes: list[str] | None = None
-    name: str | None = None
-    trigger_text: str | None = None
-    steps: list[Step] | None = None
-    success_count: int | None = None
-    failure_count: int | None = None
-    title: str | None = None
-    category: str | None = None
-    tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    explain: ExplainOut | None = None
+def _view_field(field: codec.Field) -> tuple[Any, Any]:
+    """A view field as a result-model field: required when every view has it, else optional."""
+    json_type = _JSON_TYPES.get(field.kind) or codec.HINTS.get(field.name, str | None)
+    if field.always and field.shown == codec.EVERY_TYPE:
+        return json_type, ...
+    return json_type | None, None
+
+
+# One recalled memory, derived from the codec's view fields so the result schema and the
+# view cannot drift; fields that do not apply to a memory's type are omitted.
+MemoryOut: type[BaseModel] = create_model(
+    "MemoryOut",
+    __config__=ConfigDict(extra="forbid"),
+    __doc__="One recalled memory; fields that do not apply to its type are omitted.",
+    **{n: _view_field((codec.BY_NAME | codec.VIEW_ONLY)[n]) for n in codec.VIEW_ORDER[:3]},
+    score=(float, ...),
+    **{n: _view_field((codec.BY_NAME | codec.VIEW_ONLY)[n]) for n in codec.VIEW_ORDER[3:]},
+    explain=(ExplainOut | None, None),
+)
 
 
 class RecallOut(BaseModel):
-    memories: list[MemoryOut]
+    memories: list[MemoryOut]  # type: ignore[valid-type]
 
 
 class WriteOut(BaseModel):
@@ -100,7 +103,10 @@ class ForgetOut(BaseModel):
     id: str
 
 
-def _result(payload: dict[str, Any]) -> CallToolResult:
+def _result(result: BaseModel) -> CallToolResult:
+    """The result as structured content (checked against its model, so the payload always
+    matches the advertised schema) and as text for clients that read only text."""
+    payload = result.model_dump(mode="json", exclude_unset=True)
     text = json.dumps(payload, ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
 
@@ -154,7 +160,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             )
         )
         views = [recalled_view(h.memory, h.score, h.explanation if explain else None) for h in hits]
-        return _result({"memories": views})
+        return _result(RecallOut.model_validate({"memories": views}))
 
     @server.tool(
         annotations=ToolAnnotations(
@@ -210,9 +216,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
                 metadata=metadata,
             )
         )
-        return _result(
-            {"id": result.id, "memory_type": result.memory_type.value, "superseded": list(result.superseded)}
-        )
+        return _result(WriteOut(id=result.id, memory_type=result.memory_type.value, superseded=list(result.superseded)))
 
     @server.tool(
         annotations=ToolAnnotations(
@@ -230,4 +234,4 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         """
         user = principal(ctx, stdio_user)
         deleted = await _call(partial(service.forget, user, memory_id))
-        return _result({"deleted": True, "id": deleted})
+        return _result(ForgetOut(deleted=True, id=deleted))

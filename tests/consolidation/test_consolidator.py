@@ -209,7 +209,7 @@ async def test_recall_ranks_playbooks_by_their_track_record(service, fake_llm, o
     await Consolidator(service, openai_settings, open_provider(openai_settings)).run("sarah")
     hits = service.recall("sarah", "my smart lights went offline", 2, memory_types=["procedural"])
     assert [h.memory.id for h in hits] == [good, bad]
-    assert hits[0].explanation.factors.track_record > 1.0 > hits[1].explanation.factors.track_record
+    assert hits[0].explanation.multipliers.track_record > 1.0 > hits[1].explanation.multipliers.track_record
 
 
 async def test_a_new_playbook_is_written_once(persona, fake_llm, openai_settings):

@@ -162,7 +162,7 @@ def test_recall_explains_that_the_engine_reranked(service):
     service.write("u1", "The hub runs firmware 2.1")
     (hit,) = service.recall("u1", "hub firmware")
     assert hit.explanation.reranker == "engine" and 0.0 <= hit.explanation.relevance <= 1.0
-    assert hit.score == pytest.approx(hit.explanation.relevance * hit.explanation.factors.product)
+    assert hit.score == pytest.approx(hit.explanation.relevance * hit.explanation.multipliers.product)
 
 
 async def test_a_cluster_failure_is_a_tool_error_not_a_crash(service, fake_es):

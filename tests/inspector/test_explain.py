@@ -36,9 +36,9 @@ def test_an_event_exactly_offset_plus_scale_old_decays_to_one_half(fixed_service
     when = NOW - timedelta(days=180 + 1825)
     old = fixed_service.write("sarah", "Sarah flashed the hub firmware to 2.1", "episodic", occurred_at=when)
     why = _only_hit(fixed_service, "hub firmware", old.id).explanation
-    assert why.factors.decay == pytest.approx(0.5)
-    assert why.factors.decay_reference == when
-    assert (why.factors.use_boost, why.factors.catalog_prior, why.factors.track_record) == (1.0, 1.0, 1.0)
+    assert why.multipliers.decay == pytest.approx(0.5)
+    assert why.multipliers.decay_reference == when
+    assert (why.multipliers.use_boost, why.multipliers.catalog_prior, why.multipliers.track_record) == (1.0, 1.0, 1.0)
     assert why.score == pytest.approx(why.relevance * 0.5)
 
 
@@ -46,7 +46,7 @@ def test_an_event_inside_the_offset_does_not_decay(fixed_service):
     recent = fixed_service.write(
         "sarah", "Sarah flashed the hub firmware to 3.0", "episodic", occurred_at=NOW - timedelta(days=90)
     )
-    assert _only_hit(fixed_service, "hub firmware", recent.id).explanation.factors.decay == 1.0
+    assert _only_hit(fixed_service, "hub firmware", recent.id).explanation.multipliers.decay == 1.0
 
 
 def test_a_fact_used_nine_times_gets_a_use_boost_of_one_point_two(fixed_service, engine):
@@ -55,9 +55,9 @@ def test_a_fact_used_nine_times_gets_a_use_boost_of_one_point_two(fixed_service,
     stored = fixed_service.get("sarah", fact.id)
     engine.update("sarah", stored.evolve(use_count=9, last_used_at=last_used))
     why = _only_hit(fixed_service, "hub firmware", fact.id).explanation
-    assert why.factors.use_boost == pytest.approx(1.2)  # 1 + 0.2·log10(10)
-    assert why.factors.decay_reference == last_used  # facts age from their last use
-    assert why.factors.decay == 1.0
+    assert why.multipliers.use_boost == pytest.approx(1.2)  # 1 + 0.2·log10(10)
+    assert why.multipliers.decay_reference == last_used  # facts age from their last use
+    assert why.multipliers.decay == 1.0
     assert why.score == pytest.approx(why.relevance * 1.2)
 
 
@@ -69,8 +69,8 @@ def test_a_playbook_with_three_wins_and_one_loss_scores_its_smoothed_rate(fixed_
     engine.update("sarah", fixed_service.get("sarah", playbook.id).evolve(success_count=3, failure_count=1))
     why = _only_hit(fixed_service, "hub wifi", playbook.id).explanation
     # rate = (3 + 1) / (3 + 1 + 2) = 2/3 → 1 + 0.25·(4/3 − 1) = 1 + 1/12
-    assert why.factors.track_record == pytest.approx(1 + 1 / 12)
-    assert why.factors.decay == 1.0 and why.factors.decay_reference is None  # playbooks do not age
+    assert why.multipliers.track_record == pytest.approx(1 + 1 / 12)
+    assert why.multipliers.decay == 1.0 and why.multipliers.decay_reference is None  # playbooks do not age
     assert why.score == pytest.approx(why.relevance * (1 + 1 / 12))
 
 
@@ -78,7 +78,7 @@ def test_a_catalog_entry_carries_the_catalog_prior(fixed_service):
     entry = {"id": "hub-manual", "title": "Hub manual", "text": "Resetting the hub firmware"}
     fixed_service.load_catalog([entry])
     why = _only_hit(fixed_service, "hub firmware", "hub-manual").explanation
-    assert why.factors.catalog_prior == pytest.approx(0.85)
+    assert why.multipliers.catalog_prior == pytest.approx(0.85)
     assert why.score == pytest.approx(why.relevance * 0.85)
 
 

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from foundation.mcp_helpers import call
+from foundation.mcp_helpers import call, call_error
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -113,6 +113,8 @@ async def test_a_built_wheel_runs_the_claude_desktop_way_offline(tmp_path: Path)
         written = await call(client, "write_memory", text="Sarah's smart hub runs firmware 3.0")
         found = await call(client, "recall_memory", query="what firmware is my hub on?")
         assert [m["id"] for m in found["memories"]] == [written["id"]]
+        refused = await call_error(client, "write_memory", text="x", memorytype="episodic")
+        assert "did you mean 'memory_type'?" in refused
         assert (await call(client, "forget_memory", memory_id=written["id"]))["deleted"] is True
 
     store = Path(offline["HOME"]) / ".local" / "share" / "atlas-mcp" / "atlas.db"

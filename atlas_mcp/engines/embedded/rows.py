@@ -1,108 +1,40 @@
-"""Mapping between ``Memory`` objects and ``memories`` rows."""
+"""``memories`` rows: the domain codec (``domain.codec``) with list and object fields as JSON text."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...domain.model import Memory, MemoryType, Step, iso
+from ...domain import codec
+from ...domain.model import Memory
 from .schema import lexical_columns
 
-# Columns a Memory round-trips through (everything but rowid and the embedding).
-COLUMNS = (
-    "id", "user_id", "memory_type", "text", "search_text", "created_at", "occurred_at",
-    "fact_type", "confidence", "source_episodes", "supersedes", "superseded_by",
-    "superseded_at", "last_used_at", "use_count", "name", "steps", "success_count",
-    "failure_count", "last_success_at", "title", "category", "tags", "metadata",
-    "lexical_terms", "lexical_stems",
-)  # fmt: skip
-# Derived from the others, so written but never read back.
+_JSON_KINDS = (codec.Kind.STRINGS, codec.Kind.STEPS, codec.Kind.MAPPING)
+_JSON_COLUMNS = frozenset(f.name for f in codec.FIELDS if f.kind in _JSON_KINDS)
+# Columns a Memory round-trips through (everything but rowid and the embedding); search_text
+# and its analysed forms (what FTS5 indexes) are derived from the others, so written but never read.
 _DERIVED = ("search_text", "lexical_terms", "lexical_stems")
-# Columns read back into a Memory, in the order ``from_row`` unpacks them.
-READ_COLUMNS = tuple(c for c in COLUMNS if c not in _DERIVED)
+COLUMNS = (*codec.NAMES, *_DERIVED)
+READ_COLUMNS = codec.NAMES
 SELECT_COLUMNS = ", ".join(READ_COLUMNS)
-_TYPES = {t.value: t for t in MemoryType}
-# Fields update() may change; identity, type, ownership and supersession links are fixed.
-MUTABLE = (
-    "text", "search_text", "occurred_at", "fact_type", "confidence", "source_episodes",
-    "last_used_at", "use_count", "name", "steps", "success_count", "failure_count",
-    "last_success_at", "title", "category", "tags", "metadata", "lexical_terms", "lexical_stems",
-)  # fmt: skip
+MUTABLE = (*_DERIVED, *codec.MUTABLE)  # the columns update() may change
 
 
 def to_row(memory: Memory) -> dict[str, Any]:
-    return {
-        "id": memory.id,
-        "user_id": memory.user_id,
-        "memory_type": memory.memory_type.value,
-        "text": memory.text,
-        "search_text": memory.search_text(),
-        "created_at": iso(memory.created_at),
-        "occurred_at": iso(memory.occurred_at),
-        "fact_type": memory.fact_type,
-        "confidence": memory.confidence,
-        "source_episodes": json.dumps(list(memory.source_episodes)),
-        "supersedes": json.dumps(list(memory.supersedes)),
-        "superseded_by": memory.superseded_by,
-        "superseded_at": iso(memory.superseded_at),
-        "last_used_at": iso(memory.last_used_at),
-        "use_count": memory.use_count,
-        "name": memory.name,
-        "steps": json.dumps([s.to_dict() for s in memory.steps]),
-        "success_count": memory.success_count,
-        "failure_count": memory.failure_count,
-        "last_success_at": iso(memory.last_success_at),
-        "title": memory.title,
-        "category": memory.category,
-        "tags": json.dumps(list(memory.tags)),
-        "metadata": json.dumps(memory.metadata, ensure_ascii=False),
-    } | lexical_columns(memory.search_text())
+    search_text = memory.search_text()
+    values = codec.encode(memory) | {"search_text": search_text} | lexical_columns(search_text)
+    return {c: _json(values[c]) if c in _JSON_COLUMNS else values[c] for c in COLUMNS}
 
 
-def _when(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
-def _strings(value: str) -> tuple[str, ...]:
-    return () if value == "[]" else tuple(json.loads(value))
+def _parse(text: str) -> Any:
+    """Most rows hold empty lists and objects: skip ``json.loads`` for those."""
+    return [] if text == "[]" else {} if text == "{}" else json.loads(text)
 
 
-def from_row(row: Sequence[Any]) -> Memory:
-    """A row of ``SELECT_COLUMNS`` as a Memory.
-
-    Recall maps ~200 rows per call, so this unpacks by position and skips ``json.loads``
-    for the empty lists and objects most rows hold (14 -> 3.5 us a row).
-    """
-    (
-        memory_id, user_id, memory_type, text, created_at, occurred_at, fact_type, confidence,
-        source_episodes, supersedes, superseded_by, superseded_at, last_used_at, use_count,
-        name, steps, success_count, failure_count, last_success_at, title, category, tags,
-        metadata,
-    ) = row  # fmt: skip
-    return Memory(
-        id=memory_id,
-        memory_type=_TYPES[memory_type],
-        user_id=user_id,
-        text=text,
-        created_at=datetime.fromisoformat(created_at),
-        occurred_at=_when(occurred_at),
-        fact_type=fact_type,
-        confidence=confidence,
-        source_episodes=_strings(source_episodes),
-        supersedes=_strings(supersedes),
-        superseded_by=superseded_by,
-        superseded_at=_when(superseded_at),
-        last_used_at=_when(last_used_at),
-        use_count=use_count,
-        name=name,
-        steps=() if steps == "[]" else tuple(Step(**s) for s in json.loads(steps)),
-        success_count=success_count,
-        failure_count=failure_count,
-        last_success_at=_when(last_success_at),
-        title=title,
-        category=category,
-        tags=_strings(tags),
-        metadata={} if metadata == "{}" else json.loads(metadata),
-    )
+# A row of ``SELECT_COLUMNS`` as a Memory.
+from_row: Callable[[Sequence[Any]], Memory] = codec.decoder(dict.fromkeys(_JSON_COLUMNS, _parse))

@@ -1,0 +1,196 @@
+"""The one codec for a memory: every outside form of a ``Memory`` is derived from ``FIELDS``.
+
+A field is declared once, with how its value becomes JSON (``Kind``), which memories store it,
+which memory types show it in a view and whether an engine's ``update`` may change it. The
+SQLite row (``engines.embedded.rows``), the Elasticsearch document
+(``engines.elasticsearch.documents``), the export line (``portability``), the tool/CLI/inspector
+view (``views``) and the MCP result model (``mcp.tools``) are all built from this table, so a
+field added here reaches every representation at once.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import MISSING, dataclass
+from dataclasses import fields as dataclass_fields
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from .model import Memory, MemoryType, Step, iso
+
+E, S, P, C = MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL, MemoryType.CATALOG
+EVERY_TYPE = frozenset(MemoryType)
+TRACKED = frozenset({S, P})  # the types with usage statistics and supersession
+
+
+class Kind(Enum):
+    """How a field's value is written as JSON."""
+
+    PLAIN = "plain"  # str, int, float or None as they are
+    TYPE = "type"  # MemoryType <-> its value
+    TIME = "time"  # datetime <-> ISO-8601 UTC
+    STRINGS = "strings"  # tuple[str, ...] <-> list
+    STEPS = "steps"  # tuple[Step, ...] <-> list of {order, instruction, tool?}
+    MAPPING = "mapping"  # dict <-> object
+
+
+class Scope(Enum):
+    """Which memories store a field (the Elasticsearch indices map exactly these)."""
+
+    ALL = "all"
+    OWNED = "owned"  # every user type, not the catalog
+    CATALOG = "catalog"
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    kind: Kind = Kind.PLAIN
+    scope: Scope = Scope.OWNED
+    shown: frozenset[MemoryType] = TRACKED  # the memory types whose view shows it
+    always: bool = False  # shown even when empty (else only when it holds something)
+    mutable: bool = True  # an engine's update may change it (identity, type, owner, links may not)
+
+
+# In ``Memory``'s field order (a test checks the two agree).
+FIELDS: tuple[Field, ...] = (
+    Field("id", scope=Scope.ALL, shown=EVERY_TYPE, always=True, mutable=False),
+    Field("memory_type", Kind.TYPE, Scope.ALL, EVERY_TYPE, always=True, mutable=False),
+    Field("user_id", shown=frozenset(), mutable=False),  # catalog entries have no owner
+    Field("text", scope=Scope.ALL, shown=EVERY_TYPE, always=True),
+    Field("created_at", Kind.TIME, Scope.ALL, EVERY_TYPE, always=True, mutable=False),
+    Field("occurred_at", Kind.TIME, shown=frozenset({E}), always=True),
+    Field("fact_type", shown=frozenset({S})),
+    Field("confidence"),
+    Field("source_episodes", Kind.STRINGS),
+    Field("supersedes", Kind.STRINGS, mutable=False),
+    Field("superseded_by", mutable=False),
+    Field("superseded_at", Kind.TIME, mutable=False),
+    Field("last_used_at", Kind.TIME, always=True),
+    Field("use_count", always=True),
+    Field("name", shown=frozenset({P}), always=True),
+    Field("steps", Kind.STEPS, shown=frozenset({P}), always=True),
+    Field("success_count", shown=frozenset({P}), always=True),
+    Field("failure_count", shown=frozenset({P}), always=True),
+    Field("last_success_at", Kind.TIME, shown=frozenset({P})),
+    Field("title", scope=Scope.CATALOG, shown=frozenset({C})),
+    Field("category", scope=Scope.CATALOG, shown=frozenset({C})),
+    Field("tags", Kind.STRINGS, Scope.CATALOG, frozenset({C})),
+    Field("metadata", Kind.MAPPING, Scope.ALL, EVERY_TYPE),
+)
+BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
+NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+MUTABLE: tuple[str, ...] = tuple(f.name for f in FIELDS if f.mutable)
+HINTS: dict[str, Any] = typing.get_type_hints(Memory)
+# The order a view lists fields in: identity first, then when, then what, metadata last.
+# ``trigger_text`` is derived (a playbook's trigger is its text) and shown for playbooks only.
+VIEW_ORDER: tuple[str, ...] = (
+    "id", "memory_type", "text", "occurred_at", "created_at", "title", "category", "tags",
+    "use_count", "last_used_at", "confidence", "supersedes", "superseded_by", "superseded_at",
+    "source_episodes", "fact_type", "name", "trigger_text", "steps", "success_count",
+    "failure_count", "last_success_at", "metadata",
+)  # fmt: skip
+VIEW_ONLY = {"trigger_text": Field("trigger_text", shown=frozenset({P}), always=True, mutable=False)}
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _steps(value: Iterable[Mapping[str, Any]]) -> tuple[Step, ...]:
+    return tuple(Step(**s) for s in value)
+
+
+ENCODERS: dict[Kind, Callable[[Any], Any]] = {
+    Kind.PLAIN: lambda v: v,
+    Kind.TYPE: lambda v: v.value,
+    Kind.TIME: iso,
+    Kind.STRINGS: list,
+    Kind.STEPS: lambda v: [s.to_dict() for s in v],
+    Kind.MAPPING: lambda v: v,
+}
+DECODERS: dict[Kind, Callable[[Any], Any]] = {
+    Kind.PLAIN: lambda v: v,
+    Kind.TYPE: {t.value: t for t in MemoryType}.__getitem__,  # faster than MemoryType(v)
+    Kind.TIME: _time,
+    Kind.STRINGS: tuple,
+    Kind.STEPS: _steps,
+    Kind.MAPPING: dict,
+}
+
+
+def encode(memory: Memory, names: Iterable[str] = NAMES) -> dict[str, Any]:
+    """The JSON-ready value of each named field, in that order."""
+    return {n: ENCODERS[BY_NAME[n].kind](getattr(memory, n)) for n in names}
+
+
+def decode(values: Mapping[str, Any]) -> Memory:
+    """A Memory from JSON-ready values a store wrote (trusted); a missing or null field takes
+    its default. Untrusted input goes through ``portability.from_record`` instead."""
+    return Memory(**{n: _DECODE_FIELD[n](values.get(n)) for n in NAMES})
+
+
+def decoder(parse: Mapping[str, Callable[[Any], Any]]) -> Callable[[Sequence[Any]], Memory]:
+    """A fast decoder for rows holding every field in ``NAMES`` order, none of them null
+    unless its default is None (recall maps ~200 rows a call). ``parse`` turns a field's
+    stored form (e.g. JSON text) into its JSON-ready value."""
+    converted = tuple(
+        (i, _parsed(parse[n], DECODERS[BY_NAME[n].kind]) if n in parse else _DECODE_FIELD[n])
+        for i, n in enumerate(NAMES)
+        if n in parse or BY_NAME[n].kind is not Kind.PLAIN
+    )
+
+    def from_values(row: Sequence[Any]) -> Memory:
+        values = list(row)
+        for i, decode_value in converted:
+            values[i] = decode_value(values[i])
+        return Memory(*values)
+
+    return from_values
+
+
+def _parsed(parse: Callable[[Any], Any], decode_value: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda v: decode_value(parse(v))
+
+
+def _field_decoder(name: str) -> Callable[[Any], Any]:
+    """Decode one field's JSON-ready value; None (absent) becomes the field's default."""
+    spec, decode_value = _DATACLASS_FIELDS[name], DECODERS[BY_NAME[name].kind]
+    if spec.default_factory is not MISSING:
+        make = spec.default_factory
+        return lambda v: make() if v is None else decode_value(v)
+    default = None if spec.default is MISSING else spec.default
+    if default is None and decode_value is _time:
+        return _time  # already maps None to None
+    return lambda v: default if v is None else decode_value(v)
+
+
+_DATACLASS_FIELDS = {f.name: f for f in dataclass_fields(Memory)}
+_DECODE_FIELD = {n: _field_decoder(n) for n in NAMES}
+
+
+def stored_names(memory_type: MemoryType) -> tuple[str, ...]:
+    """The fields a memory of this type stores (outside its id)."""
+    scopes = {Scope.ALL, Scope.CATALOG if memory_type is C else Scope.OWNED}
+    return tuple(f.name for f in FIELDS if f.scope in scopes and f.name != "id")
+
+
+def view_fields(memory_type: MemoryType) -> tuple[Field, ...]:
+    """The fields a view of this type shows, in view order."""
+    spec = BY_NAME | VIEW_ONLY
+    return tuple(spec[n] for n in VIEW_ORDER if memory_type in spec[n].shown)
+
+
+_VIEW_FIELDS = {t: view_fields(t) for t in MemoryType}
+
+
+def view(memory: Memory) -> dict[str, Any]:
+    """The fields that apply to the memory's type, JSON-ready; optional ones only when set."""
+    out: dict[str, Any] = {}
+    for f in _VIEW_FIELDS[memory.memory_type]:
+        value = ENCODERS[f.kind](getattr(memory, f.name))
+        if f.always or value not in (None, [], {}):
+            out[f.name] = value
+    return out

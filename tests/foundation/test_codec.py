@@ -1,0 +1,87 @@
+"""The one memory codec: every representation round-trips and agrees with the result schema."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from atlas_mcp.domain import codec
+from atlas_mcp.domain.model import Memory, MemoryType, Step
+from atlas_mcp.domain.scoring import Multipliers
+from atlas_mcp.engines.elasticsearch import documents
+from atlas_mcp.engines.elasticsearch.mappings import mapping
+from atlas_mcp.engines.embedded import rows
+from atlas_mcp.mcp.tools import MemoryOut, RecallOut
+from atlas_mcp.portability import from_record, to_record
+from atlas_mcp.service import Explanation
+from atlas_mcp.views import memory_view, recalled_view
+
+T0 = datetime(2026, 5, 8, 13, 56, 1, 123456, tzinfo=UTC)
+
+
+def _full(kind: MemoryType) -> Memory:
+    """A memory with every field its type stores set to something non-default."""
+    base = Memory(
+        id=f"{kind.value}-1",
+        memory_type=kind,
+        user_id=None if kind is MemoryType.CATALOG else "alice",
+        text="Lives in Lyon — près du Rhône",
+        created_at=T0,
+        metadata={"source": "chat", "nested": {"n": 1}},
+    )
+    if kind is MemoryType.CATALOG:
+        return base.evolve(title="Hub 2.5", category="firmware", tags=("matter", "zigbee"))
+    return base.evolve(
+        occurred_at=T0 - timedelta(days=1) if kind is MemoryType.EPISODIC else None,
+        fact_type="identity",
+        confidence=0.8,
+        source_episodes=("e1", "e2"),
+        supersedes=("old-1",),
+        superseded_by="new-1",
+        superseded_at=T0 + timedelta(hours=1),
+        last_used_at=T0 + timedelta(days=2),
+        use_count=4,
+        name="Reset the hub" if kind is MemoryType.PROCEDURAL else None,
+        steps=(Step(1, "unplug"), Step(2, "hold reset", "timer")) if kind is MemoryType.PROCEDURAL else (),
+        success_count=3,
+        failure_count=1,
+        last_success_at=T0 + timedelta(days=3),
+    )
+
+
+def test_the_codec_declares_every_memory_field_in_order():
+    assert codec.NAMES == tuple(f.name for f in fields(Memory))
+
+
+@pytest.mark.parametrize("kind", list(MemoryType))
+def test_a_row_an_export_line_and_a_document_round_trip(kind):
+    memory = _full(kind)
+    row = rows.to_row(memory)
+    assert rows.from_row([row[c] for c in rows.READ_COLUMNS]) == memory
+    assert from_record(to_record(memory, "model-a")) == memory
+    stored = documents.to_source(memory)
+    assert documents.from_source(memory.id, stored) == memory
+
+
+@pytest.mark.parametrize("kind", list(MemoryType))
+def test_a_document_holds_only_fields_its_index_maps(kind):
+    mapped = mapping(kind, "inference").get("properties", {})
+    assert documents.to_source(_full(kind)).keys() <= mapped.keys()
+    assert set(codec.stored_names(kind)) <= mapped.keys()
+
+
+@pytest.mark.parametrize("kind", list(MemoryType))
+def test_every_view_matches_the_declared_result_schema(kind):
+    why = Explanation(1, 2, 0.03, 0.7, 0.9, "context", Multipliers(0.5, T0, 1.2, 1.0, 1.1), 0.6)
+    view = recalled_view(_full(kind), 0.6, why)
+    parsed = RecallOut.model_validate({"memories": [view]})
+    assert parsed.model_dump(mode="json", exclude_unset=True) == {"memories": [view]}
+    assert set(memory_view(_full(kind))) <= set(MemoryOut.model_fields)
+
+
+def test_a_playbook_view_shows_its_last_success():
+    view = memory_view(_full(MemoryType.PROCEDURAL))
+    assert view["last_success_at"] == (T0 + timedelta(days=3)).isoformat()
+    assert "last_success_at" in MemoryOut.model_fields
