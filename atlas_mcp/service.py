@@ -7,7 +7,7 @@ usage statistics. Engines only store and fetch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -284,8 +284,8 @@ class MemoryService:
         )
 
     def stats(self) -> StoreStats:
-        """Counts per owner and type, and store size: an operator's view across all users."""
-        return self.engine.stats()
+        """Counts per owner and type, store size and embedding model: an operator's view."""
+        return replace(self.engine.stats(), embedding_model=self.engine.info.embedding_model)
 
     def close(self) -> None:
         self.engine.close()

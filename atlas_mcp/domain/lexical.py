@@ -2,9 +2,10 @@
 
 A text is cut into Latin-like words and CJK runs. Words keep their surface form (lowercased by
 the index) in ``terms``, and their Snowball stem, in the language the text is written in, in
-``stems``; stop words of that language never reach ``stems``, so they cannot make matches. Chinese
-and Japanese have no spaces: each run of one script becomes overlapping character bigrams
-(``terms``) and single Han characters (``stems``), which match whole words without a segmenter
+``stems``; stop words of that language never reach ``stems``, so they cannot make matches.
+Recall matches on ``stems``; ``terms`` only breaks ties towards the exact word. Chinese and
+Japanese have no spaces: each run of one script becomes overlapping character bigrams, plus
+single Han characters in ``stems``, which match whole words without a segmenter
 (Elasticsearch's ``cjk`` analyzer does the same). A mixed text ("Atlas 帮我重置了 Halo Hub")
 gets both, so it matches from either side.
 
@@ -55,7 +56,7 @@ class Analysis:
 
     language: str
     terms: tuple[str, ...]  # surface words and CJK bigrams
-    stems: tuple[str, ...]  # stems of content words and CJK characters
+    stems: tuple[str, ...]  # stems of content words, CJK bigrams and Han characters
 
 
 def detect_language(text: str) -> str:
@@ -78,7 +79,9 @@ def analyse(text: str, language: str | None = None, *, drop_stop_words: bool = F
     stems: list[str] = []
     for token in _TOKEN.findall(text):
         if _CJK_RUN.match(token):
-            terms.extend(_bigrams(token))
+            bigrams = list(_bigrams(token))
+            terms.extend(bigrams)
+            stems.extend(bigrams)
             if _HAN_CHAR.match(token):  # kana runs are mostly endings and particles
                 stems.extend(c for c in token if c not in CJK_STOP_CHARACTERS)
             continue

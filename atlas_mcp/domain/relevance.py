@@ -28,6 +28,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from .lexical import word_count
 from .model import Memory, MemoryType
 from .scoring import ScoringPolicy
 
@@ -86,7 +87,7 @@ def fused_scores(query: str, pool: Sequence[Signals], policy: ScoringPolicy) -> 
     score += policy.bm25_weight * zscores(bm25, policy.bm25_min_spread)
     events = np.array([s.memory.memory_type is MemoryType.EPISODIC for s in pool])
     if events.any() and policy.length_weight:
-        words = np.array([math.log1p(len(s.memory.text.split())) for s in pool])
+        words = np.array([math.log1p(word_count(s.memory.text)) for s in pool])  # fair to CJK
         score[events] += policy.length_weight * zscores(words[events], policy.length_min_spread)
     return score
 

@@ -72,6 +72,7 @@ class StoreStats:
     counts: tuple[TypeCount, ...]
     size_bytes: int | None  # None when the engine cannot tell
     location: str  # a file path or a cluster address, never credentials
+    embedding_model: str | None = None  # whose vector space the store's recall compares in
 
 
 @runtime_checkable

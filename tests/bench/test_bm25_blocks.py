@@ -17,11 +17,11 @@ from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.base import RecallPlan
 from atlas_mcp.engines.embedded import rows, schema
 from atlas_mcp.domain.lexical import detect_language
-from atlas_mcp.engines.embedded.engine import STEM_WEIGHT, EmbeddedEngine, fts_query
+from atlas_mcp.engines.embedded.engine import STEM_WEIGHT, TERM_WEIGHT, EmbeddedEngine, fts_query
 from atlas_mcp.inference.embedder import default_embedder
 
 WHOLE_INDEX = (
-    f"SELECT m.id, bm25(memories_fts, 1.0, {STEM_WEIGHT}, 0.0) AS score FROM memories_fts "
+    f"SELECT m.id, bm25(memories_fts, {TERM_WEIGHT}, {STEM_WEIGHT}, 0.0) AS score FROM memories_fts "
     "JOIN memories m ON m.rowid = memories_fts.rowid "
     "WHERE memories_fts MATCH ? AND (m.user_id = ? OR (? AND m.user_id IS NULL)) "
     "AND m.memory_type IN ({types}) AND (? OR m.superseded_by IS NULL) ORDER BY score LIMIT ?"

@@ -138,5 +138,6 @@ def test_stats_counts_per_user_and_type_and_measures_the_store(seeded: Seeded, t
     assert found["catalog"] == 1
     database = tmp_path / "data" / "atlas.db"
     assert found["location"] == str(database) and found["size_bytes"] >= database.stat().st_size > 0
+    assert found["embedding_model"] == "all-MiniLM-L6-v2-onnx-int8"  # the operator sees the vector space
     table = run("stats")
     assert "sarah" in table and "(catalog)" in table and "MiB" in table

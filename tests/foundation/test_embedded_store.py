@@ -67,7 +67,7 @@ def test_embeddings_are_normalised_and_semantic():
         ("AND OR NOT", '"and" OR "or" OR "not"', '"and" OR "or" OR "not"'),
         ("*** ::: ;;;", None, None),
         ("Café naïve", '"café" OR "naïve"', '"café" OR "naïv"'),
-        ("重置 Hub", '"重置" OR "hub"', '"重" OR "置" OR "hub"'),
+        ("重置 Hub", '"重置" OR "hub"', '"重置" OR "重" OR "置" OR "hub"'),
     ],
 )
 def test_fts_query_quotes_every_term_and_stem(text, terms, stems):
