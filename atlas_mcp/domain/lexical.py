@@ -110,10 +110,12 @@ def content_words(text: str) -> list[str]:
 
 
 def word_count(text: str) -> float:
-    """Length in words, fair to scripts without spaces: a CJK character is 2/3 of a word."""
+    """Length in words, fair to scripts without spaces: whitespace-separated words as ever,
+    but a CJK character counts 2/3 of a word (so a Chinese sentence is not "one word")."""
     count = 0.0
-    for token in _TOKEN.findall(text):
-        count += len(token) * CJK_WORDS_PER_CHARACTER if _CJK_RUN.match(token) else 1.0
+    for chunk in text.split():
+        cjk = len(_CJK_RUN.findall(chunk))
+        count += cjk * CJK_WORDS_PER_CHARACTER + (1.0 if len(chunk) > cjk else 0.0)
     return count
 
 
