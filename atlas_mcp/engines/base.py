@@ -35,6 +35,7 @@ class RecallPlan:
     rank_constant: int
     # What the BM25 branch should match (``domain.query``: function words dropped); "" = query.
     lexical_query: str = ""
+    k: int = 0  # how many memories the recall returns (0: unknown); a reranker window is never smaller
 
     @property
     def lexical_text(self) -> str:
@@ -52,6 +53,8 @@ class Candidate:
     bm25_score: float | None = None
     dense_similarity: float | None = None
     rerank_score: float | None = None
+    # No vector yet (its embedding is still pending): only the lexical branch could find it.
+    embedding_pending: bool = False
     extras: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ def scratch_service(settings: Settings | None = None, **overrides: Any) -> Itera
     fresh ``<prefix>-eval-<hex>`` prefix (left in the cluster for inspection: delete them
     when done).
     """
-    with tempfile.TemporaryDirectory(prefix="atlas-eval-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="atlas-eval-") as tmp, ExitStack() as stack:
         base = settings.model_dump() if settings is not None else {}
         scratch: dict[str, Any] = {"data_dir": Path(tmp)}
         if base.get("backend") == "elasticsearch":
@@ -51,7 +51,18 @@ def scratch_service(settings: Settings | None = None, **overrides: Any) -> Itera
         merged = load_settings(**(base | overrides | scratch))
         clock = ManualClock()
         service = open_service(merged, clock=clock)
-        try:
-            yield service, clock
-        finally:
-            service.close()
+        stack.callback(service.close)
+        if merged.backend == "elasticsearch":
+            _scratch_cluster(stack, merged, service)
+        yield service, clock
+
+
+def _scratch_cluster(stack: ExitStack, settings: Settings, service: MemoryService) -> None:
+    """Bootstrap the scratch prefix and mint each evaluated user's key on first use (revoked
+    afterwards): the configured keys are scoped to the real prefix and cannot read this one."""
+    from ..engines.elasticsearch.admin import scratch_deployment
+    from ..engines.elasticsearch.engine import key_store
+
+    keys = service.engine.keys  # type: ignore[attr-defined]
+    keys.minter = stack.enter_context(scratch_deployment(settings.elasticsearch, key_store(settings)))
+    keys.forget_configured()  # [users.<id>] es_api_key is scoped to the real prefix

@@ -95,7 +95,7 @@ def _store_at_version_2(path, memories: list[Memory]) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     schema.migrate(conn, upto=2)
     vectors = np.random.default_rng(len(memories)).standard_normal((len(memories), 384)).astype(np.float32)
-    old_columns = [c for c in rows.COLUMNS if not c.startswith("lexical_")]  # added by migration 6
+    old_columns = [c for c in rows.COLUMNS if not c.startswith("lexical_")]  # added by migration 7
     columns = (*old_columns, "embedding", "embedding_model")
     sql = f"INSERT INTO memories ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     model = default_embedder().model_id
@@ -108,7 +108,7 @@ def _store_at_version_2(path, memories: list[Memory]) -> None:
 
 
 def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path):
-    """Migrations 3 (owner blocks), 4 (filters in the index) and 6 (analysed text) turn an old store into exactly
+    """Migrations 3 (owner blocks), 4 (filters in the index) and 7 (analysed text) turn an old store into exactly
     the store the current code writes: same blocks, same order, same BM25 scores."""
     memories = _interleaved(12, 60, 2, 20)
     _store_at_version_2(tmp_path / "old.db", memories)

@@ -167,15 +167,30 @@ def _m005_pending_embeddings(conn: sqlite3.Connection) -> None:
     _run_script(conn, _M005)
 
 
-_M006 = """
-ALTER TABLE memories ADD COLUMN lexical_terms TEXT NOT NULL DEFAULT '';
-ALTER TABLE memories ADD COLUMN lexical_stems TEXT NOT NULL DEFAULT '';
+# A text longer than this many characters may exceed the model's 256-token window (a token
+# spans at least one character), so it may need more than one passage vector.
+SHORT_TEXT_CHARS = 254
+
+
+def _m006_passages_for_long_texts(conn: sqlite3.Connection) -> None:
+    """Long memories get one vector per overlapping passage (``passages.py``): mark every
+    text that may be long as pending, and the background repair re-embeds it. Nothing runs
+    at open: until its turn, a row keeps its old (first-passage) vector, which is exact for
+    the texts that turn out to fit."""
+    conn.execute(
+        "INSERT OR IGNORE INTO pending_embeddings(rowid) SELECT rowid FROM memories "
+        f"WHERE length(search_text) > {SHORT_TEXT_CHARS}"
+    )
+
+
+_LEXICAL_COLUMNS = ("lexical_terms", "lexical_stems")
+_M007 = """
 DROP TRIGGER memories_ai;
 DROP TRIGGER memories_ad;
 DROP TRIGGER memories_au;
 DROP TABLE memories_fts;
 """
-_M006_INDEX = """
+_M007_INDEX = """
 CREATE VIRTUAL TABLE memories_fts USING fts5(
     lexical_terms, lexical_stems, recall_filter, content='memories', content_rowid='rowid',
     tokenize='unicode61 remove_diacritics 2'
@@ -197,12 +212,16 @@ END;
 """
 
 
-def _m006_analysed_text(conn: sqlite3.Connection) -> None:
+def _m007_analysed_text(conn: sqlite3.Connection) -> None:
     """Index the text as ``domain.lexical`` analyses it, in every language: surface words and
     CJK bigrams, and stems in the text's own language. FTS5's porter tokenizer stemmed every
     language as English and kept a Chinese or Japanese phrase as one token, so BM25 never
     matched it. Existing rows are analysed here, once, and the index rebuilt from them."""
-    _run_script(conn, _M006)
+    present = {row[1] for row in conn.execute("PRAGMA table_info(memories)")}
+    for column in _LEXICAL_COLUMNS:
+        if column not in present:  # a store rolled back to an older version keeps its columns
+            conn.execute(f"ALTER TABLE memories ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    _run_script(conn, _M007)
     analysed = [
         (*lexical_columns(text).values(), rowid)
         for rowid, text in conn.execute("SELECT rowid, search_text FROM memories").fetchall()
@@ -210,7 +229,7 @@ def _m006_analysed_text(conn: sqlite3.Connection) -> None:
     # Filled before the index and its triggers exist: an update trigger would ask FTS5 to
     # delete entries it never held, which corrupts an external-content index.
     conn.executemany("UPDATE memories SET lexical_terms = ?, lexical_stems = ? WHERE rowid = ?", analysed)
-    _run_script(conn, _M006_INDEX)
+    _run_script(conn, _M007_INDEX)
     conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
 
 
@@ -226,7 +245,8 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _m003_owner_rowid_ranges,
     _m004_filters_in_the_index,
     _m005_pending_embeddings,
-    _m006_analysed_text,
+    _m006_passages_for_long_texts,
+    _m007_analysed_text,
 )
 
 
