@@ -38,10 +38,9 @@ class Embedder(Protocol):
     dimensions: int
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dimensions), rows L2-normalised: stored texts."""
+        """float32 array of shape (len(texts), dimensions), rows L2-normalised: stored texts.
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """The same for search queries (asymmetric models such as e5 mark them differently)."""
+        An asymmetric model (e5) also has ``embed_queries`` for search queries: ``embed_query``."""
 
 
 def embed_one(embedder: Embedder, text: str) -> np.ndarray:
@@ -49,7 +48,9 @@ def embed_one(embedder: Embedder, text: str) -> np.ndarray:
 
 
 def embed_query(embedder: Embedder, text: str) -> np.ndarray:
-    return embedder.embed_queries([text])[0]
+    """A query's vector; embedders without ``embed_queries`` (symmetric ones) embed it as text."""
+    queries = getattr(embedder, "embed_queries", embedder.embed_batch)
+    return queries([text])[0]
 
 
 def sha256_of(path: Path) -> str:
