@@ -15,7 +15,7 @@ from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.errors import BackendUnavailable, ConfigurationError, Conflict
 from atlas_mcp.service import MemoryService
 
-from .fake_es import ADMIN, WRITER_KEY, FakeElasticsearch
+from .fake_es import ADMIN, WRITER_KEY
 from .harness import bootstrapped_engine, es_config
 
 
