@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from atlas_mcp.bench import corpus
+from atlas_mcp.domain.lexical import detect_language
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.base import RecallPlan
 from atlas_mcp.engines.embedded import rows, schema
-from atlas_mcp.domain.lexical import detect_language
 from atlas_mcp.engines.embedded.engine import STEM_WEIGHT, TERM_WEIGHT, EmbeddedEngine, fts_query
 from atlas_mcp.inference.embedder import default_embedder
 
