@@ -29,7 +29,7 @@ from atlas_mcp.engines.elasticsearch.layout import ALL_TYPES, IndexLayout
 from atlas_mcp.engines.elasticsearch.mappings import CONTENT, SEMANTIC, mapping
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
 from atlas_mcp.errors import ConfigurationError
-from atlas_mcp.service import MemoryService
+from atlas_mcp.service import MemoryService, RecallQuery
 
 # read at import: the suite-wide fixture clears ATLAS_* (except ATLAS_ES_URL) before each test
 LIVE = {k: os.environ.get(f"ATLAS_ES_{k}") for k in ("URL", "USER", "PASSWORD", "EMBED_ID", "RERANK_ID", "CA_CERTS")}
@@ -111,7 +111,7 @@ def test_ingested_memories_are_searchable_at_once_including_semantically(live):
 # 3 -------------------------------------------------------------------------------------------
 def test_each_branch_then_rrf_then_reranker(live):
     fact = live.service.write("alice", "The garage door opener is a Chamberlain MyQ")
-    plan = live.service.recall_plan("alice", "garage door opener")
+    plan = live.service.recall_plan(RecallQuery("alice", "garage door opener"))
     full = live.engine.recall_request(plan).body
     rrf = full["retriever"]["text_similarity_reranker"]["retriever"]
     for branch in rrf["rrf"]["retrievers"]:
@@ -137,7 +137,7 @@ def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
     live.engine.update("alice", live.engine.get("alice", [playbook.id])[0].evolve(success_count=3, failure_count=1))
     catalog_id = f"{live.layout.prefix}-cat"
     live.service.load_catalog([{"id": catalog_id, "title": "crossings", "text": phrase}])
-    plan = live.service.recall_plan("alice", phrase)
+    plan = live.service.recall_plan(RecallQuery("alice", phrase))
     (scored, _) = live.engine.recall_request(plan).body["retriever"]["text_similarity_reranker"]["retriever"]["rrf"]["retrievers"]
     plain = {"standard": {**scored["standard"], "query": scored["standard"]["query"]["function_score"]["query"]}}
     with_priors = {h["_id"]: h["_score"] for h in _search(live, {"size": 20, "retriever": scored})}
@@ -152,7 +152,7 @@ def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
 # 6 -------------------------------------------------------------------------------------------
 def test_the_server_enforces_window_rules(live):
     live.service.write("alice", "window rules fact")
-    plan = live.service.recall_plan("alice", "window rules")
+    plan = live.service.recall_plan(RecallQuery("alice", "window rules"))
     body = live.engine.recall_request(plan).body
     with pytest.raises(Exception, match="400|rank_window_size"):
         _search(live, {**body, "size": body["size"] + 1})
@@ -166,8 +166,8 @@ def test_the_server_enforces_window_rules(live):
 # 7 -------------------------------------------------------------------------------------------
 def test_reranker_scores_come_back_on_the_shifted_scale(live):
     live.service.write("alice", "The hub runs firmware 2.1")
-    (candidate, *_) = live.engine.candidates(live.service.recall_plan("alice", "hub firmware"))
-    assert candidate.extras["es_score"] > 0 and 0.0 <= candidate.rerank_score <= 1.0
+    (candidate, *_) = live.engine.candidates(live.service.recall_plan(RecallQuery("alice", "hub firmware")))
+    assert 0.0 <= candidate.rerank_score <= 1.0 and candidate.rrf_score is None
 
 
 # 8 -------------------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ def test_zz_a_basic_licence_refuses_rrf_with_a_clear_error(live):
 # 12 ------------------------------------------------------------------------------------------
 def test_highlighting_through_the_retriever_tree(live):
     live.service.write("alice", "The espresso machine needs descaling monthly")
-    plan = live.service.recall_plan("alice", "espresso descaling")
+    plan = live.service.recall_plan(RecallQuery("alice", "espresso descaling"))
     body = {**live.engine.recall_request(plan).body, "highlight": {"fields": {CONTENT: {}}}}
     (hit, *_) = _search(live, body)
     assert "<em>" in str(hit.get("highlight", {}).get(CONTENT, ""))

@@ -154,9 +154,8 @@ def test_newer_of_two_competing_events_wins(service: MemoryService):
 def test_successful_playbook_outranks_failing_twin(service: MemoryService):
     good = service.write("sarah", "Reset the hub: hold the button", "procedural", steps=["hold the button"])
     bad = service.write("sarah", "Reset the hub: hold the button", "procedural", steps=["hold the button"])
-    engine = service.engine
-    engine.update("sarah", service.get("sarah", good.id).evolve(success_count=5))
-    engine.update("sarah", service.get("sarah", bad.id).evolve(failure_count=5))
+    service.update("sarah", service.get("sarah", good.id).evolve(success_count=5))
+    service.update("sarah", service.get("sarah", bad.id).evolve(failure_count=5))
     assert ids(service.recall("sarah", "how do I reset the hub"))[:2] == [good.id, bad.id]
 
 

@@ -19,9 +19,10 @@ from typing import Any
 from ...config import ElasticsearchSettings, Settings
 from ...domain.model import Memory, MemoryType, iso, utcnow
 from ...domain.scoring import ScoringPolicy
-from ...errors import AtlasError, BackendUnavailable, Conflict, NotFound
+from ...domain.supersession import changed_meanwhile
+from ...errors import AtlasError, BackendUnavailable, Conflict
 from ...log import get_logger
-from ..base import Candidate, EngineInfo, RecallPlan, StoreStats, TypeCount
+from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
 from . import documents as docs
 from . import requests as rq
 from .keys import KeyStore
@@ -116,17 +117,18 @@ class ElasticsearchEngine:
             raise _write_failure(memory, failed)
 
     def _supersede_targets(self, memory: Memory, ids: Sequence[str]) -> list[Stored]:
-        """Prove with the caller's key that every target is theirs, live and of the same type."""
+        """The targets' versions, read with the caller's key, to make the write conditional on.
+
+        The service has checked the supersession rules; a target that is gone, superseded or of
+        another type now was changed by another writer since.
+        """
         if not ids:
             return []
         found = self._stored(memory.user_id, ids, [memory.memory_type], f"supersede check for user {memory.user_id}")
-        by_id = {s.memory.id: s for s in found if s.memory.user_id == memory.user_id}
-        for wanted in ids:
-            target = by_id.get(wanted)
-            if target is None:
-                raise NotFound(f"memory {wanted!r} not found; recall it first to get a valid id")
-            if target.memory.is_superseded:
-                raise Conflict(f"memory {wanted!r} is no longer a live {memory.memory_type} memory")
+        by_id = {s.memory.id: s for s in found if s.memory.user_id == memory.user_id and not s.memory.is_superseded}
+        lost = [i for i in ids if i not in by_id]
+        if lost:
+            raise changed_meanwhile(lost)
         return [by_id[i] for i in ids]
 
     def _roll_back(self, memory: Memory, results: list[dict[str, Any]]) -> None:
@@ -220,24 +222,18 @@ class ElasticsearchEngine:
         kinds = ALL_TYPES if include_catalog else rq.USER_TYPES
         return [s.memory for s in self._stored(user_id, ids, kinds, f"read for user {user_id}")]
 
-    def list(
-        self,
-        user_id: str | None,
-        *,
-        memory_types: frozenset[MemoryType] | None = None,
-        include_superseded: bool = True,
-        limit: int = 100,
-        offset: int = 0,
-        since: datetime | None = None,
-        oldest_first: bool = False,
-    ) -> list[Memory]:
+    def list(self, query: ListQuery) -> list[Memory]:
+        user_id, wanted = query.user_id, query.memory_types
         if user_id is None:
             kinds: Sequence[MemoryType] = [MemoryType.CATALOG]
         else:
-            kinds = [k for k in rq.USER_TYPES if memory_types is None or k in memory_types]
-        if not kinds or limit <= 0:
+            kinds = [k for k in rq.USER_TYPES if wanted is None or k in wanted]
+        if not kinds or query.limit <= 0:
             return []
-        request = rq.list_request(self.layout, user_id, kinds, include_superseded, limit, offset, since, oldest_first)
+        request = rq.list_request(
+            self.layout, user_id, kinds, query.include_superseded, query.limit, query.offset, query.since,
+            query.oldest_first,
+        )
         hits = self._search_as(user_id, f"list for user {user_id or 'catalog'}", request)
         return [s.memory for h in hits if (s := self._from_hit(h, user_id)) is not None]
 
@@ -296,17 +292,16 @@ class ElasticsearchEngine:
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
         hits = self._search_as(plan.user_id, f"recall for user {plan.user_id}", self.recall_request(plan))
         out = []
-        for rank, hit in enumerate(hits, start=1):
+        for hit in hits:
             stored = self._from_hit(hit, plan.user_id)
             if stored is None:
                 continue
             score = float(hit.get("_score") or 0.0)
             if self.inference.rerank_id:
                 relevance = rq.rerank_relevance(score, self._config.rerank_score_scale)
-                out.append(Candidate(stored.memory, rrf_score=0.0, rerank_score=relevance,
-                                     extras={"es_score": score, "es_rank": rank}))
+                out.append(Candidate(stored.memory, rrf_score=None, rerank_score=relevance))
             else:
-                out.append(Candidate(stored.memory, rrf_score=score, extras={"es_rank": rank}))
+                out.append(Candidate(stored.memory, rrf_score=score))
         return out[: plan.window]
 
     def close(self) -> None:
@@ -334,10 +329,7 @@ def _reason(result: dict[str, Any]) -> str:
 
 def _write_failure(memory: Memory, failed: list[dict[str, Any]]) -> Exception:
     if all(_conflict(r) for r in failed):
-        return Conflict(
-            f"a memory this write supersedes changed at the same time; nothing was written. "
-            f"Recall again and retry ({', '.join(r.get('_id', '?') for r in failed)})"
-        )
+        return changed_meanwhile([r.get("_id", "?") for r in failed])
     return BackendUnavailable(f"memory was not written; nothing was changed ({_reason(failed[0])})")
 
 

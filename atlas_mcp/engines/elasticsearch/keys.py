@@ -9,7 +9,6 @@ query would silently lift the restriction.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import tempfile
@@ -60,14 +59,6 @@ def create_key_body(layout: IndexLayout, user_id: str, expiration: str | None) -
 def invalidate_body(user_id: str) -> dict[str, Any]:
     """``DELETE /_security/api_key``: every key minted for the user, whoever holds it."""
     return {"name": key_name(user_id)}
-
-
-def key_id(encoded: str) -> str | None:
-    """The id part of an encoded ``base64(id:key)`` API key."""
-    try:
-        return base64.b64decode(encoded, validate=True).decode().split(":", 1)[0] or None
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 @dataclass(frozen=True, slots=True)
