@@ -215,3 +215,16 @@ def test_memory_type_filter(service: MemoryService):
     event = service.write("sarah", "Sarah went to a jazz concert", "episodic")
     assert ids(service.recall("sarah", "jazz", memory_types=["episodic"])) == [event.id]
     assert ids(service.recall("sarah", "jazz", memory_types=["semantic"], include_catalog=False)) == [fact.id]
+
+
+def test_update_changes_only_mutable_fields_of_the_callers_memory(service: MemoryService):
+    fact = service.write("sarah", "Sarah drinks tea", confidence=0.7)
+    stored = service.get("sarah", fact.id)
+    updated = service.update("sarah", stored.evolve(confidence=0.9, use_count=3))
+    assert service.get("sarah", fact.id) == updated and (updated.confidence, updated.use_count) == (0.9, 3)
+    with pytest.raises(InvalidInput, match="supersedes"):
+        service.update("sarah", stored.evolve(supersedes=("x",)))
+    with pytest.raises(InvalidInput, match="confidence"):
+        service.update("sarah", stored.evolve(confidence=1.5))
+    with pytest.raises(NotFound):
+        service.update("james", stored)
