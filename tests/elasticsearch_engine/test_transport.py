@@ -16,7 +16,7 @@ from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.errors import BackendUnavailable, ConfigurationError, Conflict
 from atlas_mcp.service import MemoryService
 
-from .fake_es import ADMIN, WRITER_KEY, FakeElasticsearch
+from .fake_es import ADMIN, WRITER_KEY
 from .harness import bootstrapped_engine, es_config
 
 
@@ -170,7 +170,7 @@ def test_missing_indices_point_at_bootstrap(fake_es, tmp_path):
     from atlas_mcp.engines.elasticsearch.engine import ElasticsearchEngine
 
     with pytest.raises(ConfigurationError, match="atlas-mcp bootstrap"):
-        ElasticsearchEngine(engine.cluster.__class__(engine.cluster.client, config), engine.keys).list(None)
+        ElasticsearchEngine(engine.cluster.__class__(engine.cluster.client, config), engine.keys).list(ListQuery(None))
 
 
 def test_an_8x_cluster_is_named(es_engine, fake_es):
