@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from . import tokens
 from .domain.limits import Limits
 from .domain.scoring import ScoringPolicy
 from .errors import ConfigurationError
+from .validation import clauses, meant
 
 CONFIG_ENV = "ATLAS_CONFIG"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -286,8 +287,36 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **flags: An
     given = {k: v for k, v in flags.items() if v is not None}
     try:
         return Settings(**given)
+    except ValidationError as exc:
+        raise ConfigurationError(settings_problem(exc)) from exc
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from exc
+
+
+def settings_problem(exc: ValidationError) -> str:
+    """What is wrong with the settings, in one line: unknown names with the one meant."""
+    problems, values = [], []
+    for error in exc.errors(include_url=False):
+        *table, name = error["loc"]
+        if error["type"] == "extra_forbidden":
+            dotted = ".".join(map(str, error["loc"]))
+            problems.append(f"unknown setting {dotted!r}{meant(str(name), _setting_names(table))}")
+        elif error["type"] == "value_error":  # our own validators' messages are complete sentences
+            problems.append(str(error["msg"]).removeprefix("Value error, "))
+        else:
+            values.append(error)
+    return "invalid settings: " + "; ".join(problems + clauses(values))
+
+
+def _setting_names(table: list[Any]) -> list[str]:
+    """The keys a settings table takes (``[]`` = the top level), for "did you mean"."""
+    model: Any = Settings
+    for part in table:
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return []
+        model = field.annotation
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
 
 
 def env_secret(name: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import json
 import sys
 
 import click
@@ -60,6 +61,8 @@ class AtlasGroup(click.Group):
             return super().invoke(ctx)
         except AtlasError as exc:
             raise click.ClickException(str(exc)) from exc
+        except json.JSONDecodeError as exc:  # an input file that is not what the command reads
+            raise click.ClickException(f"an input file is not valid JSON: {exc}") from exc
         except OSError as exc:  # a missing folder, a full disk, no permission: the person can fix it
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(f"{where}{exc.strerror or exc}") from exc

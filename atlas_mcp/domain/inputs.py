@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidInput
+from .codec import BY_NAME
 from .limits import Limits
 from .model import FactType, MemoryType, Step
 
@@ -63,22 +64,15 @@ def memory_type(value: Any, allowed: Iterable[MemoryType]) -> MemoryType:
     return kind
 
 
-# Which optional write arguments mean something for which memory type. Any other pairing is
-# refused rather than dropped, so a value the caller meant to keep never vanishes without a word.
-APPLIES_TO: dict[str, frozenset[MemoryType]] = {
-    "occurred_at": frozenset({MemoryType.EPISODIC}),
-    "fact_type": frozenset({MemoryType.SEMANTIC}),
-    "confidence": frozenset({MemoryType.SEMANTIC, MemoryType.PROCEDURAL}),
-    "steps": frozenset({MemoryType.PROCEDURAL}),
-}
-
-
 def applicable(kind: MemoryType, given: Mapping[str, Any]) -> None:
-    """Refuse write arguments (given = not None) that do not apply to ``kind``."""
-    wrong = [name for name, value in given.items() if value is not None and kind not in APPLIES_TO[name]]
+    """Refuse write arguments (given = not None) that the codec does not show for ``kind``.
+
+    A field a memory type does not carry would be dropped without a word, so it is an error.
+    """
+    wrong = [name for name, value in given.items() if value is not None and kind not in BY_NAME[name].shown]
     if not wrong:
         return
-    where = "; ".join(f"{name} is for {' and '.join(sorted(APPLIES_TO[name]))} memories" for name in wrong)
+    where = "; ".join(f"{n} is for {' and '.join(sorted(BY_NAME[n].shown))} memories" for n in wrong)
     raise InvalidInput(
         f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to {kind.value} memories ({where}): "
         "leave it out, or choose the memory_type it belongs to. Nothing was written."

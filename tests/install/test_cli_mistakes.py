@@ -90,3 +90,18 @@ def test_admin_commands_need_no_token_when_the_transport_is_http(sarah):
     assert stats.returncode == 0 and "sarah" in stats.stdout, stats.stderr
     refused = atlas("serve", ATLAS_TRANSPORT="http", ATLAS_PORT="0")
     assert "atlas-mcp users token" in one_line_error(refused)
+
+
+def test_a_misspelt_setting_is_named_with_the_one_meant(tmp_path: Path):
+    config = tmp_path / "atlas.toml"
+    config.write_text('[scoring]\nrrf_windo = 80\ncatalog_prior = "high"\n')
+    line = one_line_error(atlas("stats", "--config", str(config), ATLAS_PORT="eighty"))
+    assert "unknown setting 'scoring.rrf_windo' (did you mean 'rrf_window'?)" in line
+    assert "scoring.catalog_prior must be a valid number" in line and "port must be a valid integer" in line
+    assert not [noise for noise in ("validation error", "type=", "pydantic.dev") if noise in line]
+
+
+def test_an_input_file_that_is_not_json_is_one_line(tmp_path: Path):
+    garbage = tmp_path / "locomo.json"
+    garbage.write_text("not json")
+    assert "not valid JSON" in one_line_error(atlas("eval", "locomo", str(garbage)))

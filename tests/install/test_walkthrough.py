@@ -120,3 +120,24 @@ async def test_a_built_wheel_runs_the_claude_desktop_way_offline(tmp_path: Path)
     store = Path(offline["HOME"]) / ".local" / "share" / "atlas-mcp" / "atlas.db"
     assert store.exists(), "the server did not use the user data directory by default"
     _report(timings)
+
+
+def test_a_checkout_runs_offline_and_a_change_to_it_is_picked_up(tmp_path: Path):
+    """The README's `uvx --from <checkout>`: after the first online run, later starts are offline,
+    and an edited checkout is rebuilt (uv's default would keep running the first build)."""
+    uvx = _uv_tool("uvx")
+    checkout = tmp_path / "atlas-mcp"
+    checkout.mkdir()
+    shutil.copy(REPO / "pyproject.toml", checkout)
+    shutil.copy(REPO / "README.md", checkout)
+    shutil.copytree(REPO / "atlas_mcp", checkout / "atlas_mcp", ignore=shutil.ignore_patterns("__pycache__"))
+    online = _clean_env(tmp_path)
+    offline = _clean_env(tmp_path, HTTP_PROXY=NO_NETWORK, HTTPS_PROXY=NO_NETWORK, ALL_PROXY=NO_NETWORK)
+    version = [uvx, "--offline", "--from", str(checkout), "atlas-mcp", "--version"]
+
+    first, _ = _run(version[:1] + version[2:], online)
+    assert first.strip() == f"atlas-mcp, version {__version__}"
+    init = checkout / "atlas_mcp" / "__init__.py"
+    init.write_text(init.read_text().replace(f'"{__version__}"', '"99.0.0"'))
+    edited, _ = _run(version, offline)
+    assert edited.strip() == "atlas-mcp, version 99.0.0"
