@@ -165,9 +165,11 @@ class ElasticsearchSettings(BaseModel):
     rerank_inference_id: str | None = Field(
         ".jina-reranker-v2-base-multilingual", description="empty = no server-side rerank"
     )
-    rerank_score_scale: Literal["probability", "logit"] = Field(
-        "probability", description="logit: the endpoint returns raw logits, squashed by a sigmoid"
+    rerank_score_scale: Literal["auto", "probability", "logit"] = Field(
+        "auto", description="auto: read from the endpoint (GET _inference: service and model); "
+        "logit: raw logits, squashed by a sigmoid"
     )
+    rerank_window: int = Field(80, ge=1, description="how many fused candidates the server-side reranker scores")
     index_prefix: str = Field("atlas", pattern=r"^[a-z0-9][a-z0-9_\-]{0,40}$")
     secrets_file: Path | None = Field(None, description="per-user keys (mode 0600); default data_dir/es-keys.json")
     refresh: Literal["true", "wait_for"] = Field("true", description="how writes become visible to recall")

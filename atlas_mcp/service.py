@@ -56,6 +56,7 @@ class Explanation:
     reranker: str
     multipliers: Multipliers
     score: float
+    embedding_pending: bool = False  # matched by its words only: its vector is still to come
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,7 @@ class MemoryService:
 
     def rank(self, query: str, candidates: Sequence[Candidate]) -> list[Hit]:
         """Rerank (unless the engine already did) and apply the final-score multipliers."""
-        if candidates and candidates[0].rerank_score is not None:
+        if self.engine.info.reranks_server_side:
             relevance, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
         else:
             relevance, reranker = self.reranker.relevance(query, candidates), self.reranker.name
@@ -253,6 +254,7 @@ class MemoryService:
             reranker=reranker,
             multipliers=factors,
             score=score,
+            embedding_pending=candidate.embedding_pending,
         )
         return Hit(candidate.memory, score, why)
 
@@ -353,14 +355,16 @@ class MemoryService:
 def plan_recall(policy: ScoringPolicy, limits: Limits, query: RecallQuery) -> RecallPlan:
     """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request)."""
     text = inputs.clean_text(query.text, "query", limits.max_query_chars)
+    top_k = inputs.top_k(query.k, limits)
     return RecallPlan(
         user_id=query.user_id,
         query=text,
         memory_types=_recall_types(query.memory_types, query.include_catalog),
         include_superseded=bool(query.include_superseded),
-        window=max(policy.rrf_window, inputs.top_k(query.k, limits)),
+        window=max(policy.rrf_window, top_k),
         rank_constant=policy.rrf_rank_constant,
         lexical_query=lexical_query(text) if policy.lexical_content_words else text,
+        k=top_k,
     )
 
 

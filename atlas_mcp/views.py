@@ -49,7 +49,7 @@ def explanation_view(why: Explanation) -> dict[str, Any]:
             "track_record": _rounded(applied.track_record),
         },
         "score": _rounded(why.score),
-    }
+    } | ({"embedding_pending": True} if why.embedding_pending else {})
 
 
 def _rounded(value: float | None) -> float | None:

@@ -29,7 +29,7 @@ def es_client_overhead(seed: int, samples: int = 200) -> dict[str, Any] | None:
     except ImportError:
         return None
     policy, layout = ScoringPolicy(), IndexLayout()
-    inference = requests.Inference("atlas-embedding", None)
+    inference = requests.Inference("atlas-embedding", "atlas-rerank")  # the one-search recall
     memories = corpus.tenant_memories(0, corpus.specs(seed, HITS))
     hits = [
         {"_index": layout.concrete(m.memory_type), "_id": m.id, "_score": 1.0 / (rank + 30),

@@ -10,6 +10,7 @@ from ..errors import ConfigurationError
 
 # (heading, how to read it from one size's result)
 COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("corpus", lambda r: r.get("corpus", "template")),
     ("memories/tenant", lambda r: f"{r['memories_per_tenant']:,}"),
     ("total rows", lambda r: f"{r['total_memories']:,}"),
     ("recall p50", lambda r: _ms(r["recall_ms"]["p50"])),
@@ -37,6 +38,26 @@ def table(report: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(heads) + " |", "|" + "---:|" * len(heads)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def burst_lines(report: dict[str, Any]) -> list[str]:
+    """The write-burst scenarios, one line each."""
+    found = report.get("bursts") or {}
+    lines = []
+    for b in found.get("bursts", []):
+        lines.append(
+            f"burst of {b['writes']:,} writes: acknowledged {b['acknowledged_per_s']:.0f}/s, "
+            f"{b['writes_per_s_with_embeddings']:.0f}/s with embeddings, write p95 {b['write_ms']['p95']:.1f} ms, "
+            f"recall right after {b['recall_right_after_ms']:.0f} ms"
+            + (f", server CPU {b['server_cpu_ms_per_write']:.1f} ms/write" if "server_cpu_ms_per_write" in b else "")
+        )
+    if kill := found.get("kill"):
+        lines.append(
+            f"kill halfway through {kill['burst']:,} writes: {kill['pending_at_kill']} rows left unembedded; "
+            f"next start answered initialize in {kill['initialize_s']:.2f} s, first recall at "
+            f"{kill['start_and_first_recall_s']:.2f} s, repair done at {kill['repair_done_s']:.1f} s"
+        )
+    return lines
 
 
 def conditions_line(report: dict[str, Any]) -> str:

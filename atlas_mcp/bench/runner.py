@@ -20,7 +20,9 @@ from .. import __version__
 from ..engines.embedded.engine import EmbeddedEngine
 from ..inference.embedder import Embedder
 from ..log import get_logger
-from . import corpus, measure
+from . import bursts, corpus, measure, realtext
+from .bursts import KILL_BURST
+from .corpus import MemorySpec
 from .es_overhead import es_client_overhead
 from .seed import seed_store
 
@@ -41,6 +43,35 @@ class BenchConfig:
     http: bool = False
     cache_dir: Path | None = None
     work_dir: Path | None = None
+    real_text: Path | None = None  # the LoCoMo dev split; None: template corpus only
+    bursts: tuple[int, ...] = (100, 1_000, 5_000)
+    kill_burst: int = KILL_BURST  # 0: no kill scenario
+
+
+@dataclass(frozen=True)
+class CorpusRun:
+    """What one size of one corpus seeds and asks."""
+
+    name: str
+    items: list[MemorySpec]
+    vector_items: list[MemorySpec] | None  # whose vectors each item borrows (None: its own)
+    queries: list[str]
+    warmup: list[str]
+
+
+def template_corpus(config: BenchConfig, size: int) -> CorpusRun:
+    return CorpusRun(
+        "template", corpus.specs(config.seed, size), None,
+        corpus.queries(config.seed, config.queries), corpus.queries(config.seed + 100, WARMUP_RECALLS),
+    )  # fmt: skip
+
+
+def real_text_corpus(config: BenchConfig, text: realtext.RealText, size: int) -> CorpusRun:
+    items, origin = realtext.specs(text, size)
+    return CorpusRun(
+        "locomo", items, [text.base[i] for i in origin],
+        realtext.queries(text, config.queries, config.seed), realtext.queries(text, WARMUP_RECALLS, config.seed + 100),
+    )  # fmt: skip
 
 
 def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
@@ -50,28 +81,36 @@ def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
             "sizes": list(config.sizes), "tenants": config.tenants, "queries": config.queries,
             "writes": config.writes, "clients": config.clients, "seed": config.seed,
             "http": config.http, "engine": "embedded", "embedding_model": embedder.model_id,
+            "real_text": str(config.real_text) if config.real_text else None,
+            "bursts": list(config.bursts), "kill_burst": config.kill_burst,
         },  # fmt: skip
         "sizes": [],
     }
+    text = realtext.read(config.real_text) if config.real_text else None
     for size in config.sizes:
         log.info("bench size", memories_per_tenant=size, tenants=config.tenants)
-        report["sizes"].append(run_size(config, embedder, size))
+        report["sizes"].append(run_size(config, embedder, template_corpus(config, size)))
+        if text is not None:
+            report["sizes"].append(run_size(config, embedder, real_text_corpus(config, text, size)))
+    if config.bursts or config.kill_burst:
+        report["bursts"] = run_bursts(config, embedder)
     report["elasticsearch_client"] = es_client_overhead(config.seed)
     report["conditions"]["load_average_after"] = _load_average()
     return report
 
 
-def run_size(config: BenchConfig, embedder: Embedder, size: int) -> dict[str, Any]:
+def run_size(config: BenchConfig, embedder: Embedder, run: CorpusRun) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="atlas-bench-", dir=config.work_dir) as tmp:
         data_dir = Path(tmp) / "data"
         seeded = seed_store(
-            data_dir / "atlas.db", embedder, size, config.tenants, config.seed, config.cache_dir
+            data_dir / "atlas.db", embedder, run.items, config.tenants, config.cache_dir, run.vector_items
         )
         disk = store_bytes(data_dir)
         server = measure.ServerRun(data_dir, corpus.tenant_id(0))
-        result = anyio.run(_over_mcp, server, config)
+        result = anyio.run(_over_mcp, server, config, run)
         result |= {
-            "memories_per_tenant": size,
+            "corpus": run.name,
+            "memories_per_tenant": len(run.items),
             "tenants": config.tenants,
             "total_memories": seeded.memories,
             "seed_embed_s": round(seeded.embed_seconds, 2),
@@ -82,9 +121,23 @@ def run_size(config: BenchConfig, embedder: Embedder, size: int) -> dict[str, An
         return result
 
 
-async def _over_mcp(server: measure.ServerRun, config: BenchConfig) -> dict[str, Any]:
-    queries = corpus.queries(config.seed, config.queries)
-    warmup = corpus.queries(config.seed + 100, WARMUP_RECALLS)
+def run_bursts(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
+    """Bursts and a kill mid-burst, on a store seeded with the smallest template size."""
+    with tempfile.TemporaryDirectory(prefix="atlas-bench-", dir=config.work_dir) as tmp:
+        data_dir = Path(tmp) / "data"
+        items = corpus.specs(config.seed, min(config.sizes))
+        seed_store(data_dir / "atlas.db", embedder, items, config.tenants, config.cache_dir)
+        server = measure.ServerRun(data_dir, corpus.tenant_id(0))
+        out: dict[str, Any] = {"store_memories_per_tenant": len(items)}
+        if config.bursts:
+            out["bursts"] = anyio.run(bursts.bursts_then_recall, server, config.bursts, config.seed)
+        if config.kill_burst:
+            out["kill"] = anyio.run(bursts.kill_during_burst, server, config.seed, config.kill_burst)
+        return out
+
+
+async def _over_mcp(server: measure.ServerRun, config: BenchConfig, run: CorpusRun) -> dict[str, Any]:
+    queries, warmup = run.queries, run.warmup
     writes = corpus.new_writes(config.seed, config.writes)
     # The median of a few spawns: the first one after seeding also competes with the kernel
     # writing the new store back to disk.

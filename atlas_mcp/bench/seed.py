@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from ..engines.embedded.engine import EmbeddedEngine
+from ..engines.embedded.passages import passages
 from ..inference.embedder import Embedder
 from ..log import get_logger
 from . import corpus
+from .corpus import MemorySpec
 
 log = get_logger(__name__)
 LOAD_BATCH = 5_000  # memories per bulk transaction
@@ -33,18 +35,23 @@ class SeedResult:
 
 
 def seed_store(
-    path: Path, embedder: Embedder, per_tenant: int, tenants: int, seed: int, cache_dir: Path | None
+    path: Path,
+    embedder: Embedder,
+    items: list[MemorySpec],
+    tenants: int,
+    cache_dir: Path | None,
+    vector_items: list[MemorySpec] | None = None,
 ) -> SeedResult:
-    """A store where each of ``tenants`` tenants holds ``per_tenant`` memories.
+    """A store where each of ``tenants`` tenants holds ``items`` as its memories.
 
     Tenant 0 is the measured one. The others hold the same texts under their own ids: the
     worst case for per-owner filtering, since every query word has ``tenants`` times the
-    postings, and their vectors cost nothing extra to compute.
+    postings, and their vectors cost nothing extra to compute. ``vector_items[i]``, when
+    given, is the item whose vectors memory ``i`` borrows (the real-text corpus's replicas).
     """
-    items = corpus.specs(seed, per_tenant)
     started = time.perf_counter()
-    texts = [m.search_text() for m in corpus.tenant_memories(0, items)]
-    vectors, embedded = _pool_vectors(embedder, texts, cache_dir)
+    sources = corpus.tenant_memories(0, vector_items if vector_items is not None else items)
+    vectors, embedded = memory_vectors(embedder, [m.search_text() for m in sources], cache_dir)
     embed_seconds = time.perf_counter() - started if embedded else 0.0
     started = time.perf_counter()
     engine = EmbeddedEngine(path, embedder)
@@ -57,8 +64,22 @@ def seed_store(
     finally:
         engine.close()
     load_seconds = time.perf_counter() - started
-    log.info("seeded", memories=per_tenant * tenants, embed_s=round(embed_seconds, 1), load_s=round(load_seconds, 1))
-    return SeedResult(path, per_tenant * tenants, embed_seconds, load_seconds)
+    count = len(items) * tenants
+    log.info("seeded", memories=count, embed_s=round(embed_seconds, 1), load_s=round(load_seconds, 1))
+    return SeedResult(path, count, embed_seconds, load_seconds)
+
+
+def memory_vectors(embedder: Embedder, texts: list[str], cache_dir: Path | None) -> tuple[list[np.ndarray], bool]:
+    """Per text, its passages' vectors (``passages.py``); the cache is keyed by passage text."""
+    distinct = list(dict.fromkeys(texts))
+    pieces = {text: passages(embedder, text) for text in distinct}
+    flat = [p for text in distinct for p in pieces[text]]
+    pooled, embedded = _pool_vectors(embedder, flat, cache_dir)
+    by_text, start = {}, 0
+    for text in distinct:
+        by_text[text] = pooled[start : start + len(pieces[text])]
+        start += len(pieces[text])
+    return [by_text[t] for t in texts], embedded
 
 
 def _pool_vectors(

@@ -12,14 +12,41 @@ from ..log import configure_logging
 from .options import EXISTING_DIR, OutputFile
 
 
-def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+def _counts(value: str) -> tuple[int, ...]:
     try:
-        sizes = tuple(int(v.replace("_", "")) for v in value.split(",") if v.strip())
+        return tuple(int(v.replace("_", "")) for v in value.split(",") if v.strip())
     except ValueError:
         raise click.BadParameter("a comma-separated list of sizes, e.g. 1000,10000,100000") from None
+
+
+def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+    sizes = _counts(value)
     if not sizes or min(sizes) < 10:
         raise click.BadParameter("every size must be at least 10")
     return sizes
+
+
+def _bursts(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+    bursts = _counts(value)
+    if bursts and min(bursts) < 1:
+        raise click.BadParameter("every burst must be at least one write")
+    return bursts
+
+
+def _real_text(_ctx: click.Context, _param: click.Parameter, value: str) -> Path | None:
+    from ..bench import realtext
+
+    if value == "auto":
+        found = realtext.default_path()
+        if found is None:
+            click.echo(f"real-text corpus skipped: {realtext.DEFAULT_PATH} not found", err=True)
+        return found
+    if value == "none":
+        return None
+    path = Path(value)
+    if not path.is_file():
+        raise click.BadParameter(f"{path} is not a file (LoCoMo's locomo10*.json)")
+    return path
 
 
 @click.command()
@@ -32,6 +59,12 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[in
 @click.option("--clients", type=click.IntRange(1), default=4, show_default=True,
               help="Concurrent MCP clients for the throughput measurement.")
 @click.option("--seed", type=int, default=7, show_default=True, help="Corpus seed.")
+@click.option("--real-text", default="auto", callback=_real_text, show_default=True,
+              help="LoCoMo JSON for the real-text corpus; auto: ../shared's dev split if present; none: skip.")
+@click.option("--bursts", "burst_sizes", default="100,1000,5000", callback=_bursts, show_default=True,
+              help="Write bursts to time the recall right after (empty: skip).")
+@click.option("--kill-burst", type=click.IntRange(0), default=5_000, show_default=True,
+              help="Writes in the burst the server is killed in the middle of (0: skip).")
 @click.option("--http", is_flag=True, help="Also measure over streamable HTTP (one server, many clients).")
 @click.option("--json", "json_file", type=OutputFile(), help="Write the report here.")
 @click.option("--plot", "plot_file", type=OutputFile(),
@@ -41,7 +74,10 @@ def _sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[in
               show_default="user cache dir", help="Where corpus embeddings are kept between runs.")
 @click.option("--work-dir", type=EXISTING_DIR,
               help="Where the temporary stores go (default: the system temp dir).")
-def bench(memories, tenants, queries, writes, clients, seed, http, json_file, plot_file, cache_dir, work_dir) -> None:
+def bench(
+    memories, tenants, queries, writes, clients, seed, real_text, burst_sizes, kill_burst, http, json_file, plot_file,
+    cache_dir, work_dir,
+) -> None:  # fmt: skip
     """Benchmark the embedded engine: latency, throughput, cold start, memory, disk.
 
     Each size gets a fresh store seeded through the engine's bulk path; every number is then
@@ -56,10 +92,13 @@ def bench(memories, tenants, queries, writes, clients, seed, http, json_file, pl
         logging.getLogger(client).setLevel(logging.WARNING)
     config = BenchConfig(
         sizes=memories, tenants=tenants, queries=queries, writes=writes, clients=clients, seed=seed,
-        http=http, cache_dir=cache_dir, work_dir=work_dir,
+        http=http, cache_dir=cache_dir, work_dir=work_dir, real_text=real_text, bursts=burst_sizes,
+        kill_burst=kill_burst,
     )  # fmt: skip
     result = run(config, default_embedder())
     click.echo(report.table(result))
+    for line in report.burst_lines(result):
+        click.echo(line)
     click.echo(f"\n{report.es_line(result)}")
     click.echo(report.conditions_line(result))
     if json_file:

@@ -87,14 +87,14 @@ def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
 @click.argument("user_id")
 @config_option
 def users_revoke(user_id: str, config_file: str | None) -> None:
-    """Invalidate every key minted for USER_ID and remove the stored one."""
+    """Invalidate USER_ID's keys minted for this index prefix and remove the stored one."""
     from ..engines.elasticsearch import admin
     from ..engines.elasticsearch.engine import key_store
 
     settings = settings_from(config_file)
     cluster = _cluster(settings, admin=True)
     try:
-        count = admin.revoke_user(cluster, key_store(settings), user_id)
+        count = admin.revoke_user(cluster, key_store(settings), _layout(settings), user_id)
     finally:
         cluster.close()
     click.echo(f"invalidated {count} key(s) of {user_id}")
@@ -130,16 +130,18 @@ def doctor(config_file: str | None) -> None:
 @click.option("--include-superseded", is_flag=True, help="Show superseded memories too.")
 @config_option
 def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:
-    """Print the exact search request recall would send for TEXT (the cluster is not contacted)."""
-    from ..engines.elasticsearch.requests import Inference, recall_request
+    """Print the exact search request(s) recall would send for TEXT (the cluster is not contacted)."""
+    from ..engines.elasticsearch.requests import Inference, branch_requests, recall_request
     from ..service import RecallQuery, plan_recall
 
     settings = settings_from(config_file)
     asked = RecallQuery(user, text, k, memory_types or None, not no_catalog, include_superseded)
     plan = plan_recall(settings.scoring, settings.limits, asked)
-    request = recall_request(
-        plan, _layout(settings), settings.scoring, Inference.from_config(settings.elasticsearch), utcnow()
-    )
+    inference = Inference.from_config(settings.elasticsearch)
+    if inference.rerank_id is None:  # the two branches of one _msearch, fused by atlas
+        _echo_json([{"method": "POST", "path": r.path, "body": r.body} for r in branch_requests(plan, _layout(settings))])
+        return
+    request = recall_request(plan, _layout(settings), settings.scoring, inference, utcnow())
     _echo_json({"method": "POST", "path": request.path, "body": request.body})
 
 

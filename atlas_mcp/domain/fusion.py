@@ -30,6 +30,9 @@ class Candidate:
     bm25_score: float | None = None
     dense_similarity: float | None = None
     rerank_score: float | None = None
+    engine_score: float | None = None  # the engine's own score for it (a reranker's raw score)
+    # No vector yet (its embedding is still pending): only the lexical branch could find it.
+    embedding_pending: bool = False
 
 
 def reciprocal_rank_fusion(

@@ -38,6 +38,7 @@ class RecallPlan:
     rank_constant: int
     # What the BM25 branch should match (``domain.query``: function words dropped); "" = query.
     lexical_query: str = ""
+    k: int = 0  # how many memories the recall returns (0: unknown); a reranker window is never smaller
 
     @property
     def lexical_text(self) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ..app import open_service
+from ..engines import open_engine
 from ..config import Settings, load_settings
 from ..domain.model import new_id, utcnow
 from ..service import MemoryService
@@ -42,7 +43,7 @@ def scratch_service(settings: Settings | None = None, **overrides: Any) -> Itera
     fresh ``<prefix>-eval-<hex>`` prefix (left in the cluster for inspection: delete them
     when done).
     """
-    with tempfile.TemporaryDirectory(prefix="atlas-eval-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="atlas-eval-") as tmp, ExitStack() as stack:
         base = settings.model_dump() if settings is not None else {}
         scratch: dict[str, Any] = {"data_dir": Path(tmp)}
         if base.get("backend") == "elasticsearch":
@@ -50,8 +51,20 @@ def scratch_service(settings: Settings | None = None, **overrides: Any) -> Itera
             scratch["elasticsearch"] = es | {"index_prefix": f"{es['index_prefix']}-eval-{new_id()[:8]}"}
         merged = load_settings(**(base | overrides | scratch))
         clock = ManualClock()
-        service = open_service(merged, clock=clock)
-        try:
-            yield service, clock
-        finally:
-            service.close()
+        engine = open_engine(merged)
+        service = open_service(merged, clock=clock, engine=engine)
+        stack.callback(service.close)
+        if merged.backend == "elasticsearch":
+            _scratch_cluster(stack, merged, engine)
+        yield service, clock
+
+
+def _scratch_cluster(stack: ExitStack, settings: Settings, engine: Any) -> None:
+    """Bootstrap the scratch prefix and mint each evaluated user's key on first use (revoked
+    afterwards): the configured keys are scoped to the real prefix and cannot read this one."""
+    from ..engines.elasticsearch.admin import scratch_deployment
+    from ..engines.elasticsearch.engine import key_store
+
+    keys = engine.keys
+    keys.minter = stack.enter_context(scratch_deployment(settings.elasticsearch, key_store(settings)))
+    keys.forget_configured()  # [users.<id>] es_api_key is scoped to the real prefix

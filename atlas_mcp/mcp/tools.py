@@ -56,6 +56,9 @@ class ExplainOut(BaseModel):
     reranker: str
     multipliers: MultipliersOut
     score: float
+    embedding_pending: bool | None = Field(
+        None, description="true: its vector is still being computed, so only its words matched"
+    )
 
 
 _JSON_TYPES: dict[Kind, Any] = {

@@ -9,16 +9,19 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from atlas_mcp.bench import corpus
-from atlas_mcp.bench.seed import embed_distinct
+from atlas_mcp.bench import corpus, realtext
+from atlas_mcp.bench.seed import memory_vectors
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 
 
 def test_stream_is_deterministic_and_prefix_stable():
@@ -57,7 +60,8 @@ def test_write_many_matches_one_by_one_writes(tmp_path):
     single = EmbeddedEngine(tmp_path / "single.db", embedder)
     try:
         bulk.write_many(memories[:30])
-        bulk.write_many(memories[30:], embed_distinct(embedder, [m.search_text() for m in memories[30:]]))
+        vectors, _ = memory_vectors(embedder, [m.search_text() for m in memories[30:]], None)
+        bulk.write_many(memories[30:], vectors)
         for memory in memories:
             single.write(memory)
         user = corpus.tenant_id(0)
@@ -78,7 +82,7 @@ def test_bench_command_reports_sane_numbers(tmp_path):
     args = [
         "bench", "--memories", "40", "--tenants", "2", "--queries", "10", "--writes", "4",
         "--clients", "2", "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path),
-        "--json", str(report_file), "--http",
+        "--json", str(report_file), "--http", "--real-text", "none", "--bursts", "5,20", "--kill-burst", "40",
     ]  # fmt: skip
     try:
         import matplotlib  # noqa: F401
@@ -109,6 +113,30 @@ def test_bench_command_reports_sane_numbers(tmp_path):
         if size["rss_mb"] is not None:  # Linux: read from /proc
             assert 0 < size["rss_mb"] <= size["peak_rss_mb"]
     assert report["conditions"]["cpus"] >= 1
+    bursts = report["bursts"]["bursts"]
+    assert [b["writes"] for b in bursts] == [5, 20]
+    for b in bursts:
+        assert b["write_ms"]["count"] == b["writes"] and b["recall_right_after_ms"] > 0
+        assert b["acknowledged_per_s"] >= b["writes_per_s_with_embeddings"] > 0
+    kill = report["bursts"]["kill"]
+    assert kill["burst"] == 40 and kill["pending_at_kill"] >= 0
+    assert 0 < kill["initialize_s"] <= kill["start_and_first_recall_s"] <= kill["repair_done_s"]
+    assert "kill halfway through 40 writes" in result.stdout
     if "--plot" in args:
         assert (tmp_path / "bench.png").read_bytes().startswith(b"\x89PNG")
     assert not list(tmp_path.glob("atlas-bench-*")), "temporary stores are cleaned up"
+
+
+def test_real_text_corpus_replicates_locomo_with_renamed_speakers():
+    path = SHARED / "eval/data/locomo/locomo10-dev.json"
+    if not path.exists():
+        pytest.skip("the LoCoMo dev split is read from ../shared, which is absent here")
+    text = realtext.read(path)
+    items, origin = realtext.specs(text, 2 * len(text.base) + 10)
+    assert [i.text for i in items[: len(text.base)]] == [b.text for b in text.base]
+    replica = items[len(text.base) :]
+    assert sum(r.text != b.text for r, b in zip(replica, text.base, strict=False)) > len(text.base) // 2
+    assert origin[len(text.base) + 3] == 3 and len(set(origin)) == len(text.base)
+    kinds = Counter(b.kind for b in text.base)
+    assert kinds[MemoryType.EPISODIC] and kinds[MemoryType.SEMANTIC]
+    assert len(realtext.queries(text, 50, seed=1)) == 50

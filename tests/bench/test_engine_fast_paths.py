@@ -12,7 +12,7 @@ import pytest
 
 from atlas_mcp.bench import corpus
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.engines.embedded.vectors import VectorCache
+from atlas_mcp.engines.embedded.vectors import VectorCache, similarities
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
 
@@ -20,7 +20,7 @@ USER = corpus.tenant_id(0)
 
 
 def _fresh_cache(engine: EmbeddedEngine, owner: str):
-    return VectorCache(engine.embedder).get(engine._conn, owner)
+    return VectorCache(engine.embedder.dimensions).get(engine._conn, owner)
 
 
 def _assert_same(cached, fresh) -> None:
@@ -30,6 +30,9 @@ def _assert_same(cached, fresh) -> None:
     assert np.array_equal(cached.codes, fresh.codes)
     assert np.array_equal(cached.superseded, fresh.superseded)
     assert np.array_equal(cached.matrix, fresh.matrix)
+    assert np.array_equal(cached.ready, fresh.ready)
+    query = default_embedder().embed_batch(["a long meeting about the roadmap"])[0]
+    assert np.array_equal(similarities(cached, query, 1), similarities(fresh, query, 1))
 
 
 def test_own_writes_update_the_cache_in_place_exactly(tmp_path):

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.query import lexical_query
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.base import RecallPlan
 from atlas_mcp.engines.elasticsearch import keys, mappings
@@ -22,8 +23,8 @@ INFERENCE = rq.Inference(".jina-embeddings-v5-text-small", ".jina-reranker-v2-ba
 QUERY = "what firmware is my hub on?"
 
 
-def plan(types=tuple(MemoryType), include_superseded: bool = False, window: int = 80) -> RecallPlan:
-    return RecallPlan("sarah", QUERY, frozenset(types), include_superseded, window, 30)
+def plan(types=tuple(MemoryType), include_superseded: bool = False, window: int = 200, k: int = 10) -> RecallPlan:
+    return RecallPlan("sarah", QUERY, frozenset(types), include_superseded, window, 30, lexical_query(QUERY), k)
 
 
 def recall(inference: rq.Inference = INFERENCE, policy: ScoringPolicy | None = None, **kwargs: Any) -> rq.SearchRequest:
@@ -32,20 +33,23 @@ def recall(inference: rq.Inference = INFERENCE, policy: ScoringPolicy | None = N
 
 RECALL_VARIANTS: dict[str, rq.SearchRequest] = {
     "default": recall(),
-    "no-rerank": recall(rq.Inference(INFERENCE.embedding_id, None)),
     "own-only": recall(types=(MemoryType.SEMANTIC,)),
     "with-superseded": recall(include_superseded=True),
-    "k-100": recall(window=100),
+    "k-100": recall(window=200, k=100),
 }
+BRANCHES = dict(zip(("bm25", "dense"), rq.branch_requests(plan(), LAYOUT), strict=True))
+PIT = "46ToAwMDaWR5BXV1aWQy"
 
 SEARCH_BODIES: dict[str, dict[str, Any]] = {
     **{f"recall/{name}": r.body for name, r in RECALL_VARIANTS.items()},
-    "by-ids": rq.by_ids_request(LAYOUT, "sarah", ["m1", "m2"], list(MemoryType), versions=True).body,
-    "list": rq.list_request(LAYOUT, "sarah", list(rq.USER_TYPES), False, 20, 40).body,
-    "list-since": rq.list_request(LAYOUT, "sarah", [MemoryType.EPISODIC], True, 50, 0, NOW, True).body,
-    "list-catalog": rq.list_request(LAYOUT, None, [MemoryType.CATALOG], True, 100, 0).body,
+    **{f"branch/{name}": r.body for name, r in BRANCHES.items()},
+    "list": rq.list_page_request(PIT, "sarah", False, 20).body,
+    "list-next": rq.list_page_request(PIT, "sarah", False, 20, after=[1767225600000000000, 1767225600000000000, 41]).body,
+    "list-since": rq.list_page_request(PIT, "sarah", True, 50, NOW, True).body,
+    "list-catalog": rq.list_page_request(PIT, None, True, 100).body,
     "stats": rq.stats_request(LAYOUT).body,
 }
+MGET_BODY = rq.mget_body(LAYOUT, ["m1", "m2"], list(MemoryType))
 
 INDEX_BODIES: dict[str, dict[str, Any]] = mappings.all_index_bodies(LAYOUT, INFERENCE.embedding_id)
 
@@ -54,8 +58,10 @@ BULK_LINES: list[dict[str, Any]] = [
     *rq.bulk_update("atlas-semantic-v1", "m1", {"superseded_by": "m9", "superseded_at": NOW.isoformat()}, (42, 1)),
     *rq.bulk_update("atlas-semantic-v1", "m2", {"use_count": 3}, None),
     *rq.bulk_index("atlas-catalog", "c1", {"memory_type": "catalog", "text": "y"}),
+    *rq.bulk_index("atlas-semantic", "m1", {"memory_type": "semantic", "text": "z"}, (43, 3)),
     *rq.bulk_delete("atlas-episodic-v1", "m3"),
 ]
 
 KEY_BODY = keys.create_key_body(LAYOUT, "sarah", "90d")
-INVALIDATE_BODY = keys.invalidate_body("sarah")
+INVALIDATE_BODY = keys.invalidate_body(["key-1", "key-2"])
+LIVE_KEYS_BODY = keys.live_keys_body(LAYOUT, "sarah")

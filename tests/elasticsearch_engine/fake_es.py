@@ -5,19 +5,32 @@ cluster would refuse, not to be lenient:
 
 - every response carries ``X-Elastic-Product: Elasticsearch`` (the client's product check);
 - authentication: ``Basic`` = the admin user, ``ApiKey`` = the writer key or a minted key;
-  minted keys are read-only and see only what their role descriptor's DLS query allows;
   an API key cannot mint a key that carries privileges; invalidated keys get 401;
+- privileges, per request: the admin is least-privilege (``manage_own_api_key`` + ``monitor``),
+  the writer has only ``read``/``create_doc``/``index``/``delete`` on the indices (so ``GET /``,
+  ``_mapping``, ``GET _inference`` and index stats are 403 for it), minted keys have what their
+  role descriptor grants and see only what its DLS query allows; invalidating keys needs
+  ``owner: true`` (or ``manage_api_key``), and ``owner`` only reaches the caller's own keys;
 - strict mappings: a field the index does not map, or a wrong ``constant_keyword``, is a 400;
+  a write to a missing name auto-creates a concrete index with a dynamic mapping (as a cluster
+  does) unless the action says ``require_alias``, which also refuses a concrete index name;
 - retrievers: ``standard`` (query + filter), ``rrf`` (ranks only, rank_constant, window),
-  ``text_similarity_reranker`` (the documented ``max(s,0)+min(exp(s),1)`` score shift), with
-  the server's window validation; licence refusal for RRF on a ``basic`` licence;
-- queries: bool/term/terms/ids/exists/match_all, ``multi_match`` as BM25 over lower-cased
-  words, ``semantic`` as cosine over the injected embedder's vectors, ``function_score``;
-- bulk: create/index/update/delete with ``if_seq_no`` conflicts, per-item results, and the
-  refusal of scripted updates on indices with a ``semantic_text`` field.
+  ``text_similarity_reranker`` (probability or raw-logit endpoints, then the documented
+  ``max(s,0)+min(exp(s),1)`` shift), with the server's window validation; licence refusal for
+  RRF below Enterprise;
+- queries: bool/term/terms/ids/exists/range/match_all, ``multi_match`` as BM25 over lower-cased
+  words, ``semantic`` as cosine over the injected embedder's vectors, ``function_score`` whose
+  ``script_score`` runs the Painless source (``painless.py``: unguarded ``doc[...]`` on an
+  unmapped field fails, dates before 1970 have negative epoch millis);
+- ``from + size`` beyond ``index.max_result_window`` is a 400; points in time, ``search_after``
+  with ``_shard_doc``, ``_mget`` (real-time, DLS applies) and ``_msearch``;
+- bulk: create/index/update/delete with ``if_seq_no`` + ``if_primary_term`` conflicts (each
+  index has its own primary term, never 1), partial updates deep-merged into ``_source`` as a
+  cluster does (a key missing from ``doc`` stays), per-item results, and the refusal of scripted
+  updates on indices with a ``semantic_text`` field.
 
-Not simulated: Painless (a ``script_score`` multiplies by 1.0), analyzers beyond lower-cased
-words, refresh latency (documents are visible at once; tests assert the refresh *flag*).
+Not simulated: analyzers beyond lower-cased words, refresh latency (documents are visible at
+once; tests assert the refresh *flag*).
 Faults (status, body, headers, delay) can be queued per method and path.
 """
 
@@ -35,12 +48,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import numpy as np
+
+from . import painless
 
 WRITER_KEY = ("writer-key-id", "writer-secret")
 ADMIN = ("atlas-admin", "admin-password")
@@ -78,6 +93,41 @@ class EsError(Exception):
     def body(self) -> dict[str, Any]:
         cause = {"type": self.kind, "reason": self.reason}
         return {"error": {"root_cause": [cause], **cause}, "status": self.status}
+
+
+# A privilege is held if it, or one that implies it, was granted.
+CLUSTER_IMPLIED = {
+    "monitor_inference": {"monitor", "manage_inference", "manage", "all"},
+    "monitor": {"manage", "all"},
+    "manage_own_api_key": {"manage_api_key", "manage_security", "all"},
+    "manage_api_key": {"manage_security", "all"},
+}
+INDEX_IMPLIED = {
+    "read": {"all"},
+    "create_doc": {"create", "index", "write", "all"},
+    "index": {"write", "all"},
+    "delete": {"write", "all"},
+    "view_index_metadata": {"manage", "all"},
+    "create_index": {"manage", "all"},
+    "delete_index": {"manage", "all"},
+    "monitor": {"manage", "all"},
+    "manage": {"all"},
+}
+WRITER_PRIVILEGES = {"read", "create_doc", "index", "delete"}
+ADMIN_CLUSTER = {"manage_own_api_key", "monitor"}
+# Endpoints as GET _inference describes them: task type, service, model, and (rerank) score kind.
+ENDPOINTS: dict[str, dict[str, str]] = {
+    ".jina-embeddings-v5-text-small": {"task_type": "text_embedding", "service": "elastic",
+                                       "model_id": "jina-embeddings-v5-text-small"},
+    ".multilingual-e5-small-elasticsearch": {"task_type": "text_embedding", "service": "elasticsearch",
+                                             "model_id": ".multilingual-e5-small_linux-x86_64"},
+    ".elser-2-elasticsearch": {"task_type": "sparse_embedding", "service": "elasticsearch",
+                               "model_id": ".elser_model_2_linux-x86_64"},
+    ".jina-reranker-v2-base-multilingual": {"task_type": "rerank", "service": "elastic",
+                                            "model_id": "jina-reranker-v2-base-multilingual", "scores": "probability"},
+    ".rerank-v1-elasticsearch": {"task_type": "rerank", "service": "elasticsearch", "model_id": ".rerank-v1",
+                                 "scores": "logit"},
+}
 
 
 @dataclass
@@ -119,6 +169,16 @@ class Principal:
     name: str
     key_id: str | None = None
     descriptors: dict[str, Any] = field(default_factory=dict)
+    cluster: set[str] = field(default_factory=set)
+    index: dict[str, set[str]] = field(default_factory=dict)  # pattern -> privileges
+
+    def grants(self) -> tuple[set[str], dict[str, set[str]], dict[str, Any] | None]:
+        """(cluster privileges, index privileges by pattern, DLS query) in force for this caller."""
+        if self.kind != "user":
+            return self.cluster, self.index, None
+        (descriptor,) = self.descriptors.values()  # atlas mints one descriptor with one entry
+        (entry,) = descriptor["indices"]
+        return set(descriptor.get("cluster", [])), {n: set(entry["privileges"]) for n in entry["names"]}, entry.get("query")
 
 
 @dataclass
@@ -136,7 +196,8 @@ class Key:
 class Index:
     name: str
     mappings: dict[str, Any]
-    docs: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> {"source", "seq_no"}
+    docs: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> {"source", "seq_no", "order"}
+    primary_term: int = 1
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -163,24 +224,33 @@ class FakeElasticsearch:
         embed: Embed | None = None,
         *,
         version: str = "9.1.0",
+        flavour: str = "default",
         licence: str = "trial",
         inference_ids: Sequence[str] = (".jina-embeddings-v5-text-small", ".jina-reranker-v2-base-multilingual"),
+        max_result_window: int = 10_000,
     ) -> None:
         self.embed = embed or hashed_embedder()
         self.version = version
+        self.flavour = flavour  # "serverless": GET / says 8.11.0, no licence API, no index stats
         self.licence = licence
         self.inference_ids = set(inference_ids)
+        self.max_result_window = max_result_window
         self.indices: dict[str, Index] = {}
         self.aliases: dict[str, str] = {}
         self.keys: dict[str, Key] = {}
+        self.pits: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+        self._pit_indices: dict[str, str] = {}
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
         self._seq = itertools.count()
+        self._order = itertools.count()
+        self._terms = itertools.count(3)  # primary terms start above 1: code must echo what it read
         self._key_ids = itertools.count(1)
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
-        writer = Principal("writer", "atlas-writer")
-        self.keys[WRITER_KEY[0]] = Key(WRITER_KEY[0], WRITER_KEY[1], "atlas-writer", writer, {}, {})
+        self.admin = Principal("admin", ADMIN[0], cluster=set(ADMIN_CLUSTER), index={"*": {"all"}})
+        self.writer = Principal("writer", "atlas-writer", WRITER_KEY[0], index={"*": set(WRITER_PRIVILEGES)})
+        self.keys[WRITER_KEY[0]] = Key(WRITER_KEY[0], WRITER_KEY[1], "atlas-writer", self.admin, {}, {})
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -249,48 +319,119 @@ class FakeElasticsearch:
         except ValueError:
             user = secret = ""
         if scheme.lower() == "basic" and (user, secret) == ADMIN:
-            return Principal("admin", user)
+            return self.admin
         key = self.keys.get(user) if scheme.lower() == "apikey" else None
         if key is not None and key.secret == secret and not key.invalidated:
-            if key.owner.kind == "writer":
-                return key.owner
+            if key.id == WRITER_KEY[0]:
+                return self.writer
             return Principal("user", key.name, key.id, key.descriptors)
         raise EsError(401, "security_exception", "unable to authenticate with provided credentials",
                       {"WWW-Authenticate": 'ApiKey, Basic realm="security"'})
 
+    # -- privileges ----------------------------------------------------------------------
+
+    def _may(self, who: Principal, privilege: str) -> bool:
+        cluster, _, _ = who.grants()
+        return privilege in cluster or bool(cluster & CLUSTER_IMPLIED.get(privilege, set()))
+
+    def _require(self, who: Principal, privilege: str, action: str) -> None:
+        if not self._may(who, privilege):
+            raise EsError(403, "security_exception",
+                          f"action [{action}] is unauthorized for {self._who(who)}, this action is granted by the "
+                          f"cluster privileges [{privilege},all]")
+
+    def _may_index(self, who: Principal, index: str, privilege: str) -> bool:
+        _, patterns, _ = who.grants()
+        wanted = {privilege} | INDEX_IMPLIED.get(privilege, set())
+        return any((fnmatch.fnmatch(index, p) or index == p) and held & wanted for p, held in patterns.items())
+
+    def _require_index(self, who: Principal, names: Sequence[str], privilege: str, action: str) -> None:
+        for name in names:
+            if not self._may_index(who, name, privilege):
+                raise EsError(403, "security_exception",
+                              f"action [{action}] is unauthorized for {self._who(who)} on indices [{name}], this "
+                              f"action is granted by the index privileges [{privilege},all]")
+
+    @staticmethod
+    def _who(who: Principal) -> str:
+        return f"API key id [{who.key_id}]" if who.key_id else f"user [{who.name}]"
+
+    def _names(self, expression: str) -> list[str]:
+        """The names a request addresses, with the concrete index behind each alias."""
+        out = []
+        for name in expression.split(","):
+            out += [name] + ([self.aliases[name]] if name in self.aliases else [])
+        return out
+
+    # -- routing -------------------------------------------------------------------------
+
     def _route(self, who: Principal, method: str, path: str, req: Recorded) -> tuple[int, Any]:
+        body = req.json() if req.body and not path.endswith(("_bulk", "_msearch")) else {}
         if path == "/" and method in ("GET", "HEAD"):
+            self._require(who, "monitor", "cluster:monitor/main")
+            number = "8.11.0" if self.flavour == "serverless" else self.version
             return 200, {"name": "fake", "cluster_name": "fake-cluster", "tagline": "You Know, for Search",
-                         "version": {"number": self.version, "build_flavor": "default"}}
+                         "version": {"number": number, "build_flavor": self.flavour}}
         if path == "/_security/_authenticate":
             return 200, {"username": who.name, "authentication_type": "api_key" if who.key_id else "realm"}
         if path == "/_security/user/_has_privileges":
-            return 200, self._has_privileges(who, req.json())
-        if who.kind == "user" and not path.endswith("/_search"):
-            raise EsError(403, "security_exception", f"action [{method} {path}] is unauthorized for API key id [{who.key_id}]")
+            return 200, self._has_privileges(who, body)
         if path == "/_license":
+            if self.flavour == "serverless":
+                raise EsError(410, "api_not_available_exception", "Request for uri [/_license] is not available")
+            self._require(who, "monitor", "cluster:monitor/xpack/license/get")
             return 200, {"license": {"type": self.licence, "status": "active"}}
         if m := re.fullmatch(r"/_inference/(?:[a-z_]+/)?([^/]+)", path):
+            self._require(who, "monitor_inference", "cluster:monitor/xpack/inference/get")
             return self._inference(m.group(1))
         if path == "/_security/api_key":
-            return self._api_key(who, method, req.json() if req.body else {})
+            return self._api_key(who, method, body)
+        if path == "/_security/_query/api_key":
+            return 200, self._query_keys(who, body)
         if path == "/_bulk" and method in ("POST", "PUT"):
             return 200, self._bulk(who, req.ndjson())
+        if path == "/_mget" and method in ("GET", "POST"):
+            return 200, self._mget(who, body)
+        if path == "/_msearch" and method in ("GET", "POST"):
+            return 200, self._msearch(who, req.ndjson())
+        if path == "/_pit" and method == "DELETE":
+            found = self.pits.pop(body.get("id", ""), None)
+            return (200 if found is not None else 404), {"succeeded": found is not None, "num_freed": int(found is not None)}
+        if path == "/_search" and method in ("GET", "POST"):
+            if "pit" not in body:
+                raise EsError(400, "action_request_validation_exception", "fake: a search without an index needs a pit")
+            return 200, self._search(who, None, body)
         if m := re.fullmatch(r"/_alias/([^/]+)", path):
+            self._require_index(who, [m.group(1)], "view_index_metadata", "indices:admin/aliases/get")
             found = m.group(1) in self.aliases
             return (200 if found else 404), ({m.group(1): {}} if found else {})
+        if (m := re.fullmatch(r"/([^/_][^/]*)/_pit", path)) and method == "POST":
+            return 200, self._open_pit(who, m.group(1), req.query.get("keep_alive"))
+        if m := re.fullmatch(r"/([^/_][^/]*)/_count", path):
+            found = self._search(who, m.group(1), {"size": self.max_result_window, **body})
+            return 200, {"count": len(found["hits"]["hits"])}
         if m := re.fullmatch(r"/([^/_][^/]*)/_search", path):
-            return 200, self._search(who, m.group(1), req.json() if req.body else {})
+            if "pit" in body:
+                raise EsError(400, "action_request_validation_exception",
+                              "[indices] cannot be used with point in time. Do not specify any index with point in time.")
+            return 200, self._search(who, m.group(1), body)
         if m := re.fullmatch(r"/([^/_][^/]*)/_doc/([^/]+)", path):
-            return self._get_doc(m.group(1), m.group(2))
+            self._require_index(who, self._names(m.group(1)), "read", "indices:data/read/get")
+            return self._get_doc(who, m.group(1), m.group(2))
         if m := re.fullmatch(r"/([^/_][^/]*)/_stats(?:/store)?", path):
+            if self.flavour == "serverless":
+                raise EsError(410, "api_not_available_exception", f"Request for uri [{path}] is not available")
+            self._require_index(who, self._names(m.group(1)), "monitor", "indices:monitor/stats")
             size = sum(len(json.dumps(d["source"])) for i in self._resolve(m.group(1)) for d in i.docs.values())
             return 200, {"_all": {"total": {"store": {"size_in_bytes": size}}}}
         if m := re.fullmatch(r"/([^/_][^/]*)/_mapping", path):
+            self._require_index(who, self._names(m.group(1)), "view_index_metadata", "indices:admin/mappings/get")
             return 200, {i.name: {"mappings": i.mappings} for i in self._resolve(m.group(1))}
         if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "PUT":
-            return 200, self._create_index(m.group(1), req.json())
+            self._require_index(who, [m.group(1)], "create_index", "indices:admin/create")
+            return 200, self._create_index(m.group(1), body)
         if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "DELETE":
+            self._require_index(who, self._names(m.group(1)), "delete_index", "indices:admin/delete")
             for index in self._resolve(m.group(1)):
                 del self.indices[index.name]
                 self.aliases = {a: c for a, c in self.aliases.items() if c != index.name}
@@ -301,38 +442,62 @@ class FakeElasticsearch:
 
     def _api_key(self, who: Principal, method: str, body: dict[str, Any]) -> tuple[int, Any]:
         if method == "DELETE":
-            hits = [k for k in self.keys.values() if k.owner.kind != "writer" and not k.invalidated
-                    and (k.id in body.get("ids", []) or k.name == body.get("name"))]
-            for key in hits:
-                key.invalidated = True
-            return 200, {"invalidated_api_keys": [k.id for k in hits], "previously_invalidated_api_keys": [],
-                         "error_count": 0}
-        if who.kind != "admin" and body.get("role_descriptors"):
-            raise EsError(400, "illegal_argument_exception",
-                          "creating derived api keys requires an explicit role descriptor that is empty")
+            return 200, self._invalidate(who, body)
+        if method == "GET":
+            return 200, {"api_keys": [self._key_info(k) for k in self._visible_keys(who)
+                                      if k.name == body.get("name", k.name)]}
+        if who.kind == "user":
+            if body.get("role_descriptors"):
+                raise EsError(400, "illegal_argument_exception",
+                              "creating derived api keys requires an explicit role descriptor that is empty")
+        else:
+            self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/create")
         key_id = f"key-{next(self._key_ids)}"
         secret = f"secret-{key_id}"
         self.keys[key_id] = Key(key_id, secret, body["name"], who, body.get("role_descriptors", {}), body.get("metadata", {}))
         return 200, {"id": key_id, "name": body["name"], "api_key": secret, "encoded": encode_key(key_id, secret)}
 
-    def _grants(self, who: Principal) -> tuple[list[str], list[str], dict[str, Any] | None]:
-        """(index patterns, index privileges, DLS query) of a minted key (one descriptor, one entry)."""
-        (descriptor,) = who.descriptors.values()
-        (entry,) = descriptor["indices"]
-        return entry["names"], entry["privileges"], entry.get("query")
+    def _invalidate(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("owner") and ({"username", "realm_name"} & body.keys()):
+            raise EsError(400, "action_request_validation_exception",
+                          "username or realm name must not be specified when the current user owns the API key")
+        if body.get("ids") and body.get("name"):
+            raise EsError(400, "action_request_validation_exception", "only one of [api key id, api key name] can be specified")
+        if not body.get("owner"):
+            self._require(who, "manage_api_key", "cluster:admin/xpack/security/api_key/invalidate")
+        else:
+            self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/invalidate")
+        hits = [k for k in self.keys.values() if k.id != WRITER_KEY[0]
+                and (k.id in body.get("ids", []) or k.name == body.get("name"))
+                and (not body.get("owner") or k.owner is who)]
+        fresh = [k for k in hits if not k.invalidated]
+        for key in fresh:
+            key.invalidated = True
+        return {"invalidated_api_keys": [k.id for k in fresh],
+                "previously_invalidated_api_keys": [k.id for k in hits if k not in fresh], "error_count": 0}
+
+    def _visible_keys(self, who: Principal) -> list[Key]:
+        """What the query/get APIs show: every key with manage_api_key, else the caller's own."""
+        self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/get")
+        everyone = self._may(who, "manage_api_key")
+        return [k for k in self.keys.values() if k.id != WRITER_KEY[0] and (everyone or k.owner is who)]
+
+    @staticmethod
+    def _key_info(key: Key) -> dict[str, Any]:
+        return {"id": key.id, "name": key.name, "invalidated": key.invalidated, "username": key.owner.name,
+                "metadata": key.metadata, "type": "rest"}
+
+    def _query_keys(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
+        found = [self._key_info(k) for k in self._visible_keys(who) if _key_matches(body.get("query", {"match_all": {}}), k)]
+        page = found[body.get("from", 0): body.get("from", 0) + body.get("size", 10)]
+        return {"total": len(found), "count": len(page), "api_keys": page}
 
     def _has_privileges(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        cluster_grants = set() if who.kind != "user" else set(next(iter(who.descriptors.values())).get("cluster", []))
         index_result: dict[str, dict[str, bool]] = {}
         for entry in body.get("index", []):
             for name in entry["names"]:
-                if who.kind == "user":
-                    names, privileges, _ = self._grants(who)
-                    allowed = any(fnmatch.fnmatch(name, n) or name == n for n in names)
-                    index_result[name] = {p: allowed and p in privileges for p in entry["privileges"]}
-                else:
-                    index_result[name] = {p: True for p in entry["privileges"]}
-        cluster = {p: who.kind != "user" or p in cluster_grants for p in body.get("cluster", [])}
+                index_result[name] = {p: self._may_index(who, name, p) for p in entry["privileges"]}
+        cluster = {p: self._may(who, p) for p in body.get("cluster", [])}
         return {"username": who.name, "has_all_requested": all(cluster.values()) and all(
             all(v.values()) for v in index_result.values()), "cluster": cluster, "index": index_result}
 
@@ -341,7 +506,11 @@ class FakeElasticsearch:
     def _create_index(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         if name in self.indices or name in self.aliases:
             raise EsError(400, "resource_already_exists_exception", f"index [{name}] already exists")
-        self.indices[name] = Index(name, body.get("mappings", {}))
+        for alias in body.get("aliases", {}):
+            if alias in self.indices:
+                raise EsError(400, "invalid_alias_name_exception",
+                              f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias")
+        self.indices[name] = Index(name, body.get("mappings", {}), primary_term=next(self._terms))
         for alias in body.get("aliases", {}):
             self.aliases[alias] = name
         return {"acknowledged": True, "shards_acknowledged": True, "index": name}
@@ -355,21 +524,48 @@ class FakeElasticsearch:
             out.append(self.indices[concrete])
         return out
 
-    def _get_doc(self, expression: str, doc_id: str) -> tuple[int, Any]:
+    def _visible(self, who: Principal, index: Index, doc_id: str) -> bool:
+        """Whether DLS lets ``who`` see one document."""
+        _, _, dls = who.grants()
+        if dls is None:
+            return True
+        ref = DocRef(index, doc_id, index.name)
+        return self._score(dls, ref, [ref]) is not None
+
+    def _get_doc(self, who: Principal, expression: str, doc_id: str) -> tuple[int, Any]:
         (index,) = self._resolve(expression)
         doc = index.docs.get(doc_id)
-        if doc is None:
+        if doc is None or not self._visible(who, index, doc_id):
             return 404, {"_index": index.name, "_id": doc_id, "found": False}
         return 200, {"_index": index.name, "_id": doc_id, "found": True, "_seq_no": doc["seq_no"],
-                     "_primary_term": 1, "_source": doc["source"]}
+                     "_primary_term": index.primary_term, "_source": doc["source"]}
+
+    def _mget(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
+        """Real-time reads by id (no refresh needed), with DLS; unknown ids are ``found: false``."""
+        out = []
+        for spec in body["docs"]:
+            self._require_index(who, self._names(spec["_index"]), "read", "indices:data/read/mget")
+            (index,) = self._resolve(spec["_index"])
+            doc = index.docs.get(spec["_id"])
+            if doc is None or not self._visible(who, index, spec["_id"]):
+                out.append({"_index": index.name, "_id": spec["_id"], "found": False})
+                continue
+            hit = self._hit(DocRef(index, spec["_id"], index.name), 0.0, {"_source": spec.get("_source", True)})
+            del hit["_score"]
+            out.append(hit | {"found": True, "_seq_no": doc["seq_no"], "_primary_term": index.primary_term})
+        return {"docs": out}
 
     def _inference(self, endpoint: str) -> tuple[int, Any]:
         if endpoint == "_all":
-            return 200, {"endpoints": [{"inference_id": i, "task_type": "rerank" if "rerank" in i else "text_embedding"}
-                                       for i in sorted(self.inference_ids)]}
+            return 200, {"endpoints": [self._endpoint(i) for i in sorted(self.inference_ids)]}
         self._need_endpoint(endpoint)
-        task = "rerank" if "rerank" in endpoint else "text_embedding"
-        return 200, {"endpoints": [{"inference_id": endpoint, "task_type": task, "service": "fake"}]}
+        return 200, {"endpoints": [self._endpoint(endpoint)]}
+
+    def _endpoint(self, endpoint: str) -> dict[str, Any]:
+        known = ENDPOINTS.get(endpoint, {"task_type": "rerank" if "rerank" in endpoint else "text_embedding",
+                                         "service": "custom", "model_id": endpoint})
+        return {"inference_id": endpoint, "task_type": known["task_type"], "service": known["service"],
+                "service_settings": {"model_id": known["model_id"]}, "task_settings": {}}
 
     def _need_endpoint(self, endpoint: str) -> None:
         if endpoint not in self.inference_ids:
@@ -380,6 +576,9 @@ class FakeElasticsearch:
     def _check_source(self, index: Index, source: dict[str, Any]) -> None:
         for name, value in source.items():
             spec = index.properties.get(name)
+            if spec is None and index.mappings.get("dynamic") != "strict":
+                index.mappings.setdefault("properties", {})[name] = {"type": "keyword"}  # dynamic mapping
+                continue
             if spec is None:
                 raise EsError(400, "strict_dynamic_mapping_exception",
                               f"[1:1] mapping set to strict, dynamic introduction of [{name}] within [_doc] is not allowed")
@@ -404,14 +603,26 @@ class FakeElasticsearch:
         return {"took": 1, "errors": any("error" in next(iter(i.values())) for i in items), "items": items}
 
     def _bulk_item(self, who: Principal, op: str, meta: dict[str, Any], body: Any) -> dict[str, Any]:
-        if who.kind == "user":
-            raise EsError(403, "security_exception", f"action [indices:data/write/bulk[s]] is unauthorized for API key id [{who.key_id}]")
-        (index,) = self._resolve(meta["_index"])
+        name = meta["_index"]
+        needed = {"create": "create_doc", "index": "index", "update": "index", "delete": "delete"}[op]
+        self._require_index(who, self._names(name), needed, "indices:data/write/bulk[s]")
+        if meta.get("require_alias") and name not in self.aliases:
+            raise EsError(404, "index_not_found_exception",
+                          f"no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias")
+        if ("if_seq_no" in meta) != ("if_primary_term" in meta):
+            raise EsError(400, "action_request_validation_exception",
+                          "Validation Failed: 1: ifSeqNo is set, but primary term is [0];")
+        if name not in self.aliases and name not in self.indices and op in ("create", "index"):
+            self._create_index(name, {})  # auto-create: dynamic mapping, no alias, no semantic_text
+        (index,) = self._resolve(name)
         doc_id = meta["_id"]
         current = index.docs.get(doc_id)
-        if "if_seq_no" in meta and (current is None or current["seq_no"] != meta["if_seq_no"]):
+        if "if_seq_no" in meta and (current is None or current["seq_no"] != meta["if_seq_no"]
+                                    or index.primary_term != meta["if_primary_term"]):
+            have = "missing" if current is None else f"seqNo [{current['seq_no']}] and primary term [{index.primary_term}]"
             raise EsError(409, "version_conflict_engine_exception",
-                          f"[{doc_id}]: version conflict, required seqNo [{meta['if_seq_no']}]")
+                          f"[{doc_id}]: version conflict, required seqNo [{meta['if_seq_no']}], primary term "
+                          f"[{meta['if_primary_term']}]. current document has {have}")
         if op == "delete":
             if current is None:
                 return {"_index": index.name, "_id": doc_id, "result": "not_found", "status": 404}
@@ -424,14 +635,15 @@ class FakeElasticsearch:
                               "You must retrieve and set the values directly for those fields.")
             if current is None:
                 raise EsError(404, "document_missing_exception", f"[{doc_id}]: document missing")
-            merged = {**current["source"], **body["doc"]}
+            merged = deep_merge(current["source"], body["doc"])  # as XContentHelper.update does
             self._check_source(index, merged)
-            index.docs[doc_id] = {"source": merged, "seq_no": -1}
+            current["source"] = merged
             return self._written(index, doc_id, "updated", 200)
         if op == "create" and current is not None:
             raise EsError(409, "version_conflict_engine_exception", f"[{doc_id}]: version conflict, document already exists")
         self._check_source(index, body)
-        index.docs[doc_id] = {"source": dict(body), "seq_no": -1}
+        order = current["order"] if current else next(self._order)
+        index.docs[doc_id] = {"source": dict(body), "seq_no": -1, "order": order}
         return self._written(index, doc_id, "created" if current is None else "updated", 201 if current is None else 200)
 
     def _written(self, index: Index, doc_id: str, result: str, status: int, keep: bool = True) -> dict[str, Any]:
@@ -439,37 +651,77 @@ class FakeElasticsearch:
         if keep:
             index.docs[doc_id]["seq_no"] = seq_no
         return {"_index": index.name, "_id": doc_id, "_version": 1, "result": result, "status": status,
-                "_seq_no": seq_no, "_primary_term": 1}
+                "_seq_no": seq_no, "_primary_term": index.primary_term}
 
     # -- search --------------------------------------------------------------------------
 
-    def _search(self, who: Principal, expression: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _open_pit(self, who: Principal, expression: str, keep_alive: str | None) -> dict[str, Any]:
+        if not keep_alive:
+            raise EsError(400, "action_request_validation_exception", "[keep_alive] is required")
+        self._require_index(who, self._names(expression), "read", "indices:data/read/open_point_in_time")
+        pit_id = base64.b64encode(f"pit-{len(self.pits)}-{expression}".encode()).decode()
+        # a frozen view: later writes are not seen through this point in time
+        self.pits[pit_id] = [(i.name, d, json.loads(json.dumps(i.docs[d]))) for i in self._resolve(expression) for d in i.docs]
+        self._pit_indices[pit_id] = expression
+        return {"id": pit_id}
+
+    def _msearch(self, who: Principal, lines: list[Any]) -> dict[str, Any]:
+        responses = []
+        for header, body in zip(lines[::2], lines[1::2], strict=True):
+            index = header.get("index")
+            expression = ",".join(index) if isinstance(index, list) else index
+            try:
+                responses.append(self._search(who, expression, body) | {"status": 200})
+            except EsError as exc:
+                responses.append(exc.body())
+        return {"took": 1, "responses": responses}
+
+    def _search(self, who: Principal, expression: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        if expression is None:  # a point in time: its frozen documents
+            pit_id = body["pit"]["id"]
+            if pit_id not in self.pits:
+                raise EsError(404, "search_context_missing_exception", "No search context found for id")
+            expression = self._pit_indices[pit_id]
         indices = self._resolve(expression)
-        docs = [DocRef(i, d, i.name) for i in indices for d in sorted(i.docs)]
-        if who.kind == "user":
-            names, _, dls = self._grants(who)
-            for index in indices:
-                if not any(fnmatch.fnmatch(index.name, n) for n in names):
-                    raise EsError(403, "security_exception", f"action [indices:data/read/search] is unauthorized for [{index.name}]")
-            docs = [d for d in docs if dls is None or self._score(dls, d, docs) is not None]
-        size = body.get("size", 10)
+        self._require_index(who, self._names(expression), "read", "indices:data/read/search")
+        if "pit" in body:
+            frozen = self.pits[body["pit"]["id"]]
+            docs = [self._frozen(name, doc_id, doc) for name, doc_id, doc in frozen]
+        else:
+            docs = [DocRef(i, d, i.name) for i in indices for d in sorted(i.docs)]
+        _, _, dls = who.grants()
+        if dls is not None:
+            docs = [d for d in docs if self._score(dls, d, docs) is not None]
+        size, start = body.get("size", 10), body.get("from", 0)
+        if start + size > self.max_result_window:
+            raise EsError(400, "illegal_argument_exception",
+                          f"Result window is too large, from + size must be less than or equal to: "
+                          f"[{self.max_result_window}] but was [{start + size}]. See the scroll api for a more "
+                          "efficient way to request large data sets.")
         if "retriever" in body:
             top = body["retriever"]
             (kind, spec), = top.items()
             if kind != "standard" and size > spec.get("rank_window_size", 10):
                 raise EsError(400, "illegal_argument_exception",
                               f"[{kind}] requires [rank_window_size: {spec.get('rank_window_size', 10)}] to be >= [size: {size}]")
-            ranked = self._retrieve(top, docs, size)
-            page = ranked[body.get("from", 0): body.get("from", 0) + size]
+            ranked = self._retrieve(top, docs, max(size, spec.get("rank_window_size", size)))
+            page = ranked[start: start + size]
             hits = [self._hit(d, s, body) for d, s in page]
         else:
             hits = self._query_page(docs, body)
         response = {"took": 1, "timed_out": False, "hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits}}
+        if "pit" in body:
+            response["pit_id"] = body["pit"]["id"]
         aggs = body.get("aggregations", body.get("aggs"))
         if aggs:
             matched = [d for d in docs if self._score(body.get("query", {"match_all": {}}), d, docs) is not None]
             response["aggregations"] = self._aggregate(aggs, matched, docs)
         return response
+
+    def _frozen(self, name: str, doc_id: str, doc: dict[str, Any]) -> DocRef:
+        """A document as a point in time saw it (its own one-document index view)."""
+        live = self.indices[name]
+        return DocRef(Index(name, live.mappings, {doc_id: doc}, live.primary_term), doc_id, name)
 
     def _aggregate(self, aggs: dict[str, Any], docs: list[DocRef], corpus: list[DocRef]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -495,16 +747,50 @@ class FakeElasticsearch:
     def _query_page(self, docs: list[DocRef], body: dict[str, Any]) -> list[dict[str, Any]]:
         query = body.get("query", {"match_all": {}})
         scored = [(d, s) for d in docs if (s := self._score(query, d, docs)) is not None]
-        for spec in reversed(body.get("sort", [])):
-            ((name, how),) = spec.items()
-            present = [x for x in scored if x[0].source.get(name) is not None]
-            absent = [x for x in scored if x[0].source.get(name) is None]
-            present.sort(key=lambda x: x[0].source[name], reverse=how.get("order") == "desc")
-            scored = present + absent
-        if not body.get("sort"):
+        sort = [next(iter(spec.items())) for spec in body.get("sort", [])]
+        if any(name == "_shard_doc" for name, _ in sort) and "pit" not in body:
+            raise EsError(400, "illegal_argument_exception", "[_shard_doc] sort field cannot be used without [point in time]")
+        if "search_after" in body and not sort:
+            raise EsError(400, "illegal_argument_exception", "[search_after] requires a sort")
+        if not sort:
             scored.sort(key=lambda x: (-x[1], x[0].id))
-        start = body.get("from", 0)
-        return [self._hit(d, s, body) for d, s in scored[start: start + body.get("size", 10)]]
+            start = body.get("from", 0)
+            return [self._hit(d, s, body) for d, s in scored[start: start + body.get("size", 10)]]
+        if "search_after" in body and body.get("from", 0) not in (0, -1):
+            raise EsError(400, "illegal_argument_exception", "[from] parameter must be set to 0 when [search_after] is used")
+        keyed = [(self._sort_key(d, sort), d, s) for d, s in scored]
+        keyed.sort(key=lambda x: x[0])
+        if "search_after" in body:
+            after = self._sort_key(None, sort, list(body["search_after"]))
+            keyed = [x for x in keyed if x[0] > after]
+        start = 0 if "search_after" in body else body.get("from", 0)
+        page = keyed[start: start + body.get("size", 10)]
+        return [self._hit(d, s, body) | {"sort": self._sort_values(d, sort)} for _, d, s in page]
+
+    def _sort_values(self, doc: DocRef, sort: list[tuple[str, Any]]) -> list[Any]:
+        """What a hit's ``sort`` says: dates as epoch millis (nanos for date_nanos), _shard_doc an ordinal."""
+        out = []
+        for name, _ in sort:
+            if name == "_shard_doc":
+                out.append(doc.index.docs[doc.id]["order"])
+                continue
+            value = doc.source.get(name)
+            kind = doc.index.properties.get(name, {}).get("type")
+            if value is not None and kind in ("date", "date_nanos"):
+                at = _instant(value)
+                micros = (at - datetime(1970, 1, 1, tzinfo=at.tzinfo)) // _MICRO
+                value = micros * 1000 if kind == "date_nanos" else micros // 1000
+            out.append(value)
+        return out
+
+    def _sort_key(self, doc: DocRef | None, sort: list[tuple[str, Any]], values: list[Any] | None = None) -> tuple:
+        values = self._sort_values(doc, sort) if values is None else values
+        key = []
+        for (_, how), value in zip(sort, values, strict=True):
+            descending = (how.get("order") if isinstance(how, dict) else how) == "desc"
+            missing = value is None  # missing values sort last either way
+            key.append((missing, 0 if missing else (-value if descending else value)))
+        return tuple(key)
 
     def _hit(self, doc: DocRef, score: float, body: dict[str, Any]) -> dict[str, Any]:
         source = body.get("_source", True)
@@ -513,7 +799,7 @@ class FakeElasticsearch:
             excludes = set(source.get("excludes", [])) if isinstance(source, dict) else set()
             hit["_source"] = {k: v for k, v in doc.source.items() if k not in excludes}
         if body.get("seq_no_primary_term"):
-            hit |= {"_seq_no": doc.index.docs[doc.id]["seq_no"], "_primary_term": 1}
+            hit |= {"_seq_no": doc.index.docs[doc.id]["seq_no"], "_primary_term": doc.index.primary_term}
         return hit
 
     def _retrieve(self, container: dict[str, Any], docs: list[DocRef], window: int) -> list[tuple[DocRef, float]]:
@@ -550,15 +836,20 @@ class FakeElasticsearch:
         if child_kind != "standard" and child.get("rank_window_size", 10) < window:
             raise EsError(400, "illegal_argument_exception",
                           "[text_similarity_reranker] requires [rank_window_size] <= the inner retriever's")
-        self._need_endpoint(spec.get("inference_id", ".rerank-v1-elasticsearch"))
-        candidates = [d for d, _ in self._retrieve(spec["retriever"], docs, window)]
-        query = self._vector(spec["inference_text"])
+        endpoint = spec.get("inference_id", ".rerank-v1-elasticsearch")
+        self._need_endpoint(endpoint)
+        candidates = [d for d, _ in self._retrieve(spec["retriever"], docs, window)][:window]
         out = []
         for doc in candidates:
-            relevance = (1.0 + float(self._vector(doc.source.get(spec["field"], "")) @ query)) / 2.0
-            out.append((doc, max(relevance, 0.0) + min(math.exp(relevance), 1.0)))
+            raw = rerank_model_score(self._endpoint_scores(endpoint), self._vector(spec["inference_text"]),
+                                     self._vector(doc.source.get(spec["field"], "")))
+            out.append((doc, max(raw, 0.0) + min(math.exp(raw), 1.0)))  # elastic/elasticsearch#120930
         out.sort(key=lambda x: (-x[1], x[0].id))
         return [x for x in out if x[1] >= spec.get("min_score", 0.0)]
+
+    @staticmethod
+    def _endpoint_scores(endpoint: str) -> str:
+        return ENDPOINTS.get(endpoint, {}).get("scores", "probability")
 
     def _vector(self, text: str) -> np.ndarray:
         vector = self._vectors.get(text)
@@ -662,8 +953,58 @@ class FakeElasticsearch:
         for function in spec.get("functions", []):
             if "filter" in function and self._score(function["filter"], doc, corpus) is None:
                 continue
-            factor *= function.get("weight", 1.0)  # script_score: Painless is not simulated (1.0)
+            factor *= function.get("weight", 1.0)
+            if "script_score" in function:
+                script = function["script_score"]["script"]
+                if script.get("lang", "painless") != "painless":
+                    raise EsError(400, "illegal_argument_exception", f"script_lang not supported [{script['lang']}]")
+                try:
+                    factor *= painless.run(script["source"], painless.DocValues(doc.index.name, doc.index.properties,
+                                                                                doc.source), script.get("params", {}))
+                except painless.PainlessError as exc:
+                    raise EsError(400, "script_exception", f"runtime error: {exc}") from exc
         return score * factor
+
+
+_MICRO = timedelta(microseconds=1)
+
+
+def rerank_model_score(kind: str, query: np.ndarray, document: np.ndarray) -> float:
+    """What a rerank model returns before the retriever's shift: a probability in [0, 1], or a
+    raw logit (Elastic Rerank, elastic/elasticsearch#118483: often negative)."""
+    cosine = float(query @ document)
+    if kind == "logit":
+        return 8.0 * (cosine - 0.35)
+    return (1.0 + cosine) / 2.0
+
+
+def deep_merge(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """A partial ``doc`` applied to ``_source`` as the cluster does: objects merge key by key
+    (a key absent from ``changes`` stays), anything else (null included) replaces."""
+    out = dict(current)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _key_matches(query: dict[str, Any], key: Key) -> bool:
+    """The query-API-keys subset atlas uses: bool filters of term queries on key fields."""
+    ((kind, spec),) = query.items()
+    if kind == "match_all":
+        return True
+    if kind == "bool":
+        return (all(_key_matches(q, key) for q in _listed(spec.get("filter")) + _listed(spec.get("must")))
+                and not any(_key_matches(q, key) for q in _listed(spec.get("must_not"))))
+    if kind == "term":
+        ((name, value),) = spec.items()
+        value = value["value"] if isinstance(value, dict) else value
+        fields = {"name": key.name, "invalidated": key.invalidated, "username": key.owner.name,
+                  **{f"metadata.{k}": v for k, v in key.metadata.items()}}
+        return fields.get(name) == value
+    raise EsError(400, "illegal_argument_exception", f"fake: unsupported api key query [{kind}]")
 
 
 def _instant(value: str) -> datetime:

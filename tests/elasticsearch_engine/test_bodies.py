@@ -78,8 +78,33 @@ def test_reranker_reads_the_stored_text_field_with_the_query():
     assert bodies.RECALL_VARIANTS["default"].body["_source"] == {"excludes": [SEMANTIC]}
 
 
-def test_without_a_rerank_endpoint_rrf_is_the_top_retriever():
-    assert set(bodies.RECALL_VARIANTS["no-rerank"].body["retriever"]) == {"rrf"}
+def test_the_reranker_window_is_its_own_setting_never_below_k():
+    default = bodies.RECALL_VARIANTS["default"].body
+    assert default["size"] == _reranker_spec(default)["rank_window_size"] == bodies.INFERENCE.rerank_window == 80
+    assert _reranker_spec(default)["retriever"]["rrf"]["rank_window_size"] == 200
+    assert bodies.RECALL_VARIANTS["k-100"].body["size"] == 100
+
+
+def _reranker_spec(body: dict[str, Any]) -> dict[str, Any]:
+    return body["retriever"]["text_similarity_reranker"]
+
+
+def test_bm25_matches_the_content_words_and_the_dense_branch_the_whole_question():
+    rrf = _reranker_spec(bodies.RECALL_VARIANTS["default"].body)["retriever"]["rrf"]
+    lexical, dense = (b["standard"]["query"]["function_score"]["query"] for b in rrf["retrievers"])
+    assert lexical["multi_match"]["query"] == "firmware hub" and dense["semantic"]["query"] == bodies.QUERY
+    for name, request in bodies.BRANCHES.items():
+        (query,) = request.body["query"]["bool"]["must"]
+        assert query == (lexical if name == "bm25" else dense), "the fallback branches match the same text"
+        assert "function_score" not in json.dumps(request.body), "no priors: the service applies them once"
+
+
+def test_listing_pages_are_totally_ordered_over_a_point_in_time():
+    for name in ("list", "list-since", "list-catalog", "list-next"):
+        body = bodies.SEARCH_BODIES[name]
+        assert body["pit"]["id"] == bodies.PIT and "from" not in body
+        assert list(body["sort"][-1]) == ["_shard_doc"], "a unique tiebreaker: search_after never skips a memory"
+    assert bodies.SEARCH_BODIES["list-next"]["search_after"][-1] == 41
 
 
 def branch_filters(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -194,6 +219,18 @@ def test_bulk_updates_are_partial_documents_never_scripts():
     assert (conditional["if_seq_no"], conditional["if_primary_term"]) == (42, 1)
 
 
+def test_every_write_requires_an_alias():
+    actions = [next(iter(line.values())) | {"op": op} for line in bodies.BULK_LINES
+               for op in line if op in ("create", "index", "update")]
+    assert len(actions) == 5 and all(a["require_alias"] is True for a in actions)
+
+
+def test_a_partial_update_is_read_as_the_cluster_merges_it():
+    source = {"metadata": {"a": 1, "nested": {"x": 1, "y": 2}}, "superseded_by": "m2", "use_count": 1}
+    merged = rq.as_merged(source, {"metadata": {"nested": {"x": 3}}, "superseded_by": None})
+    assert merged == {"metadata": {"a": 1, "nested": {"x": 3, "y": 2}}, "use_count": 1}
+
+
 def test_changed_doc_leaves_the_embedded_text_alone_unless_it_changed():
     from atlas_mcp.domain.model import Memory
     from atlas_mcp.engines.elasticsearch.documents import changed_doc
@@ -207,13 +244,33 @@ def test_changed_doc_leaves_the_embedded_text_alone_unless_it_changed():
 # -- reranker score ------------------------------------------------------------------------
 
 
+def shifted(raw: float) -> float:
+    return max(raw, 0.0) + min(math.exp(raw), 1.0)  # elastic/elasticsearch#120930
+
+
 @pytest.mark.parametrize("raw", [0.0, 0.03, 0.5, 0.97, 1.0])
 def test_probability_scores_are_recovered_exactly_from_the_shifted_score(raw):
-    shifted = max(raw, 0.0) + min(math.exp(raw), 1.0)
-    assert rerank_relevance(shifted, "probability") == pytest.approx(raw)
+    assert rerank_relevance([shifted(raw)], "probability") == pytest.approx([raw])
 
 
 @pytest.mark.parametrize("raw", [-6.0, -0.5, 0.0, 2.0, 7.0])
 def test_logit_scores_become_sigmoids(raw):
-    shifted = max(raw, 0.0) + min(math.exp(raw), 1.0)
-    assert rerank_relevance(shifted, "logit") == pytest.approx(1.0 / (1.0 + math.exp(-raw)))
+    assert rerank_relevance([shifted(raw)], "logit") == pytest.approx([1.0 / (1.0 + math.exp(-raw))])
+
+
+@pytest.mark.parametrize("scale", ["probability", "logit"])
+def test_the_rerankers_order_survives_whatever_the_endpoint_returns(scale):
+    """Elastic Rerank returns raw logits (elastic/elasticsearch#118483): read as probabilities and
+    clamped, every negative logit became 0 and every logit above 1 became 1 (ties, order by id)."""
+    logits = [7.5, 3.0, 1.2, 0.4, -0.3, -2.0, -9.0]
+    relevance = rerank_relevance([shifted(x) for x in logits], scale)
+    assert relevance == sorted(relevance, reverse=True) and len(set(relevance)) == len(logits)
+    assert all(0.0 <= r <= 1.0 for r in relevance)
+
+
+@pytest.mark.parametrize(("service", "scale"), [("elasticsearch", "logit"), ("elastic", "probability"),
+                                                ("cohere", "probability"), ("jinaai", "probability")])
+def test_the_scale_comes_from_the_endpoints_service(service, scale):
+    found = {"endpoints": [{"inference_id": "r", "task_type": "rerank", "service": service,
+                            "service_settings": {"model_id": "m"}}]}
+    assert rq.describe_endpoint(found).rerank_scale == scale

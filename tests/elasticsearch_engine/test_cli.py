@@ -52,7 +52,7 @@ def test_dry_runs_print_every_body_and_send_nothing(fake_es, run):
     printed = json.loads(result.output)
     assert printed == [r.to_dict() for r in admin.bootstrap_plan(IndexLayout("cli"), bodies.INFERENCE.embedding_id)]
     key = json.loads(run("users", "add", "sarah", "--dry-run").output)
-    assert key["path"] == "/_security/api_key" and key["body"]["name"] == "atlas-user-sarah"
+    assert key["path"] == "/_security/api_key" and key["body"]["name"] == "atlas-user-cli/sarah"
     assert fake_es.requests == []
 
 
@@ -62,7 +62,8 @@ def test_es_query_prints_the_recall_request(fake_es, run):
     printed = json.loads(result.output)
     assert printed["path"] == "/cli-semantic,cli-catalog/_search"
     reranker = printed["body"]["retriever"]["text_similarity_reranker"]
-    assert reranker["inference_text"] == "hub firmware" and printed["body"]["size"] == ScoringPolicy().rrf_window
+    assert reranker["inference_text"] == "hub firmware" and printed["body"]["size"] == 80
+    assert reranker["retriever"]["rrf"]["rank_window_size"] == ScoringPolicy().rrf_window
     assert fake_es.requests == []
     assert run("es-query", "--user", "sarah", "--k", "0", "x").exit_code != 0
 
@@ -99,15 +100,42 @@ def test_minting_without_a_user_credential_is_refused_clearly(run):
 def test_doctor_passes_on_a_ready_cluster_and_names_each_fix(fake_es, run):
     run("bootstrap")
     run("users", "add", "sarah")
+    fake_es.writer.cluster |= {"monitor", "monitor_inference"}
+    fake_es.writer.index["*"].add("view_index_metadata")
     healthy = run("doctor")
     assert healthy.exit_code == 0, healthy.output
-    assert "FAIL" not in healthy.output and "Elasticsearch 9.1.0" in healthy.output
+    assert "FAIL" not in healthy.output and "warn" not in healthy.output and "Elasticsearch 9.1.0" in healthy.output
+    assert "scores read as probability" in healthy.output
     fake_es.licence = "gold"
     fake_es.inference_ids.discard(".jina-reranker-v2-base-multilingual")
     sick = run("doctor")
     assert sick.exit_code == 1
     assert "[FAIL] licence for RRF, reranker and inference: cluster licence is gold" in sick.output
     assert "[FAIL] rerank endpoint" in sick.output and "start_trial" in sick.output
+
+
+def test_doctor_passes_with_a_least_privilege_writer(fake_es, run):
+    """read/create_doc/index/delete only: GET / (monitor), _mapping (view_index_metadata) and
+    GET _inference (monitor_inference) are 403 for it; that is a warning, not a failure."""
+    run("bootstrap")
+    run("users", "add", "sarah")
+    fake_es.inference_ids.add(".rerank-v1-elasticsearch")
+    result = run("doctor", ATLAS_ELASTICSEARCH__RERANK_INFERENCE_ID=".rerank-v1-elasticsearch")
+    assert result.exit_code == 0, result.output
+    assert "FAIL" not in result.output and "[warn] connection: connected as atlas-writer" in result.output
+    assert "mapping not checked without `view_index_metadata`" in result.output
+    assert "rerank endpoint: .rerank-v1-elasticsearch (rerank, elasticsearch .rerank-v1); scores read as logit" in result.output
+
+
+def test_doctor_passes_on_serverless(fake_es, run):
+    """Serverless answers GET / with "8.11.0" and build_flavor "serverless", and has no licence API."""
+    fake_es.flavour = "serverless"
+    fake_es.writer.cluster |= {"monitor", "monitor_inference"}
+    run("bootstrap")
+    run("users", "add", "sarah")
+    result = run("doctor")
+    assert result.exit_code == 0, result.output
+    assert "[ok  ] connection: Elasticsearch Serverless" in result.output and "no licence API" in result.output
 
 
 def test_doctor_reports_missing_indices(run):

@@ -4,8 +4,10 @@
     ATLAS_ES_EMBED_ID=my-embeddings ATLAS_ES_RERANK_ID=my-reranker \\
         .venv/bin/python -m pytest tests/elasticsearch_engine/test_live.py -m live_es
 
-Needs a user credential (keys are minted with it) and an Enterprise or trial licence.
-Each test works under its own index prefix and removes its indices and keys afterwards.
+Needs a user credential (keys are minted with it, with ``manage_own_api_key`` at least) and an
+Enterprise or trial licence. Each test works under its own index prefix and removes its indices
+and the keys minted for that prefix afterwards (never another deployment's keys).
+Tests 13-20 cover issue 16: each is what the strict fake checks offline, against the real thing.
 The licence case downgrades the cluster to Basic and runs only with ATLAS_ES_ALLOW_DOWNGRADE=1.
 """
 
@@ -17,12 +19,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.config import ElasticsearchSettings
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.scoring import multipliers
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch import requests as rq
-from atlas_mcp.engines.elasticsearch.doctor import mapping_problems
+from atlas_mcp.engines.elasticsearch.doctor import mapping_problems, render, run_checks
 from atlas_mcp.engines.elasticsearch.engine import ElasticsearchEngine
 from atlas_mcp.engines.elasticsearch.keys import KeyStore
 from atlas_mcp.engines.elasticsearch.layout import ALL_TYPES, IndexLayout
@@ -42,7 +45,7 @@ pytestmark = [
 
 
 class Live:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, **overrides):
         self.config = ElasticsearchSettings(
             url=LIVE["URL"],
             username=LIVE["USER"],
@@ -52,7 +55,7 @@ class Live:
             rerank_inference_id=LIVE["RERANK_ID"] or ElasticsearchSettings().rerank_inference_id,
             index_prefix=f"atlas-live-{uuid.uuid4().hex[:8]}",
             max_retries=1,
-        )
+        ).model_copy(update=overrides)
         self.layout = IndexLayout(self.config.index_prefix)
         self.admin = Cluster(connect(self.config, admin=True), self.config)
         self.keys = KeyStore(tmp_path / "es-keys.json")
@@ -71,7 +74,7 @@ class Live:
 
     def close(self) -> None:
         for user in ("alice", "bob"):
-            admin.revoke_user(self.admin, self.keys, user)
+            admin.revoke_user(self.admin, self.keys, self.layout, user)
         for kind in ALL_TYPES:
             self.es.options(ignore_status=404).indices.delete(index=self.layout.concrete(kind))
         self.es.options(ignore_status=404).indices.delete(index=self.layout.state_concrete)
@@ -130,6 +133,7 @@ def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
     phrase = "zebra crossing near the bakery"
     now = datetime.now(UTC)
     old = live.service.write("alice", phrase, "episodic", occurred_at=now - timedelta(days=3000))
+    sixties = live.service.write("alice", phrase, "episodic", occurred_at=datetime(1965, 5, 1, tzinfo=UTC))
     fresh = live.service.write("alice", phrase, "episodic")
     fact = live.service.write("alice", phrase)
     live.engine.update("alice", live.engine.get("alice", [fact.id])[0].evolve(use_count=10))
@@ -143,7 +147,7 @@ def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
     with_priors = {h["_id"]: h["_score"] for h in _search(live, {"size": 20, "retriever": scored})}
     without = {h["_id"]: h["_score"] for h in _search(live, {"size": 20, "retriever": plain})}
     stored = {m.id: m for m in live.engine.get("alice", list(with_priors), include_catalog=True)}
-    assert set(stored) == {old.id, fresh.id, fact.id, playbook.id, catalog_id}
+    assert set(stored) == {old.id, sixties.id, fresh.id, fact.id, playbook.id, catalog_id}
     for doc_id, memory in stored.items():
         expected = multipliers(memory, now, live.service.policy).product
         assert with_priors[doc_id] / without[doc_id] == pytest.approx(expected, rel=1e-3), memory.memory_type
@@ -164,10 +168,15 @@ def test_the_server_enforces_window_rules(live):
 
 
 # 7 -------------------------------------------------------------------------------------------
-def test_reranker_scores_come_back_on_the_shifted_scale(live):
-    live.service.write("alice", "The hub runs firmware 2.1")
-    (candidate, *_) = live.engine.candidates(live.service.recall_plan(RecallQuery("alice", "hub firmware")))
-    assert 0.0 <= candidate.rerank_score <= 1.0 and candidate.rrf_score is None
+def test_reranker_scores_come_back_on_the_shifted_scale_and_keep_their_order(live):
+    for text in ("The hub runs firmware 2.1", "The hub is in the hallway", "The user likes tea", "Firmware updates run at night"):
+        live.service.write("alice", text)
+    candidates = live.engine.candidates(live.service.recall_plan(RecallQuery("alice", "hub firmware")))
+    shifted = [c.engine_score for c in candidates]
+    relevance = [c.rerank_score for c in candidates]
+    assert all(s > 0 for s in shifted) and all(0.0 <= r <= 1.0 for r in relevance)
+    assert shifted == sorted(shifted, reverse=True) and relevance == sorted(relevance, reverse=True)
+    assert len(set(relevance)) == len(set(shifted)), "no two reranker scores collapse into one relevance"
 
 
 # 8 -------------------------------------------------------------------------------------------
@@ -205,13 +214,13 @@ def test_user_keys_are_scoped_read_only_and_revocable(live):
         bob.index(index=live.layout.alias(MemoryType.SEMANTIC), id="x", document={"text": "x"})
     with pytest.raises(Exception, match="403|profile"):
         bob.search(index=live.layout.alias(MemoryType.SEMANTIC), body={"profile": True, "query": {"match_all": {}}})
-    assert [h.memory.id for h in live.service.recall("alice", "locker code")][0] == mine.id  # semantic + rerank
+    assert live.service.recall("alice", "locker code")[0].memory.id == mine.id  # semantic + rerank
     writer_key = live.es.security.create_api_key(name=f"{live.layout.prefix}-derived")
     derived = live.admin.client.options(api_key=writer_key["encoded"])
     with pytest.raises(Exception, match="400|role descriptor"):
         derived.security.create_api_key(**admin.user_key_plan(live.layout, "mallory", None).body)
     live.es.security.invalidate_api_key(ids=[writer_key["id"]])
-    admin.revoke_user(live.admin, live.keys, "bob")
+    admin.revoke_user(live.admin, live.keys, live.layout, "bob")
     with pytest.raises(ConfigurationError):
         live.service.recall("bob", "locker")
 
@@ -231,3 +240,96 @@ def test_highlighting_through_the_retriever_tree(live):
     body = {**live.engine.recall_request(plan).body, "highlight": {"fields": {CONTENT: {}}}}
     (hit, *_) = _search(live, body)
     assert "<em>" in str(hit.get("highlight", {}).get(CONTENT, ""))
+
+
+# 13 (issue 16) -------------------------------------------------------------------------------
+def test_the_rerank_scale_is_read_from_the_endpoint(live):
+    found = live.es.inference.get(inference_id=live.config.rerank_inference_id)
+    endpoint = rq.describe_endpoint(found)
+    assert endpoint.task_type == "rerank"
+    if live.config.rerank_inference_id == ".rerank-v1-elasticsearch":
+        assert endpoint.rerank_scale == "logit"  # elastic/elasticsearch#118483
+
+
+# 14 (issue 16) -------------------------------------------------------------------------------
+def test_without_server_rerank_the_branches_are_fused_and_ranked_by_atlas(tmp_path):
+    live = Live(tmp_path, rerank_inference_id=None)
+    try:
+        target = live.service.write("alice", "The garage door opener is a Chamberlain MyQ")
+        live.service.write("alice", "The user's sister lives in Porto")
+        hits = live.service.recall("alice", "garage door opener brand", touch=False)
+        assert hits[0].memory.id == target.id and hits[0].explanation.reranker == "context"
+        (candidate, *_) = live.engine.candidates(live.service.recall_plan("alice", "garage door opener"))
+        assert candidate.bm25_score and candidate.dense_similarity is not None
+    finally:
+        live.close()
+
+
+# 15 (issue 16) -------------------------------------------------------------------------------
+def test_revoke_leaves_a_key_minted_under_another_prefix(live, tmp_path):
+    other = Live(tmp_path / "other")  # another deployment on the same cluster: its own alice
+    try:
+        other.service.write("alice", "the other deployment's memory")
+        admin.revoke_user(live.admin, live.keys, live.layout, "alice")
+        with pytest.raises(ConfigurationError):
+            live.service.recall("alice", "memory")
+        assert other.service.recall("alice", "memory", touch=False), "the other prefix's key still works"
+        assert admin.live_key_ids(live.admin, other.layout, "alice")
+    finally:
+        other.close()
+    admin.add_user(live.admin, live.keys, live.layout, "alice", "1d")  # for the fixture's own teardown
+
+
+# 16 (issue 16) -------------------------------------------------------------------------------
+def test_a_write_before_bootstrap_is_refused_and_creates_nothing(live):
+    config = live.config.model_copy(update={"index_prefix": f"{live.layout.prefix}-late"})
+    late = ElasticsearchEngine(Cluster(connect(config, admin=True), config), live.keys)
+    try:
+        with pytest.raises(ConfigurationError, match="bootstrap"):
+            MemoryService(late).write("alice", "too early")
+        assert not live.es.indices.exists(index=late.layout.alias(MemoryType.SEMANTIC))
+    finally:
+        late.close()
+
+
+# 17 (issue 16) -------------------------------------------------------------------------------
+def test_doctor_passes_with_a_least_privilege_writer(live):
+    names = [*(live.layout.pattern(k) for k in ALL_TYPES), f"{live.layout.state_alias}*"]
+    writer = live.es.security.create_api_key(name=f"{live.layout.prefix}-writer", role_descriptors={
+        "atlas_writer": {"indices": [{"names": names, "privileges": ["read", "create_doc", "index", "delete"]}]}})
+    try:
+        config = live.config.model_copy(update={"api_key": writer["encoded"], "username": None, "password": None})
+        cluster = Cluster(connect(config), config)
+        checks = run_checks(cluster, live.layout, rq.Inference.from_config(config), live.keys)
+        assert not [c for c in checks if c.status == "fail"], render(checks)
+        engine = ElasticsearchEngine(cluster, live.keys)
+        fact = MemoryService(engine).write("alice", "least privilege is enough to serve")
+        assert MemoryService(engine).recall("alice", "least privilege")[0].memory.id == fact.id
+    finally:
+        live.es.security.invalidate_api_key(ids=[writer["id"]], owner=True)
+
+
+# 18 (issue 16) -------------------------------------------------------------------------------
+def test_listing_pages_through_a_point_in_time(live, monkeypatch):
+    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.requests.LIST_PAGE", 7)
+    written = {live.service.write("alice", f"listed fact {n}").id for n in range(25)}
+    everything = [m.id for m in live.engine.list(ListQuery("alice", limit=100))]
+    assert len(everything) == 25 and set(everything) == written
+    assert [m.id for m in live.engine.list(ListQuery("alice", limit=5, offset=12))] == everything[12:17]
+
+
+# 19 (issue 16) -------------------------------------------------------------------------------
+def test_back_to_back_usage_updates_need_no_refresh(live):
+    """Real-time _mget under a DLS key sees the version the previous (unrefreshed) update wrote."""
+    fact = live.service.write("alice", "Alice drinks oat milk")
+    for _ in range(3):
+        live.engine.touch("alice", [fact.id], datetime.now(UTC))
+    assert live.engine.get("alice", [fact.id])[0].use_count == 3
+
+
+# 20 (issue 16) -------------------------------------------------------------------------------
+def test_a_removed_metadata_key_is_removed(live):
+    fact = live.service.write("alice", "Alice's locker is 12", metadata={"room": "gym", "floor": {"n": 2, "wing": "b"}})
+    stored = live.engine.get("alice", [fact.id])[0]
+    live.engine.update("alice", stored.evolve(metadata={"floor": {"n": 3}}))
+    assert live.engine.get("alice", [fact.id])[0].metadata == {"floor": {"n": 3}}

@@ -37,6 +37,14 @@ def test_index_bodies_are_valid(spec, index):
 def test_api_key_bodies_are_valid(spec):
     assert spec.body_errors("POST", "/_security/api_key", bodies.KEY_BODY) == []
     assert spec.body_errors("DELETE", "/_security/api_key", bodies.INVALIDATE_BODY) == []
+    assert spec.body_errors("POST", "/_security/_query/api_key", bodies.LIVE_KEYS_BODY) == []
+
+
+def test_read_bodies_are_valid(spec):
+    assert spec.body_errors("POST", "/_mget", bodies.MGET_BODY) == []
+    assert spec.body_errors("DELETE", "/_pit", {"id": bodies.PIT}) == []
+    for request in bodies.BRANCHES.values():  # the two halves of one _msearch
+        assert spec.schema_errors("_global.msearch.MultisearchHeader", {"index": list(request.indices)}) == []
 
 
 def test_bulk_lines_are_valid(spec):

@@ -57,7 +57,7 @@ def test_supersession_is_one_conditional_bulk_with_refresh(es_engine, fake_es):
     assert source["user_id"] == "u1" and source["supersedes"] == [old.id]
     assert update["update"]["_id"] == old.id and {"if_seq_no", "if_primary_term"} <= update["update"].keys()
     assert doc == {"doc": {"superseded_by": new.id, "superseded_at": source["created_at"]}}
-    proofs = fake_es.requests_to("POST", r"/_search$")
+    proofs = fake_es.requests_to("POST", r"^/_mget$")
     assert proofs and {p.auth for p in proofs} == {("apikey", user_key_id(es_engine, "u1"))}, (
         "ownership is proven with the user's key"
     )
@@ -141,7 +141,7 @@ def test_an_ambiguous_gateway_error_on_a_write_is_not_retried(es_engine, fake_es
 
 def test_a_revoked_key_is_a_clear_error(es_engine, fake_es):
     for key in fake_es.keys.values():
-        if key.name == "atlas-user-u1":
+        if key.metadata.get("user_id") == "u1":
             key.invalidated = True
     with pytest.raises(ConfigurationError, match="rejected the credential.*users add"):
         MemoryService(es_engine).recall("u1", "anything")

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from atlas_mcp.engines.embedded.passages import embed_memories, from_blob
 from atlas_mcp.inference.embedder import default_embedder
 
 from .conftest import database, integrity, scalar, scaled, snapshot
@@ -52,9 +54,19 @@ def _assert_every_vector_is_its_texts(db: Path) -> None:
         stored = conn.execute("SELECT search_text, embedding FROM memories").fetchall()
     finally:
         conn.close()
-    vectors = default_embedder().embed_batch([text for text, _ in stored])
+    embedder = default_embedder()
+    vectors = embed_memories(embedder, [text for text, _ in stored])
     for (text, blob), expected in zip(stored, vectors, strict=True):
-        assert np.allclose(np.frombuffer(blob, dtype=np.float32), expected, atol=1e-4), text
+        assert np.allclose(from_blob(blob, embedder.dimensions), expected, atol=1e-4), text
+
+
+def _serve_until_repaired(wire: StdioWire, db: Path, timeout_s: float = 120.0) -> None:
+    """Keep a server running until its background repair has embedded every pending row."""
+    deadline = time.monotonic() + timeout_s
+    while _pending_embeddings(db) and time.monotonic() < deadline:
+        assert wire.alive, "the server died while repairing"
+        time.sleep(0.1)
+    assert _pending_embeddings(db) == 0
 
 
 def _send_batch(wire: StdioWire, rng: random.Random, live: list[str], serial: int) -> dict[int, dict]:
@@ -118,9 +130,60 @@ def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path: Path) -> None:
     with StdioWire(tmp_path, USER) as wire:  # and the store still serves after the last kill
         is_error, payload = tool_payload(wire.call_tool("recall_memory", {"query": "marbles", "k": 5}))
         assert not is_error and len(payload["memories"]) == 5
-    assert _pending_embeddings(db) == 0
+        _serve_until_repaired(wire, db)
     _assert_every_vector_is_its_texts(db)
     print(f"crash safety: kills survived={kills}, acknowledged writes checked={len(acked)}, "
           f"acknowledged supersessions={len(acked_supersessions)}, lost=0; in flight at the kill: "
           f"{in_flight_committed} committed, {in_flight_rolled_back} never applied; "
           f"{pending_at_kills} rows left awaiting their embedding, all repaired")
+
+
+def _burst(wire: StdioWire, count: int, serial: int) -> dict[int, str]:
+    """Pipeline ``count`` writes without waiting: request id -> text."""
+    sent = {}
+    for n in range(count):
+        text = f"burst {serial}-{n}: the user's locker code ends in {n * 7919 % 10_000:04d}"
+        request_id = wire.new_id()
+        wire.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": "write_memory", "arguments": {"text": text}}})
+        sent[request_id] = text
+    return sent
+
+
+@pytest.mark.slow
+def test_sigkill_during_a_burst_and_during_the_repair_loses_nothing(tmp_path: Path) -> None:
+    """A burst fills the bounded backlog; a kill leaves rows unembedded; the next start answers
+    at once and repairs in the background; a kill during that repair loses no finished batch;
+    in the end every vector is its text's embedding."""
+    db = database(tmp_path)
+    acked: dict[str, str] = {}
+    wire = StdioWire(tmp_path, USER, tmp_path / "server.log")
+    sent = _burst(wire, 400, 0)
+    for request_id in list(sent)[:300]:  # kill with a full backlog and a hundred writes in flight
+        is_error, payload = tool_payload(wire.response(request_id, timeout=120))
+        assert not is_error, payload
+        acked[payload["id"]] = sent[request_id]
+    wire.kill()
+    left = _pending_embeddings(db)
+    assert left > 0, "the kill should have left rows without vectors (the backlog was full)"
+
+    wire = StdioWire(tmp_path, USER, tmp_path / "server.log")  # initialize is answered at once
+    time.sleep(0.4)  # the repair has begun in the background: kill it in the middle
+    wire.kill()
+    after_second_kill = _pending_embeddings(db)
+    assert after_second_kill <= left
+
+    rows = snapshot(db)
+    assert integrity(db) == "ok"
+    _fts_integrity(db)
+    assert not [i for i, text in acked.items() if i not in rows or rows[i]["text"] != text]
+    started = time.monotonic()
+    with StdioWire(tmp_path, USER) as wire:
+        is_error, payload = tool_payload(wire.call_tool("recall_memory", {"query": "locker code", "k": 5}))
+        first_recall_s = time.monotonic() - started
+        assert not is_error and len(payload["memories"]) == 5
+        _serve_until_repaired(wire, db)
+    _assert_every_vector_is_its_texts(db)
+    print(f"burst kill: {len(acked)} acknowledged, {len(rows)} committed, {left} left without vectors; "
+          f"restart + first recall {first_recall_s:.2f} s; {after_second_kill} still pending after a "
+          "kill during the repair; all repaired, none lost")

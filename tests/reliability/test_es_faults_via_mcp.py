@@ -58,7 +58,7 @@ async def test_faults_are_tool_errors_or_safe_retries(es) -> None:
         assert not result.is_error  # retried once, as Retry-After allows
 
         for key in fake.keys.values():
-            key.invalidated = key.name == "atlas-user-u1" or key.invalidated
+            key.invalidated = key.metadata.get("user_id") == "u1" or key.invalidated
         result = await session.call_tool("recall_memory", {"query": "boat"})
         assert result.is_error and "credential" in _text(result)
         for key in fake.keys.values():

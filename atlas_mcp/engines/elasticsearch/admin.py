@@ -8,15 +8,20 @@ and an *apply* step that sends it. Keys are minted with the user credential from
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import InvalidInput
-from .keys import KeyStore, StoredKey, create_key_body, invalidate_body
+from ...config import ElasticsearchSettings
+from ...errors import AtlasError, BackendUnavailable, InvalidInput
+from ...log import get_logger
+from .keys import KeyStore, StoredKey, create_key_body, invalidate_body, live_keys_body
 from .layout import IndexLayout
 from .mappings import all_index_bodies
 from .transport import Cluster
 
+log = get_logger(__name__)
 _USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,63}$")
 
 
@@ -60,24 +65,78 @@ def user_key_plan(layout: IndexLayout, user_id: str, expiration: str | None) -> 
 
 
 def add_user(admin: Cluster, keys: KeyStore, layout: IndexLayout, user_id: str, expiration: str | None) -> StoredKey:
-    """Mint a DLS key for ``user_id`` and store it; a previous key of that user is invalidated."""
+    """Mint a DLS key for ``user_id``, invalidate the user's other keys under this prefix, then
+    store the new one. If the old keys cannot be invalidated, the new key is invalidated again
+    and the stored key stays as it was: a rotation either happens whole or not at all."""
     body = user_key_plan(layout, user_id, expiration).body
     created = admin.call(f"mint a key for user {user_id}", lambda es: es.security.create_api_key(**body),
                          idempotent=False)
-    previous = keys.stored().get(user_id)
-    stored = keys.save(user_id, created["id"], created["encoded"])
-    if previous is not None and previous.id != stored.id:
-        admin.call(f"invalidate the old key of user {user_id}",
-                   lambda es: es.security.invalidate_api_key(ids=[previous.id]))
-    return stored
-
-
-def revoke_user(admin: Cluster, keys: KeyStore, user_id: str) -> int:
-    """Invalidate every key minted for ``user_id`` and forget the stored one; how many were invalidated."""
-    body = invalidate_body(check_user_id(user_id))
     try:
-        result = admin.call(f"revoke the keys of user {user_id}", lambda es: es.security.invalidate_api_key(**body))
-    finally:
-        keys.remove(user_id)
+        stale = [k for k in live_key_ids(admin, layout, user_id) if k != created["id"]]
+        invalidate(admin, stale, f"invalidate the old keys of user {user_id}")
+    except AtlasError:
+        try:
+            invalidate(admin, [created["id"]], f"withdraw the new key of user {user_id}")
+        except AtlasError:
+            log.error("elasticsearch_orphan_key", user_id=user_id, key_id=created["id"])
+        raise
+    return keys.save(user_id, created["id"], created["encoded"])
+
+
+def revoke_user(admin: Cluster, keys: KeyStore, layout: IndexLayout, user_id: str) -> int:
+    """Invalidate the user's keys minted for this index prefix (and the stored one), then
+    forget the stored key; how many were invalidated. On failure the stored key is kept, since
+    it is still live."""
+    ids = live_key_ids(admin, layout, check_user_id(user_id))
+    stored = keys.stored().get(user_id)
+    if stored is not None and stored.id not in ids:
+        ids.append(stored.id)
+    count = invalidate(admin, ids, f"revoke the keys of user {user_id}")
+    keys.remove(user_id)
+    return count
+
+
+def live_key_ids(admin: Cluster, layout: IndexLayout, user_id: str) -> list[str]:
+    body = live_keys_body(layout, user_id)
+    found = admin.call(f"list the keys of user {user_id}", lambda es: es.security.query_api_keys(**body))
+    return [k["id"] for k in found.get("api_keys") or []]
+
+
+def invalidate(admin: Cluster, ids: list[str], what: str) -> int:
+    """Invalidate the caller's own keys among ``ids``; an error per key is an error for all."""
+    if not ids:
+        return 0
+    body = invalidate_body(ids)
+    result = admin.call(what, lambda es: es.security.invalidate_api_key(**body))
+    if result.get("error_count"):
+        reasons = "; ".join(str(e.get("reason", e)) for e in result.get("error_details") or [])
+        raise BackendUnavailable(f"could not {what}: {reasons}")
     return len(result.get("invalidated_api_keys") or [])
 
+
+@contextmanager
+def scratch_deployment(config: ElasticsearchSettings, keys: KeyStore) -> Iterator[Callable[[str], StoredKey]]:
+    """A throw-away deployment under ``config.index_prefix`` (evaluations): bootstrapped first,
+    a user's key minted when first asked for (``KeyStore.minter``), every minted key revoked at
+    the end. The indices stay, for inspection. Needs the admin credential, as ``users add`` does."""
+    from .transport import connect
+
+    cluster = Cluster(connect(config, admin=True), config)
+    layout = IndexLayout(config.index_prefix)
+    minted: list[str] = []
+
+    def mint(user_id: str) -> StoredKey:
+        stored = add_user(cluster, keys, layout, user_id, "1d")
+        minted.append(user_id)
+        return stored
+
+    try:
+        bootstrap(cluster, layout, config.embedding_inference_id)
+        yield mint
+    finally:
+        for user_id in minted:
+            try:
+                revoke_user(cluster, keys, layout, user_id)
+            except AtlasError:
+                log.error("elasticsearch_scratch_key_left", user_id=user_id, index_prefix=layout.prefix)
+        cluster.close()

@@ -13,7 +13,7 @@ from ...errors import AtlasError
 from .keys import KeyStore
 from .layout import ALL_TYPES, IndexLayout
 from .mappings import mapping, state_mapping
-from .requests import Inference
+from .requests import Inference, describe_endpoint
 from .transport import SUPPORTED_MAJOR, Cluster
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -21,6 +21,9 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 LICENCE_RANK = {"basic": 0, "standard": 0, "gold": 1, "platinum": 2, "enterprise": 3, "trial": 3}
 NEEDS = (("DLS per-user keys", "platinum", 2), ("RRF, reranker and inference", "enterprise", 3))
 WRITER_PRIVILEGES = ["read", "create_doc", "index", "delete"]
+# Privileges only doctor's own probes use: without them a probe is skipped (warn), never failed.
+PROBE_CLUSTER = ["monitor", "monitor_inference"]
+PROBE_INDEX = ["view_index_metadata"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,19 +34,31 @@ class Check:
     fix: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Grants:
+    """What the credential doctor runs with may do (``_has_privileges`` needs no privilege)."""
+
+    cluster: frozenset[str]
+    missing_index: tuple[str, ...]  # "<privilege> on <pattern>" the writer needs and lacks
+    view_metadata: bool
+
+
 def run_checks(cluster: Cluster, layout: IndexLayout, inference: Inference, keys: KeyStore) -> list[Check]:
-    checks: list[Check] = []
+    checks = _guarded("connection", lambda: _version(cluster))
+    if checks[-1].status == FAIL:
+        return checks  # nothing else can be checked
+    try:
+        grants = _grants(cluster, layout)
+    except AtlasError as exc:
+        return [*checks, Check("writer privileges", FAIL, str(exc))]
     for name, probe in (
-        ("connection", lambda: _version(cluster)),
-        ("licence", lambda: _licence(cluster)),
-        ("inference endpoints", lambda: _inference(cluster, inference)),
-        ("indices", lambda: _indices(cluster, layout, inference.embedding_id)),
-        ("writer privileges", lambda: _writer(cluster, layout)),
+        ("licence", lambda: _licence(cluster, grants)),
+        ("inference endpoints", lambda: _inference(cluster, inference, grants, keys)),
+        ("indices", lambda: _indices(cluster, layout, inference.embedding_id, grants)),
+        ("writer privileges", lambda: _writer(grants)),
         ("user keys", lambda: _user_keys(cluster, layout, keys)),
     ):
         checks.extend(_guarded(name, probe))
-        if name == "connection" and checks[-1].status == FAIL:
-            break  # nothing else can be checked
     return checks
 
 
@@ -54,16 +69,45 @@ def _guarded(name: str, probe: Callable[[], Iterable[Check]]) -> list[Check]:
         return [Check(name, FAIL, str(exc))]
 
 
+def _skipped(name: str, privilege: str) -> Check:
+    return Check(name, WARN, f"not checked: this credential lacks `{privilege}` (serving does not need it)",
+                 f"grant `{privilege}` to check it, or run doctor with an administrator's credential")
+
+
 def _version(cluster: Cluster) -> list[Check]:
-    info = cluster.call("read the server version", lambda es: es.info())
+    """``GET /`` needs ``monitor``; a least-privilege writer is still connected if it authenticates."""
+    try:
+        info = cluster.call("read the server version", lambda es: es.options(ignore_status=403).info())
+    except AtlasError as exc:
+        return [Check("connection", FAIL, str(exc))]
+    if getattr(info, "meta", None) is not None and info.meta.status == 403:
+        who = cluster.call("authenticate", lambda es: es.security.authenticate())
+        return [Check("connection", WARN, f"connected as {who.get('username', '?')}; the version is not readable "
+                      "without `monitor`", "grant `monitor` to check the version")]
     number = str(info["version"]["number"])
     flavour = info["version"].get("build_flavor", "default")
+    if flavour == "serverless":  # Serverless reports a fixed 8.11.0: it is versionless
+        return [Check("connection", OK, f"Elasticsearch Serverless, project {info.get('cluster_name', '?')}")]
     if int(number.split(".")[0]) != SUPPORTED_MAJOR:
         return [Check("connection", FAIL, f"Elasticsearch {number}", f"atlas-mcp needs Elasticsearch {SUPPORTED_MAJOR}.x")]
     return [Check("connection", OK, f"Elasticsearch {number} ({flavour}), cluster {info.get('cluster_name', '?')}")]
 
 
-def _licence(cluster: Cluster) -> list[Check]:
+def _grants(cluster: Cluster, layout: IndexLayout) -> Grants:
+    names = [*(layout.pattern(k) for k in ALL_TYPES), f"{layout.state_alias}*"]
+    result = cluster.call("check writer privileges", lambda es: es.security.has_privileges(
+        cluster=PROBE_CLUSTER, index=[{"names": names, "privileges": [*WRITER_PRIVILEGES, *PROBE_INDEX]}]))
+    held = frozenset(p for p, ok in result.get("cluster", {}).items() if ok)
+    index = result.get("index", {})
+    missing = tuple(f"{p} on {name}" for name, privileges in index.items() for p, ok in privileges.items()
+                    if not ok and p in WRITER_PRIVILEGES)
+    view = all(privileges.get("view_index_metadata") for privileges in index.values())
+    return Grants(held, missing, view)
+
+
+def _licence(cluster: Cluster, grants: Grants) -> list[Check]:
+    if "monitor" not in grants.cluster:
+        return [_skipped("licence", "monitor")]
     try:
         kind = cluster.call("read the licence", lambda es: es.license.get())["license"]["type"]
     except AtlasError:
@@ -76,25 +120,38 @@ def _licence(cluster: Cluster) -> list[Check]:
     ]
 
 
-def _inference(cluster: Cluster, inference: Inference) -> list[Check]:
-    wanted = [("embedding", inference.embedding_id), ("rerank", inference.rerank_id)]
+def _inference(cluster: Cluster, inference: Inference, grants: Grants, keys: KeyStore) -> list[Check]:
+    """Reads each endpoint with the writer, or a user key (they carry ``monitor_inference``)."""
+    client = None
+    if "monitor_inference" not in grants.cluster:
+        users = sorted(set(keys.stored()) | set(keys.configured_users()))
+        if not users:
+            return [_skipped("inference endpoints", "monitor_inference")]
+        client = cluster.as_user(keys.key_for(users[0]))
     out = []
-    for role, endpoint in wanted:
+    for role, endpoint in (("embedding", inference.embedding_id), ("rerank", inference.rerank_id)):
         if endpoint is None:
-            out.append(Check(f"{role} endpoint", WARN, "server-side rerank is off; RRF order is reranked locally"))
+            out.append(Check(f"{role} endpoint", WARN, "server-side rerank is off; atlas ranks the candidates itself"))
             continue
         try:
-            found = cluster.call(f"read inference endpoint {endpoint}", lambda es, e=endpoint: es.inference.get(inference_id=e))
-            task = (found.get("endpoints") or [{}])[0].get("task_type", "?")
-            out.append(Check(f"{role} endpoint", OK, f"{endpoint} ({task})"))
+            found = cluster.call(f"read inference endpoint {endpoint}",
+                                 lambda es, e=endpoint: es.inference.get(inference_id=e), client=client)
         except AtlasError as exc:
             out.append(Check(f"{role} endpoint", FAIL, str(exc),
                              f"create {endpoint} (PUT _inference/...), or point [elasticsearch] {role}_inference_id at "
                              "one listed by GET _inference/_all (ELSER/E5 on ML nodes, or a `custom` endpoint)"))
+            continue
+        described = describe_endpoint(found)
+        detail = f"{endpoint} ({described.task_type}, {described.service} {described.model_id})"
+        if role == "rerank":
+            detail += f"; scores read as {described.rerank_scale}"
+        out.append(Check(f"{role} endpoint", OK, detail))
     return out
 
 
-def _indices(cluster: Cluster, layout: IndexLayout, inference_id: str) -> list[Check]:
+def _indices(cluster: Cluster, layout: IndexLayout, inference_id: str, grants: Grants) -> list[Check]:
+    if not grants.view_metadata:
+        return [*(_exists(cluster, layout.alias(k)) for k in ALL_TYPES), _exists(cluster, layout.state_alias)]
     out = []
     for kind in ALL_TYPES:
         alias = layout.alias(kind)
@@ -110,6 +167,16 @@ def _indices(cluster: Cluster, layout: IndexLayout, inference_id: str) -> list[C
     except AtlasError as exc:
         return [*out, Check(f"index {alias}", FAIL, str(exc), "run `atlas-mcp bootstrap`")]
     return [*out, _mapping_check(alias, found, state_mapping())]
+
+
+def _exists(cluster: Cluster, alias: str) -> Check:
+    """Without ``view_index_metadata``: the index answers a count (``read``), the mapping is unchecked."""
+    try:
+        cluster.call(f"count {alias}", lambda es: es.count(index=alias))
+    except AtlasError as exc:
+        return Check(f"index {alias}", FAIL, str(exc), "run `atlas-mcp bootstrap`")
+    return Check(f"index {alias}", WARN, "exists; mapping not checked without `view_index_metadata`",
+                 "grant `view_index_metadata` to check the mapping")
 
 
 def _mapping_check(alias: str, found: dict[str, Any], expected: dict[str, Any]) -> Check:
@@ -133,11 +200,8 @@ def mapping_problems(expected: dict[str, Any], actual: dict[str, Any]) -> list[s
     return problems
 
 
-def _writer(cluster: Cluster, layout: IndexLayout) -> list[Check]:
-    names = [*(layout.pattern(k) for k in ALL_TYPES), f"{layout.state_alias}*"]
-    result = cluster.call("check writer privileges", lambda es: es.security.has_privileges(
-        index=[{"names": names, "privileges": WRITER_PRIVILEGES}]))
-    missing = _missing(result)
+def _writer(grants: Grants) -> list[Check]:
+    missing = grants.missing_index
     return [Check("writer privileges", FAIL if missing else OK,
                   f"missing {', '.join(missing)}" if missing else "read/create/index/delete on the atlas indices",
                   "grant the writer's role these index privileges" if missing else "")]

@@ -4,8 +4,12 @@ Reads run with the caller's DLS API key, so the cluster itself hides other users
 the code-level ``user_id`` filter in every body is defence in depth. Writes, supersession and
 usage statistics go through the server's writer credential, which stamps ``user_id`` from the
 caller's identity; before it changes an existing memory, the engine proves ownership by
-reading that memory with the caller's key (and pins the version it read, so a concurrent
-change fails instead of being overwritten).
+reading that memory with the caller's key (real-time ``_mget``, so no refresh is needed) and
+pins the version it read, so a concurrent change fails instead of being overwritten.
+
+Recall either lets the cluster rerank (one search; the scores are read on the endpoint's
+scale) or, without a rerank endpoint, fetches the two branches and fuses them exactly as the
+embedded engine does, so the service's own rerank ranks both engines alike.
 """
 
 from __future__ import annotations
@@ -17,28 +21,29 @@ from pathlib import Path
 from typing import Any
 
 from ...config import ElasticsearchSettings, Settings
+from ...domain.fusion import reciprocal_rank_fusion
 from ...domain.model import Memory, MemoryType, iso, utcnow
 from ...domain.scoring import ScoringPolicy
 from ...domain.supersession import changed_meanwhile
-from ...errors import AtlasError, BackendUnavailable, Conflict
+from ...errors import AtlasError, BackendUnavailable, ConfigurationError, Conflict
 from ...log import get_logger
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
 from . import documents as docs
 from . import requests as rq
 from .keys import KeyStore
 from .layout import ALL_TYPES, IndexLayout
-from .transport import Cluster
+from .transport import REJECTED, Cluster
 
 log = get_logger(__name__)
 STATS_ATTEMPTS = 3  # rounds of read-then-conditional-update when recalls race on use_count
+TRACKED = (MemoryType.SEMANTIC, MemoryType.PROCEDURAL)  # the types whose use is counted
 
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """A memory as read, with where it lives and the version it was read at."""
+    """A memory as read, with the version it was read at."""
 
     memory: Memory
-    index: str
     version: tuple[int, int] | None
 
 
@@ -58,6 +63,7 @@ class ElasticsearchEngine:
         self.inference = rq.Inference.from_config(config)
         self._config: ElasticsearchSettings = config
         self._clock = clock
+        self._endpoints: dict[str, rq.Endpoint | None] = {}  # GET _inference, once per endpoint
         self.info = EngineInfo(
             name="elasticsearch",
             reranks_server_side=self.inference.rerank_id is not None,
@@ -66,29 +72,33 @@ class ElasticsearchEngine:
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _search_as(self, user_id: str | None, what: str, request: rq.SearchRequest) -> list[dict[str, Any]]:
-        """Search with ``user_id``'s DLS key (``None``: the writer, for the shared catalog only)."""
-        client = None if user_id is None else self.cluster.as_user(self.keys.key_for(user_id))
-        response = self.cluster.call(
-            what, lambda es: es.search(index=list(request.indices), body=request.body), client=client
-        )
-        return list(response["hits"]["hits"])
+    def _client(self, user_id: str | None) -> Any:
+        """``user_id``'s DLS key (``None``: the writer, for the shared catalog only)."""
+        return None if user_id is None else self.cluster.as_user(self.keys.key_for(user_id))
 
-    def _bulk(self, what: str, operations: list[dict[str, Any]], *, refresh: bool = True) -> list[dict[str, Any]]:
+    def _search_as(self, user_id: str | None, what: str, request: rq.SearchRequest) -> list[dict[str, Any]]:
+        return list(self._search_response(self._client(user_id), what, request)["hits"]["hits"])
+
+    def _search_response(self, client: Any, what: str, request: rq.SearchRequest) -> dict[str, Any]:
+        indices = list(request.indices) or None  # none: the point in time names them
+        return self.cluster.call(what, lambda es: es.search(index=indices, body=request.body), client=client)
+
+    def _bulk(self, what: str, operations: list[dict[str, Any]], *, refresh: str | None = None) -> list[dict[str, Any]]:
         """Run a bulk request as the writer; one result per action, in order (never a user key)."""
-        flag = self._config.refresh if refresh else "false"
+        flag = refresh or self._config.refresh
         response = self.cluster.call(
             what, lambda es: es.bulk(operations=operations, refresh=flag), idempotent=False
         )
         return [next(iter(item.values())) for item in response["items"]]
 
     def _stored(self, user_id: str | None, ids: Sequence[str], kinds: Sequence[MemoryType], what: str) -> list[Stored]:
+        """The caller's memories among ``ids``, read in real time with their versions."""
         if not ids:
             return []
-        request = rq.by_ids_request(self.layout, user_id, ids, kinds, versions=True)
-        hits = self._search_as(user_id, what, request)
-        found = [self._from_hit(h, user_id) for h in hits]
-        by_id = {s.memory.id: s for s in found if s is not None}
+        body = rq.mget_body(self.layout, ids, kinds)
+        found = self.cluster.call(what, lambda es: es.mget(docs=body["docs"]), client=self._client(user_id))
+        stored = [self._from_hit(d, user_id) for d in found["docs"] if d.get("found")]
+        by_id = {s.memory.id: s for s in stored if s is not None}
         return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
 
     def _from_hit(self, hit: dict[str, Any], user_id: str | None) -> Stored | None:
@@ -97,7 +107,10 @@ class ElasticsearchEngine:
             log.error("elasticsearch_isolation_breach", index=hit.get("_index"), id=hit["_id"])
             return None
         version = (hit["_seq_no"], hit["_primary_term"]) if "_seq_no" in hit else None
-        return Stored(memory, hit["_index"], version)
+        return Stored(memory, version)
+
+    def _alias(self, memory: Memory) -> str:
+        return self.layout.alias(memory.memory_type)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -108,8 +121,8 @@ class ElasticsearchEngine:
         targets = self._supersede_targets(memory, supersede)
         ops = rq.bulk_create(self.layout.alias(memory.memory_type), memory.id, docs.to_source(memory))
         for target in targets:
-            ops += rq.bulk_update(target.index, target.memory.id, docs.superseded_doc(memory.id, memory.created_at),
-                                  target.version)
+            ops += rq.bulk_update(self._alias(target.memory), target.memory.id,
+                                  docs.superseded_doc(memory.id, memory.created_at), target.version)
         results = self._bulk(f"write for user {memory.user_id}", ops)
         failed = [r for r in results if not _ok(r)]
         if failed:
@@ -135,17 +148,18 @@ class ElasticsearchEngine:
         """Undo the parts of a failed supersession write that did apply, so none of it stays."""
         undo: list[dict[str, Any]] = []
         created, *updates = results
+        alias = self._alias(memory)  # a supersession target is always of the memory's own type
         if _ok(created):
-            undo += rq.bulk_delete(created["_index"], memory.id)
+            undo += rq.bulk_delete(alias, memory.id)
         for result in updates:
             if _ok(result):
                 version = (result["_seq_no"], result["_primary_term"])
-                undo += rq.bulk_update(result["_index"], result["_id"], docs.unsuperseded_doc(), version)
+                undo += rq.bulk_update(alias, result["_id"], docs.unsuperseded_doc(), version)
         if not undo:
             return
         try:
             undone = self._bulk(f"roll back write for user {memory.user_id}", undo)
-        except Exception as exc:
+        except AtlasError as exc:  # Cluster.call maps every failure to one
             undone, reason = [], str(exc)
         else:
             reason = "; ".join(_reason(r) for r in undone if not _ok(r))
@@ -163,7 +177,7 @@ class ElasticsearchEngine:
         ops = rq.bulk_index(self.layout.alias(MemoryType.CATALOG), memory.id, docs.to_source(memory))
         (result,) = self._bulk("catalog write", ops)
         if not _ok(result):
-            raise BackendUnavailable(f"catalog entry {memory.id!r} was not written: {_reason(result)}")
+            raise _item_error(result, f"catalog entry {memory.id!r} was not written")
 
     def _writer_ids(self, ids: Sequence[str], kinds: Sequence[MemoryType]) -> list[str]:
         """Which of ``ids`` exist in ``kinds`` at all (an admin check, writer credential)."""
@@ -172,23 +186,35 @@ class ElasticsearchEngine:
         return [h["_id"] for h in self._search_as(None, "id check", request)]
 
     def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
-        """Bump usage with conditional partial updates; a lost race re-reads and retries."""
-        pending = list(dict.fromkeys(ids))
-        kinds = [MemoryType.SEMANTIC, MemoryType.PROCEDURAL]
-        for _ in range(STATS_ATTEMPTS):
-            stored = self._stored(user_id, pending, kinds, f"usage read for user {user_id}")
+        """Bump usage, best effort: a failure is logged, never a recall's failure.
+
+        Conditional partial updates without a refresh (the next read is a real-time ``_mget``,
+        so it sees them anyway); a lost race re-reads and retries, a rejected item (429) is
+        retried after a backoff.
+        """
+        try:
+            self._touch(user_id, list(dict.fromkeys(ids)), at)
+        except AtlasError as exc:
+            log.warning("elasticsearch_usage_not_saved", user_id=user_id, ids=list(ids), reason=str(exc)[:300])
+
+    def _touch(self, user_id: str, pending: list[str], at: datetime) -> None:
+        for attempt in range(STATS_ATTEMPTS):
+            stored = self._stored(user_id, pending, TRACKED, f"usage read for user {user_id}")
             if not stored:
                 return
             ops: list[dict[str, Any]] = []
             for s in stored:
-                ops += rq.bulk_update(s.index, s.memory.id, docs.used_doc(s.memory, at), s.version)
-            results = self._bulk(f"usage update for user {user_id}", ops)
-            pending = [r["_id"] for r in results if _conflict(r)]
-            hard = [r for r in results if not _ok(r) and not _conflict(r)]
-            if hard:
-                raise BackendUnavailable(f"usage statistics were not saved: {_reason(hard[0])}")
+                ops += rq.bulk_update(self._alias(s.memory), s.memory.id, docs.used_doc(s.memory, at), s.version)
+            results = self._bulk(f"usage update for user {user_id}", ops, refresh="false")
+            pending = [r["_id"] for r in results if _conflict(r) or r.get("status") in REJECTED]
+            failed = [r for r in results if not _ok(r) and r["_id"] not in pending]
+            if failed:
+                log.warning("elasticsearch_usage_not_saved", user_id=user_id, reason=_reason(failed[0]),
+                            ids=[r["_id"] for r in failed])
             if not pending:
                 return
+            if any(r.get("status") in REJECTED for r in results):
+                self.cluster.pause(attempt)
         log.warning("elasticsearch_usage_contended", user_id=user_id, ids=pending)
 
     def update(self, user_id: str, memory: Memory) -> None:
@@ -199,21 +225,26 @@ class ElasticsearchEngine:
         doc = docs.changed_doc(stored.memory, memory)
         if not doc:
             return
-        (result,) = self._bulk(f"update for user {user_id}", rq.bulk_update(stored.index, memory.id, doc, stored.version))
+        wanted = docs.to_source(memory)
+        if rq.as_merged(docs.to_source(stored.memory), doc) == wanted:
+            ops = rq.bulk_update(self._alias(memory), memory.id, doc, stored.version)
+        else:  # the cluster deep-merges a partial doc: a removed (nested) key needs the whole document
+            ops = rq.bulk_index(self._alias(memory), memory.id, wanted, stored.version)
+        (result,) = self._bulk(f"update for user {user_id}", ops)
         if _conflict(result):
             raise Conflict(f"memory {memory.id!r} changed while it was being updated; try again")
         if not _ok(result):
-            raise BackendUnavailable(f"memory {memory.id!r} was not updated: {_reason(result)}")
+            raise _item_error(result, f"memory {memory.id!r} was not updated")
 
     def forget(self, user_id: str, memory_id: str) -> bool:
         found = self._stored(user_id, [memory_id], rq.USER_TYPES, f"forget read for user {user_id}")
         if not found or found[0].memory.user_id != user_id:
             return False
-        (result,) = self._bulk(f"forget for user {user_id}", rq.bulk_delete(found[0].index, memory_id))
-        if result.get("status") == 404:
+        (result,) = self._bulk(f"forget for user {user_id}", rq.bulk_delete(self._alias(found[0].memory), memory_id))
+        if result.get("status") == 404 and result.get("result") == "not_found":
             return False
         if not _ok(result):
-            raise BackendUnavailable(f"memory {memory_id!r} was not deleted: {_reason(result)}")
+            raise _item_error(result, f"memory {memory_id!r} was not deleted")
         return True
 
     # -- reads -------------------------------------------------------------------------
@@ -230,12 +261,47 @@ class ElasticsearchEngine:
             kinds = [k for k in rq.USER_TYPES if wanted is None or k in wanted]
         if not kinds or query.limit <= 0:
             return []
-        request = rq.list_request(
-            self.layout, user_id, kinds, query.include_superseded, query.limit, query.offset, query.since,
-            query.oldest_first,
+        return self._listed(
+            user_id, kinds, query.include_superseded, query.limit, query.offset, query.since, query.oldest_first
         )
-        hits = self._search_as(user_id, f"list for user {user_id or 'catalog'}", request)
-        return [s.memory for h in hits if (s := self._from_hit(h, user_id)) is not None]
+
+    def _listed(
+        self,
+        user_id: str | None,
+        kinds: Sequence[MemoryType],
+        include_superseded: bool,
+        limit: int,
+        offset: int,
+        since: datetime | None,
+        oldest_first: bool,
+    ) -> list[Memory]:
+        """Page through a point in time with ``search_after``: any depth, no result window."""
+        client, what = self._client(user_id), f"list for user {user_id or 'catalog'}"
+        aliases = self.layout.aliases(tuple(kinds))
+        opened = self.cluster.call(f"{what} (open a point in time)", lambda es: es.open_point_in_time(
+            index=aliases, keep_alive=rq.PIT_KEEP_ALIVE), client=client)
+        pit_id, after, skip, out = opened["id"], None, offset, []
+        try:
+            while len(out) < limit:
+                size = min(rq.LIST_PAGE, skip + limit - len(out))
+                request = rq.list_page_request(pit_id, user_id, include_superseded, size, since, oldest_first, after)
+                response = self._search_response(client, what, request)
+                hits = response["hits"]["hits"]
+                pit_id = response.get("pit_id", pit_id)
+                out += [s.memory for h in hits[skip:] if (s := self._from_hit(h, user_id)) is not None]
+                skip = max(skip - len(hits), 0)
+                if len(hits) < size:
+                    break
+                after = hits[-1]["sort"]
+        finally:
+            self._close_pit(client, pit_id)
+        return out[:limit]
+
+    def _close_pit(self, client: Any, pit_id: str) -> None:
+        try:  # it expires by itself after keep_alive; closing early frees the cluster's resources
+            self.cluster.call("close a point in time", lambda es: es.close_point_in_time(id=pit_id), client=client)
+        except AtlasError:
+            log.warning("elasticsearch_pit_not_closed")
 
     # -- bookkeeping and operator views (writer credential: not memory, no DLS key reads it) --
 
@@ -256,8 +322,8 @@ class ElasticsearchEngine:
             source = {"user_id": user_id, "key": key, "value": value, "updated_at": iso(self._clock())}
             ops = rq.bulk_index(alias, doc_id, source)
         (result,) = self._bulk(f"save state {key} of user {user_id}", ops)
-        if not _ok(result) and result.get("status") != 404:
-            raise BackendUnavailable(f"state {key!r} of user {user_id!r} was not saved: {_reason(result)}")
+        if not _ok(result) and result.get("result") != "not_found":
+            raise _item_error(result, f"state {key!r} of user {user_id!r} was not saved")
 
     def stats(self) -> StoreStats:
         request = rq.stats_request(self.layout)
@@ -290,19 +356,80 @@ class ElasticsearchEngine:
         return rq.recall_request(plan, self.layout, self.policy, self.inference, self._clock())
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
-        hits = self._search_as(plan.user_id, f"recall for user {plan.user_id}", self.recall_request(plan))
-        out = []
-        for hit in hits:
-            stored = self._from_hit(hit, plan.user_id)
-            if stored is None:
-                continue
-            score = float(hit.get("_score") or 0.0)
-            if self.inference.rerank_id:
-                relevance = rq.rerank_relevance(score, self._config.rerank_score_scale)
-                out.append(Candidate(stored.memory, rrf_score=None, rerank_score=relevance))
-            else:
-                out.append(Candidate(stored.memory, rrf_score=score))
-        return out[: plan.window]
+        client = self._client(plan.user_id)
+        if self.inference.rerank_id is None:
+            return self._fused(plan, client)
+        request = self.recall_request(plan)
+        hits = self._search_response(client, f"recall for user {plan.user_id}", request)["hits"]["hits"]
+        kept = [(h, s) for h in hits if (s := self._from_hit(h, plan.user_id))]
+        scores = [float(h.get("_score") or 0.0) for h, _ in kept]
+        relevance = rq.rerank_relevance(scores, self._rerank_scale(client))
+        return [
+            Candidate(s.memory, rrf_score=None, rerank_score=r, engine_score=score)
+            for (_, s), score, r in zip(kept, scores, relevance, strict=True)
+        ]
+
+    def _fused(self, plan: RecallPlan, client: Any) -> list[Candidate]:
+        """Both branches in one ``_msearch``, fused by ``domain.fusion`` as the embedded engine does."""
+        requests = rq.branch_requests(plan, self.layout)
+        searches: list[dict[str, Any]] = []
+        for request in requests:
+            searches += [{"index": list(request.indices)}, request.body]
+        found = self.cluster.call(f"recall for user {plan.user_id}", lambda es: es.msearch(searches=searches),
+                                  client=client)
+        lexical, dense = (self._branch_hits(r, plan.user_id) for r in found["responses"])
+        fused = reciprocal_rank_fusion([list(lexical), list(dense)], plan.rank_constant, plan.window)
+        memories = {i: m for branch in (lexical, dense) for i, (m, _) in branch.items()}
+        similarity = self._similarity(client)
+        return [
+            Candidate(
+                memory=memories[f.id],
+                rrf_score=f.score,
+                bm25_rank=f.ranks[0],
+                dense_rank=f.ranks[1],
+                bm25_score=lexical[f.id][1] if f.id in lexical else None,
+                dense_similarity=similarity(dense[f.id][1]) if f.id in dense else None,
+            )
+            for f in fused
+        ]
+
+    def _branch_hits(self, response: dict[str, Any], user_id: str) -> dict[str, tuple[Memory, float]]:
+        """One branch's hits, best first: id → (memory, score)."""
+        if "error" in response:
+            raise BackendUnavailable(f"a recall branch failed: {response['error'].get('reason', response['error'])}")
+        out: dict[str, tuple[Memory, float]] = {}
+        for hit in response["hits"]["hits"]:
+            stored = self._from_hit(hit, user_id)
+            if stored is not None:
+                out.setdefault(stored.memory.id, (stored.memory, float(hit.get("_score") or 0.0)))
+        return out
+
+    def _endpoint(self, endpoint_id: str, client: Any) -> rq.Endpoint | None:
+        """What the endpoint is (service, model, task), read once; None if it cannot be read."""
+        if endpoint_id not in self._endpoints:
+            try:
+                found = self.cluster.call(f"read inference endpoint {endpoint_id}",
+                                          lambda es: es.inference.get(inference_id=endpoint_id), client=client)
+                self._endpoints[endpoint_id] = rq.describe_endpoint(found)
+            except AtlasError:
+                log.warning("elasticsearch_endpoint_unknown", endpoint=endpoint_id)
+                self._endpoints[endpoint_id] = None
+        return self._endpoints[endpoint_id]
+
+    def _rerank_scale(self, client: Any) -> str:
+        """``[elasticsearch] rerank_score_scale``, or (``auto``) what the endpoint's service returns."""
+        if self._config.rerank_score_scale != "auto":
+            return self._config.rerank_score_scale
+        endpoint = self._endpoint(self.inference.rerank_id or "", client)
+        return endpoint.rerank_scale if endpoint is not None else "probability"
+
+    def _similarity(self, client: Any) -> Callable[[float], float]:
+        """A dense ``semantic`` score is (1 + cosine) / 2: the cosine, as the embedded engine
+        reports it. A sparse endpoint's score (a weighted term overlap) is passed as it is."""
+        endpoint = self._endpoint(self.inference.embedding_id, client)
+        if endpoint is not None and not endpoint.dense:
+            return float
+        return lambda score: 2.0 * score - 1.0
 
     def close(self) -> None:
         self.cluster.close()
@@ -330,7 +457,16 @@ def _reason(result: dict[str, Any]) -> str:
 def _write_failure(memory: Memory, failed: list[dict[str, Any]]) -> Exception:
     if all(_conflict(r) for r in failed):
         return changed_meanwhile([r.get("_id", "?") for r in failed])
-    return BackendUnavailable(f"memory was not written; nothing was changed ({_reason(failed[0])})")
+    return _item_error(failed[0], "memory was not written; nothing was changed")
+
+
+def _item_error(result: dict[str, Any], what: str) -> AtlasError:
+    """A failed bulk item as an atlas error; a missing alias means the indices were never created."""
+    error = result.get("error") or {}
+    if isinstance(error, dict) and error.get("type") == "index_not_found_exception":
+        return ConfigurationError(f"{what}: the atlas indices are missing ({error.get('reason', '')}); "
+                                  "run `atlas-mcp bootstrap`")
+    return BackendUnavailable(f"{what} ({_reason(result)})")
 
 
 def secrets_path(settings: Settings) -> Path:

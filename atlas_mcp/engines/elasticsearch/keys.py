@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,10 +24,18 @@ from .layout import ALL_TYPES, IndexLayout
 from .requests import owner_filter
 
 KEY_NAME_PREFIX = "atlas-user-"
+APPLICATION = "atlas-mcp"
+QUERY_PAGE = 100  # live keys of one user under one prefix: a handful at most
 
 
-def key_name(user_id: str) -> str:
-    return f"{KEY_NAME_PREFIX}{user_id}"
+def key_name(layout: IndexLayout, user_id: str) -> str:
+    """Names are for people reading the key list; keys are *found* by their metadata."""
+    return f"{KEY_NAME_PREFIX}{layout.prefix}/{user_id}"
+
+
+def key_metadata(layout: IndexLayout, user_id: str) -> dict[str, str]:
+    """What identifies a deployment's keys: the application, the index prefix and the user."""
+    return {"application": APPLICATION, "index_prefix": layout.prefix, "user_id": user_id}
 
 
 def role_descriptors(layout: IndexLayout, user_id: str) -> dict[str, Any]:
@@ -47,18 +56,31 @@ def role_descriptors(layout: IndexLayout, user_id: str) -> dict[str, Any]:
 def create_key_body(layout: IndexLayout, user_id: str, expiration: str | None) -> dict[str, Any]:
     """``POST /_security/api_key``, sent with a *user* credential (an API key cannot mint it)."""
     body: dict[str, Any] = {
-        "name": key_name(user_id),
+        "name": key_name(layout, user_id),
         "role_descriptors": role_descriptors(layout, user_id),
-        "metadata": {"application": "atlas-mcp", "user_id": user_id, "index_prefix": layout.prefix},
+        "metadata": key_metadata(layout, user_id),
     }
     if expiration:
         body["expiration"] = expiration
     return body
 
 
-def invalidate_body(user_id: str) -> dict[str, Any]:
-    """``DELETE /_security/api_key``: every key minted for the user, whoever holds it."""
-    return {"name": key_name(user_id)}
+def live_keys_body(layout: IndexLayout, user_id: str) -> dict[str, Any]:
+    """``POST /_security/_query/api_key``: the user's live keys minted for *this* index prefix.
+
+    With ``manage_own_api_key`` the cluster answers with the caller's own keys only, so a key
+    minted by another deployment (another prefix) or another administrator is never touched.
+    Keys from before the prefix was in the name carry the same metadata, so they are found too.
+    """
+    filters = [{"term": {f"metadata.{k}": {"value": v}}} for k, v in key_metadata(layout, user_id).items()]
+    filters.append({"term": {"invalidated": {"value": False}}})
+    return {"query": {"bool": {"filter": filters}}, "size": QUERY_PAGE}
+
+
+def invalidate_body(ids: list[str]) -> dict[str, Any]:
+    """``DELETE /_security/api_key``: these keys, if the caller owns them (``owner: true`` is
+    what a least-privilege administrator with ``manage_own_api_key`` must send)."""
+    return {"ids": list(ids), "owner": True}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +101,12 @@ class KeyStore:
         self.path = Path(path)
         self._configured = dict(configured or {})
         self._loaded: tuple[float, dict[str, StoredKey]] | None = None
+        # Mints (and stores) a missing user's key: only for throw-away evaluation deployments.
+        self.minter: Callable[[str], object] | None = None
+
+    def forget_configured(self) -> None:
+        """Use only the keys file (a scratch deployment's keys are minted into it)."""
+        self._configured.clear()
 
     def configured_users(self) -> list[str]:
         return list(self._configured)
@@ -87,6 +115,9 @@ class KeyStore:
         if user_id in self._configured:
             return self._configured[user_id]
         stored = self.stored().get(user_id)
+        if stored is None and self.minter is not None:
+            self.minter(user_id)
+            stored = self.stored().get(user_id)
         if stored is None:
             raise ConfigurationError(
                 f"user {user_id!r} has no Elasticsearch API key; an administrator runs "

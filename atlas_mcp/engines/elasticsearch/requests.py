@@ -1,18 +1,22 @@
 """Request bodies, as plain data: recall, reads by id, listings, bulk operations.
 
-Recall is one search over the selected aliases::
+With a rerank endpoint, recall is one search over the selected aliases::
 
-    text_similarity_reranker            (rerank endpoint over ``content``)
-      └─ rrf  rank_constant 30, window 80
-           ├─ standard: function_score(multi_match BM25)  × priors
-           └─ standard: function_score(semantic)          × priors
+    text_similarity_reranker            (rerank endpoint over ``content``, window 80)
+      └─ rrf  rank_constant 30, window 200
+           ├─ standard: function_score(multi_match BM25 on the content words)  × priors
+           └─ standard: function_score(semantic)                               × priors
+
+Without one, the two branches go out unscored by priors in one ``_msearch`` and are fused in
+Python exactly as the embedded engine fuses its own (``domain.fusion``), so the service's
+context rerank sees the same BM25 scores, cosines and ranks from either engine.
 
 Each branch carries the owner filter (the caller's ``user_id``, or no ``user_id`` for the
 catalog) and, unless asked, the live filter (no ``superseded_by``): the DLS key enforces
 isolation, this filter is defence in depth. The priors are one Painless script whose
-constants come from ``ScoringPolicy``; they choose which candidates survive RRF. The final
-order is decided after the reranker by ``domain.scoring`` (the service re-blends), so the
-same multipliers decide both engines' final order.
+constants come from ``ScoringPolicy``; they choose which candidates reach the reranker. The
+final order is decided after the reranker by ``domain.scoring`` (the service re-blends), so
+the same multipliers decide both engines' final order.
 """
 
 from __future__ import annotations
@@ -37,21 +41,26 @@ USER_TYPES = tuple(k for k in ALL_TYPES if k is not MemoryType.CATALOG)
 # Mirrors ``domain.scoring.multipliers``: decay (events on occurred_at, facts on last_used_at
 # else created_at), use boost (facts, playbooks), track record (playbooks), catalog prior.
 # Every doc[...] is guarded: a multi-index search sees fields unmapped in some indices.
+# ``dated`` is its own flag: epoch millis are negative before 1970, so no value can mean "none".
 PRIORS_SCRIPT = """
 String index = doc['_index'].value;
 boolean episodic = index.startsWith(params.episodic);
 boolean semantic = index.startsWith(params.semantic);
 boolean procedural = index.startsWith(params.procedural);
-long ref = -1L;
+boolean dated = false;
+long ref = 0L;
 if (episodic && doc.containsKey('occurred_at') && doc['occurred_at'].size() > 0) {
   ref = doc['occurred_at'].value.toInstant().toEpochMilli();
+  dated = true;
 } else if (semantic && doc.containsKey('last_used_at') && doc['last_used_at'].size() > 0) {
   ref = doc['last_used_at'].value.toInstant().toEpochMilli();
+  dated = true;
 } else if ((episodic || semantic) && doc.containsKey('created_at') && doc['created_at'].size() > 0) {
   ref = doc['created_at'].value.toInstant().toEpochMilli();
+  dated = true;
 }
 double factor = 1.0;
-if (ref >= 0L) {
+if (dated) {
   double effective = (double) (params.now_ms - ref) - params.decay_offset_ms;
   if (effective > 0.0) {
     double sigmaSq = params.decay_scale_ms * params.decay_scale_ms / (2.0 * Math.log(1.0 / params.decay_value));
@@ -85,19 +94,50 @@ class SearchRequest:
 
     @property
     def path(self) -> str:
-        return f"/{','.join(self.indices)}/_search"
+        return f"/{','.join(self.indices)}/_search" if self.indices else "/_search"
 
 
 @dataclass(frozen=True, slots=True)
 class Inference:
-    """The inference endpoints recall names; ``rerank_id`` None = RRF order, reranked locally."""
+    """The inference endpoints recall names; ``rerank_id`` None = atlas ranks the candidates."""
 
     embedding_id: str
     rerank_id: str | None
+    rerank_window: int = 80
 
     @classmethod
     def from_config(cls, config: ElasticsearchSettings) -> Inference:
-        return cls(config.embedding_inference_id, config.rerank_inference_id or None)
+        return cls(config.embedding_inference_id, config.rerank_inference_id or None, config.rerank_window)
+
+
+# Services whose rerank models return raw logits (elastic/elasticsearch#118483, #120201: Elastic
+# Rerank and the cross-encoders deployed on ML nodes); the others return probabilities.
+LOGIT_SERVICES = frozenset({"elasticsearch"})
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What ``GET _inference/<id>`` says about an endpoint, and how atlas reads its scores."""
+
+    task_type: str
+    service: str
+    model_id: str
+
+    @property
+    def rerank_scale(self) -> str:
+        return "logit" if self.service in LOGIT_SERVICES else "probability"
+
+    @property
+    def dense(self) -> bool:
+        """Dense embeddings: a ``semantic`` query scores (1 + cosine) / 2; sparse ones a dot product."""
+        return self.task_type == "text_embedding"
+
+
+def describe_endpoint(found: dict[str, Any]) -> Endpoint:
+    (endpoint, *_) = found.get("endpoints") or [{}]
+    settings = endpoint.get("service_settings") or {}
+    return Endpoint(str(endpoint.get("task_type", "?")), str(endpoint.get("service", "?")),
+                    str(settings.get("model_id") or settings.get("model") or "?"))
 
 
 # -- filters ---------------------------------------------------------------------------
@@ -160,67 +200,103 @@ def _branch(name: str, query: dict[str, Any], visible: dict[str, Any], params: d
 def recall_request(
     plan: RecallPlan, layout: IndexLayout, policy: ScoringPolicy, inference: Inference, now: datetime
 ) -> SearchRequest:
+    """The one search of a server-side reranked recall (``inference.rerank_id`` must be set)."""
+    if not inference.rerank_id:
+        raise ValueError("recall without a rerank endpoint is branch_requests()")
     include_catalog = MemoryType.CATALOG in plan.memory_types
     visible = visibility_filter(plan.user_id, include_catalog, plan.include_superseded)
     params = priors_params(layout, policy, now)
-    lexical = {"multi_match": {"query": plan.query, "fields": list(BM25_FIELDS), "type": "best_fields"}}
-    dense = {"semantic": {"field": SEMANTIC, "query": plan.query}}
-    retriever: dict[str, Any] = {
+    fused = {
         "rrf": {
-            "retrievers": [_branch("bm25", lexical, visible, params), _branch("dense", dense, visible, params)],
+            "retrievers": [_branch("bm25", lexical_query(plan), visible, params),
+                           _branch("dense", dense_query(plan), visible, params)],
             "rank_constant": plan.rank_constant,
             "rank_window_size": plan.window,
         }
     }
-    if inference.rerank_id:
-        retriever = {
-            "text_similarity_reranker": {
-                "retriever": retriever,
-                "field": CONTENT,
-                "inference_id": inference.rerank_id,
-                "inference_text": plan.query,
-                "rank_window_size": plan.window,
-            }
+    window = rerank_window(plan, inference)
+    retriever = {
+        "text_similarity_reranker": {
+            "retriever": fused,
+            "field": CONTENT,
+            "inference_id": inference.rerank_id,
+            "inference_text": plan.query,
+            "rank_window_size": window,
         }
-    body = {"size": plan.window, "_source": {"excludes": [SEMANTIC]}, "retriever": retriever}
+    }
+    body = {"size": window, "_source": {"excludes": [SEMANTIC]}, "retriever": retriever}
     return SearchRequest(tuple(layout.aliases(plan.memory_types)), body)
+
+
+def rerank_window(plan: RecallPlan, inference: Inference) -> int:
+    """How many fused candidates the reranker scores: its own setting, never fewer than ``k``
+    and never more than the fused pool (the cluster refuses a parent window above its child's)."""
+    return min(plan.window, max(inference.rerank_window, plan.k))
+
+
+def lexical_query(plan: RecallPlan) -> dict[str, Any]:
+    """BM25 over the query's content words, as the embedded engine's FTS branch matches them."""
+    return {"multi_match": {"query": plan.lexical_text, "fields": list(BM25_FIELDS), "type": "best_fields"}}
+
+
+def dense_query(plan: RecallPlan) -> dict[str, Any]:
+    return {"semantic": {"field": SEMANTIC, "query": plan.query}}
+
+
+def branch_requests(plan: RecallPlan, layout: IndexLayout) -> list[SearchRequest]:
+    """The BM25 and dense branches of a recall without server-side rerank, raw scores kept (no
+    priors: the service applies the multipliers after ranking, as for the embedded engine)."""
+    include_catalog = MemoryType.CATALOG in plan.memory_types
+    visible = visibility_filter(plan.user_id, include_catalog, plan.include_superseded)
+    indices = tuple(layout.aliases(plan.memory_types))
+    return [
+        SearchRequest(indices, {"size": plan.window, "query": {"bool": {"must": [query], "filter": [visible]}},
+                                "_source": {"excludes": [SEMANTIC]}, "track_total_hits": False})
+        for query in (lexical_query(plan), dense_query(plan))
+    ]
 
 
 # -- reads -----------------------------------------------------------------------------
 
 
-def by_ids_request(
-    layout: IndexLayout, user_id: str | None, ids: Sequence[str], kinds: Sequence[MemoryType], *, versions: bool = False
-) -> SearchRequest:
-    """Documents among ``ids`` visible to ``user_id`` (``versions``: with seq_no for CAS updates)."""
-    include_catalog = MemoryType.CATALOG in kinds
-    query = {"bool": {"filter": [{"ids": {"values": list(ids)}}, owner_filter(user_id, include_catalog)]}}
-    body: dict[str, Any] = {"size": len(ids), "query": query, "_source": {"excludes": [SEMANTIC]}}
-    if versions:
-        body["seq_no_primary_term"] = True
-    return SearchRequest(tuple(layout.aliases(tuple(kinds))), body)
+def mget_body(layout: IndexLayout, ids: Sequence[str], kinds: Sequence[MemoryType]) -> dict[str, Any]:
+    """``POST /_mget``: each id in each type's alias. Real-time (no refresh needed), so a
+    version read here is the current one; DLS hides what the caller may not see."""
+    docs = [{"_index": layout.alias(kind), "_id": doc_id, "_source": {"excludes": [SEMANTIC]}}
+            for kind in ALL_TYPES if kind in kinds for doc_id in dict.fromkeys(ids)]
+    return {"docs": docs}
 
 
-def list_request(
-    layout: IndexLayout,
+LIST_PAGE = 1000  # hits per page of a listing (far below index.max_result_window)
+PIT_KEEP_ALIVE = "1m"  # between two pages of one listing
+
+
+def list_page_request(
+    pit_id: str,
     user_id: str | None,
-    kinds: Sequence[MemoryType],
     include_superseded: bool,
-    limit: int,
-    offset: int,
+    size: int,
     since: datetime | None = None,
     oldest_first: bool = False,
+    after: Sequence[Any] | None = None,
 ) -> SearchRequest:
-    """Newest first by when it happened; ``oldest_first``: by creation, for consolidation."""
+    """One page of a listing over a point in time, newest first by when it happened
+    (``oldest_first``: by creation, for consolidation). ``_shard_doc`` makes the order total,
+    so ``search_after`` never skips or repeats a memory, at any depth."""
     query = visibility_filter(user_id, user_id is None, include_superseded)
     if since is not None:
         query["bool"]["filter"].append({"range": {"created_at": {"gt": iso(since)}}})
     if oldest_first:
-        sort = [{"created_at": {"order": "asc"}}]
+        sort = [{"created_at": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}]
     else:
-        sort = [{"timeline_at": {"order": "desc"}}, {"created_at": {"order": "desc"}}]
-    body = {"from": offset, "size": limit, "query": query, "sort": sort, "_source": {"excludes": [SEMANTIC]}}
-    return SearchRequest(tuple(layout.aliases(tuple(kinds))), body)
+        sort = [{"timeline_at": {"order": "desc"}}, {"created_at": {"order": "desc"}}, {"_shard_doc": {"order": "desc"}}]
+    body: dict[str, Any] = {
+        "size": size, "query": query, "sort": sort, "_source": {"excludes": [SEMANTIC]},
+        "pit": {"id": pit_id, "keep_alive": PIT_KEEP_ALIVE}, "track_total_hits": False,
+    }
+    if after is not None:
+        body["search_after"] = list(after)
+    return SearchRequest((), body)
 
 
 STATS_MAX_USERS = 10_000
@@ -245,34 +321,66 @@ def stats_request(layout: IndexLayout) -> SearchRequest:
 # -- bulk ------------------------------------------------------------------------------
 
 
+# Every write names an alias and says so: without ``require_alias`` a write before ``bootstrap``
+# would auto-create a concrete index with a dynamic mapping (no semantic_text, not strict),
+# and bootstrap could then no longer create the alias of that name.
+
+
 def bulk_create(index: str, doc_id: str, source: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"create": {"_index": index, "_id": doc_id}}, source]
+    return [{"create": {"_index": index, "_id": doc_id, "require_alias": True}}, source]
 
 
-def bulk_index(index: str, doc_id: str, source: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"index": {"_index": index, "_id": doc_id}}, source]
+def bulk_index(
+    index: str, doc_id: str, source: dict[str, Any], version: tuple[int, int] | None = None
+) -> list[dict[str, Any]]:
+    """A whole-document write (``version``: only if the document is still at that version)."""
+    action: dict[str, Any] = {"_index": index, "_id": doc_id, "require_alias": True}
+    if version is not None:
+        action |= {"if_seq_no": version[0], "if_primary_term": version[1]}
+    return [{"index": action}, source]
 
 
 def bulk_update(index: str, doc_id: str, doc: dict[str, Any], version: tuple[int, int] | None) -> list[dict[str, Any]]:
     """A partial-document update (never a script: scripted bulk updates fail on semantic_text
     indices), conditional on ``version`` = (seq_no, primary_term) when given."""
-    action: dict[str, Any] = {"_index": index, "_id": doc_id}
+    action: dict[str, Any] = {"_index": index, "_id": doc_id, "require_alias": True}
     if version is not None:
         action |= {"if_seq_no": version[0], "if_primary_term": version[1]}
     return [{"update": action}, {"doc": doc}]
+
+
+def as_merged(source: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """``source`` after a partial update with ``doc``, as the cluster applies it: objects merge
+    key by key (a key ``doc`` leaves out stays), other values replace, null removes."""
+    out = dict(source)
+    for key, value in doc.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = as_merged(out[key], value)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
 
 
 def bulk_delete(index: str, doc_id: str) -> list[dict[str, Any]]:
     return [{"delete": {"_index": index, "_id": doc_id}}]
 
 
-def rerank_relevance(score: float, scale: str) -> float:
-    """Undo the reranker's ``max(s, 0) + min(exp(s), 1)`` shift and land in [0, 1].
+def rerank_relevance(scores: Sequence[float], scale: str) -> list[float]:
+    """The reranker's scores as relevance in [0, 1], in the same order whatever the endpoint returns.
 
-    ``probability`` endpoints return s in [0, 1] (so the shifted score is 1 + s);
-    ``logit`` endpoints return raw logits, squashed by a sigmoid like the local cross-encoder.
+    The retriever reports ``max(s, 0) + min(exp(s), 1)`` of the model's score s (elastic/
+    elasticsearch#120930), which is undone first. ``probability`` endpoints return s in [0, 1],
+    kept as is; ``logit`` endpoints return raw logits, squashed by a sigmoid like the local
+    cross-encoder. A "probability" batch with a score outside [0, 1] is read as logits too: both
+    maps are increasing, so the reranker's order always survives (clamping would tie them).
     """
-    raw = score - 1.0 if score >= 1.0 else math.log(max(score, 1e-300))
-    if scale == "logit":
-        return 1.0 / (1.0 + math.exp(-raw))
-    return min(max(raw, 0.0), 1.0)
+    raw = [score - 1.0 if score >= 1.0 else math.log(max(score, 1e-300)) for score in scores]
+    if scale == "probability" and all(0.0 <= r <= 1.0 for r in raw):
+        return raw
+    return [_sigmoid(r) for r in raw]
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))

@@ -86,7 +86,7 @@ class Cluster:
         for attempt in range(self.config.max_retries + 1):
             try:
                 return fn(target)
-            except Exception as exc:  # noqa: BLE001 - classified below, re-raised as AtlasError
+            except Exception as exc:  # classified below, re-raised as AtlasError
                 wait = self._retry_wait(exc, attempt, idempotent)
                 if wait is None:
                     raise map_error(exc, what, self.config) from exc
@@ -95,13 +95,20 @@ class Cluster:
                 self._sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def pause(self, attempt: int) -> None:
+        """Back off before retrying work the cluster refused (e.g. rejected bulk items)."""
+        self._sleep(self._backoff(attempt))
+
+    def _backoff(self, attempt: int) -> float:
+        backoff = min(self.config.retry_backoff * 2**attempt, self.config.max_retry_wait)
+        return backoff * random.uniform(0.5, 1.0)  # jitter: many clients must not retry in lockstep
+
     def _retry_wait(self, exc: Exception, attempt: int, idempotent: bool) -> float | None:
         from elasticsearch import ApiError, ConnectionError, ConnectionTimeout
 
         if attempt >= self.config.max_retries:
             return None
-        backoff = min(self.config.retry_backoff * 2**attempt, self.config.max_retry_wait)
-        backoff *= random.uniform(0.5, 1.0)  # jitter: many clients must not retry in lockstep
+        backoff = self._backoff(attempt)
         if isinstance(exc, ApiError):
             status = exc.meta.status
             if status in REJECTED or (idempotent and status in GATEWAY):

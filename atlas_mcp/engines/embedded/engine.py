@@ -2,8 +2,8 @@
 
 Recall runs two branches over the caller's rows (plus the catalog when asked) — FTS5 BM25
 on escaped query words, and exact cosine over cached float16 vectors — from one read
-snapshot, and fuses them with ``domain.fusion``. A write commits its row and embeds it right
-after (``pending.py``). Several processes may share one data directory: SQLite serialises
+snapshot, and fuses them with ``domain.fusion``. A write commits its row and is embedded right
+after, by a bounded background worker (``pending.py``). Several processes may share one data directory: SQLite serialises
 writers, ``busy_timeout`` absorbs contention, and ``owner_versions`` keeps caches fresh.
 """
 
@@ -26,8 +26,9 @@ from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ...inference.embedder import Embedder, embed_one
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
-from . import rows, schema, slots
-from .pending import EmbeddingQueue, PendingWrite
+from . import pending, rows, schema, slots
+from .passages import as_passage_vectors, embed_memories, to_blob
+from .pending import DeferredEmbeddings, Embedded, PendingRow
 from .stats import store_stats
 from .vectors import (
     CATALOG_OWNER,
@@ -90,10 +91,10 @@ class EmbeddedEngine:
         self.info = EngineInfo(name="embedded", embedding_model=embedder.model_id)
         self._lock = threading.RLock()
         self._conn = self._connect()
-        self._vectors = VectorCache(embedder)
+        self._vectors = VectorCache(embedder.dimensions)
         self._check_model()
-        self._embed_left_pending()
-        self._embeddings = EmbeddingQueue(embedder, self._store_embedding)
+        # Never embeds anything here: rows a crash left pending are repaired in the background.
+        self._deferred = DeferredEmbeddings(embedder, self._transaction, self._lock, self._on_stored)
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -137,8 +138,9 @@ class EmbeddedEngine:
     # -- writes ------------------------------------------------------------------------
 
     def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
-        """Commit the memory now and embed it right after (``pending.py``); catalog entries,
-        loaded by an admin, are embedded before they commit."""
+        """Commit the memory now and embed it right after (``pending.py``); this waits only
+        while the process's backlog of unembedded writes is full. Catalog entries, loaded by
+        an admin, are embedded before they commit."""
         if memory.is_catalog:
             self._write_catalog(memory)
             return
@@ -147,50 +149,31 @@ class EmbeddedEngine:
             "embedding": schema.PENDING_EMBEDDING,
             "embedding_model": self.embedder.model_id,
         }
-        with self._transaction() as conn:
-            version_before = owner_version(conn, owner)
-            row = {"rowid": slots.next_rowid(conn, owner)} | row
-            rowid = self._insert(conn, row)
-            self._mark_superseded(conn, memory, supersede)
-            conn.execute("INSERT INTO pending_embeddings(rowid) VALUES (?)", (rowid,))
-            bump_version(conn, owner)
-        self._embeddings.submit(
-            PendingWrite(
-                owner=owner,
-                version_before=version_before,
-                rowid=rowid,
-                memory_id=memory.id,
-                memory_type=memory.memory_type.value,
-                text=row["search_text"],
-                superseded=tuple(supersede),
-            )
-        )
-
-    def _store_embedding(self, write: PendingWrite, vector: np.ndarray) -> None:
-        """The worker's half of a write: store the vector, then add it to this process's cache."""
         with self._lock:  # the cache update must not interleave with another thread's recall
             with self._transaction() as conn:
-                stored = _store_pending_vector(conn, write.rowid, vector)
-            if stored:
-                self._vectors.apply_insert(write, vector)
+                version_before = owner_version(conn, owner)
+                row = {"rowid": slots.next_rowid(conn, owner)} | row
+                rowid = self._insert(conn, row)
+                self._mark_superseded(conn, memory, supersede)
+                pending.mark(conn, rowid)
+                bump_version(conn, owner)
+            self._vectors.apply_insert(
+                owner, version_before, rowid, memory.id, memory.memory_type.value, supersede
+            )
+        self._deferred.submit(PendingRow(owner, rowid, row["search_text"]))
 
-    def _embed_left_pending(self) -> None:
-        """Embed rows a crash left without their vector (normally none)."""
-        with self._lock:
-            left = self._conn.execute(
-                "SELECT p.rowid, m.search_text FROM pending_embeddings p JOIN memories m ON m.rowid = p.rowid"
-            ).fetchall()
-        if not left:
-            return
-        vectors = self.embedder.embed_batch([text for _, text in left])
-        with self._transaction() as conn:
-            for (rowid, _), vector in zip(left, vectors, strict=True):
-                _store_pending_vector(conn, rowid, vector)
+    def _on_stored(self, conn: sqlite3.Connection, stored: list[Embedded]) -> None:
+        """In the worker's storing transaction: new vectors change what the owners' caches
+        hold, so bump their versions (other processes reload) and update ours in place."""
+        for owner in sorted({e.owner for e in stored}):
+            version_before = owner_version(conn, owner)
+            bump_version(conn, owner)
+            mine = [(e.rowid, e.vectors) for e in stored if e.owner == owner]
+            self._vectors.apply_vectors(owner, version_before, mine)
 
     def _write_catalog(self, memory: Memory) -> None:
-        vector = embed_one(self.embedder, memory.search_text())
         row = rows.to_row(memory) | {
-            "embedding": vector.astype(np.float32).tobytes(),
+            "embedding": to_blob(embed_memories(self.embedder, [memory.search_text()])[0]),
             "embedding_model": self.embedder.model_id,
         }
         with self._transaction() as conn:
@@ -204,23 +187,27 @@ class EmbeddedEngine:
         except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
             raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
 
-    def write_many(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
+    def write_many(
+        self, memories: Sequence[Memory], vectors: np.ndarray | Sequence[np.ndarray] | None = None
+    ) -> None:
         """Bulk-load finished memories as they are, supersession fields included (import, bench).
 
         Embedded-only, not part of the Engine protocol: it embeds in batches (one ONNX call per
-        32 texts instead of one per memory), or takes ``vectors`` the caller already computed
-        with this engine's model, and commits everything in one transaction. No supersession
+        32 passages instead of one per memory), or takes ``vectors`` the caller already computed
+        with this engine's model (one per memory, or per memory its passages' vectors, see
+        ``passages.py``), and commits everything in one transaction. No supersession
         rules run here: the service has already applied them to what is being loaded.
         """
         if vectors is None:
-            vectors = self.embedder.embed_batch([m.search_text() for m in memories])
-        if len(vectors) != len(memories):
-            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
+            per_memory = embed_memories(self.embedder, [m.search_text() for m in memories])
+        else:
+            per_memory = as_passage_vectors(vectors)
+        if len(per_memory) != len(memories):
+            raise ValueError(f"{len(memories)} memories but {len(per_memory)} vectors")
         model = self.embedder.model_id
         stored = [
-            rows.to_row(m)
-            | {"embedding": np.asarray(v, dtype=np.float32).tobytes(), "embedding_model": model}
-            for m, v in zip(memories, vectors, strict=True)
+            rows.to_row(m) | {"embedding": to_blob(v), "embedding_model": model}
+            for m, v in zip(memories, per_memory, strict=True)
         ]
         with self._transaction() as conn:
             following: dict[str, int] = {}
@@ -274,7 +261,7 @@ class EmbeddedEngine:
         if stored is None:
             raise Conflict(f"memory {memory.id!r} not found for this user")
         if stored[0] != row["search_text"]:
-            sets["embedding"] = embed_one(self.embedder, row["search_text"]).tobytes()
+            sets["embedding"] = to_blob(embed_memories(self.embedder, [row["search_text"]])[0])
         assignments = ", ".join(f"{k} = :{k}" for k in sets)
         with self._transaction() as conn:
             changed = conn.execute(
@@ -356,8 +343,8 @@ class EmbeddedEngine:
         loaded at the end agree even while other processes write.
         """
         query_vector = embed_one(self.embedder, plan.query)
-        for owner in self._owners(plan):  # same-turn visibility: this process's writes first
-            self._embeddings.wait(owner)
+        for owner in self._owners(plan):  # same-turn visibility: the owner's pending rows first
+            self._deferred.settle(owner)
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
             scores = [similarities(v.vectors, query_vector, self.threads) for v in visible]
@@ -376,6 +363,7 @@ class EmbeddedEngine:
                 dense_rank=f.ranks[1],
                 bm25_score=bm25_scores.get(f.id),
                 dense_similarity=_cosine(visible, scores, f.id),
+                embedding_pending=_pending(visible, f.id),
             )
             for f in fused
             if f.id in memories
@@ -447,19 +435,9 @@ class EmbeddedEngine:
             return store_stats(self._conn, self.path)
 
     def close(self) -> None:
-        self._embeddings.close()  # store what was written before the connection goes
+        self._deferred.close()  # drains briefly; what is left stays pending for the next open
         with self._lock:
             self._conn.close()
-
-
-def _store_pending_vector(conn: sqlite3.Connection, rowid: int, vector: np.ndarray) -> bool:
-    """Store the vector of a row still marked pending; False if it no longer is (forgotten,
-    re-embedded by update(), or stored meanwhile by another process)."""
-    if not conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,)).rowcount:
-        return False
-    vector = np.asarray(vector, dtype=np.float32)
-    conn.execute("UPDATE memories SET embedding = ? WHERE rowid = ?", (vector.tobytes(), rowid))
-    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,7 +453,7 @@ def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int
     hits = [
         (owner.vectors.ids[row], float(cosines[row]))
         for owner, cosines in zip(visible, scores, strict=True)
-        for row in top_rows(cosines, owner.allowed, window)
+        for row in top_rows(cosines, owner.allowed & owner.vectors.ready, window)
     ]
     hits.sort(key=lambda h: -h[1])
     return hits[:window]
@@ -485,5 +463,14 @@ def _cosine(visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str) 
     for owner, cosines in zip(visible, scores, strict=True):
         row = owner.vectors.index.get(memory_id)
         if row is not None:
-            return float(cosines[row])
+            return float(cosines[row]) if owner.vectors.has_vectors(row) else None
     return None
+
+
+def _pending(visible: list[OwnerRows], memory_id: str) -> bool:
+    """Is the memory still without vectors (so only its words could find it)?"""
+    for owner in visible:
+        row = owner.vectors.index.get(memory_id)
+        if row is not None:
+            return not owner.vectors.has_vectors(row)
+    return False

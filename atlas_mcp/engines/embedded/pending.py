@@ -1,75 +1,274 @@
-"""Embeddings computed after a write is acknowledged.
+"""Deferred embedding: a write is acknowledged once its row commits; its vectors come after.
 
-A write is durable once its row, its FTS entry and a ``pending_embeddings`` mark commit
-(~2 ms with the fsync). Embedding its text costs 3-25 ms more (MiniLM on 2 cores, by
-length), so one worker thread does that right after, stores the vector and clears the mark.
-No recall can miss it: this process's recalls first wait for the owner's pending
-embeddings, another process embeds a still-pending row itself when it loads the owner's
-vectors, and rows a crash left pending are embedded when the store is next opened.
+This module owns the whole life of a row whose vectors are not stored yet:
+
+* the ``pending_embeddings`` mark, set in the write's own transaction (``mark``), and cleared
+  in the transaction that stores the vectors (``store``), so "pending" is always the truth;
+* this process's **backlog** of such rows, bounded (``BACKLOG_LIMIT``): a write that would
+  exceed it waits for room, so whoever comes next (a recall, a close) waits a bounded time
+  however fast the writes come;
+* one worker thread that embeds in batches of ``BATCH_SIZE`` (the ONNX model is ~2x cheaper
+  per text in a batch than alone) and stores each batch in one transaction (one fsync);
+* the **repair** of rows left pending by a process that died (or by another process still
+  running): listed when the store opens, embedded in the background in small committed
+  batches, so opening never waits and a kill loses no finished batch;
+* a recall's **claim** (``settle``): the owner's rows in this process's backlog are waited
+  for (bounded by the backlog), its other pending rows jump the queue and are waited for up
+  to ``RECALL_WAIT_S``; rows still pending after that are matched by their words only, and
+  the recall says so (``embedding_pending`` in ``explain``), never a silent miss;
+* **close**: the backlog drains for at most ``CLOSE_GRACE_S``; what is left stays marked and
+  is repaired by the next open. Nothing is ever lost: the row itself is committed first.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...inference.embedder import Embedder, embed_one
+from ...inference.embedder import BATCH_SIZE, Embedder
 from ...log import get_logger
+from . import slots
+from .passages import embed_memories, to_blob
 
 log = get_logger(__name__)
 
+# Sized by measurement (docs/performance.md): at ~4 ms per text in batches of 32 on 2 cores,
+# 128 rows drain in ~0.5 s, so a recall right after any burst waits at most that long, and
+# a bigger backlog does not raise throughput (the worker is busy either way).
+BACKLOG_LIMIT = 128
+RECALL_WAIT_S = 0.5  # how long a recall waits for its owner's rows embedded by nobody else
+CLOSE_GRACE_S = 1.5  # the TypeScript SDK sends SIGTERM 2 s after closing stdin
+OWN_WAIT_MAX_S = 30.0  # a safety net only: the backlog bound keeps real waits far below
+
+
+def mark(conn: sqlite3.Connection, rowid: int) -> None:
+    """Call in the transaction that inserts the row (with an empty embedding)."""
+    conn.execute("INSERT INTO pending_embeddings(rowid) VALUES (?)", (rowid,))
+
+
+def store(conn: sqlite3.Connection, rowid: int, vectors: np.ndarray) -> bool:
+    """Store the vectors of a row still marked pending; False if it no longer is (forgotten,
+    re-embedded by ``update``, or stored meanwhile by another process)."""
+    if not conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,)).rowcount:
+        return False
+    conn.execute("UPDATE memories SET embedding = ? WHERE rowid = ?", (to_blob(vectors), rowid))
+    return True
+
+
+def left_over(conn: sqlite3.Connection) -> list[PendingRow]:
+    """Every row marked pending, with its owner (text read when its batch comes)."""
+    found = conn.execute(
+        f"SELECT p.rowid, s.owner FROM pending_embeddings p "
+        f"JOIN owner_slots s ON s.slot = (p.rowid >> {slots.SLOT_BITS}) ORDER BY p.rowid"
+    ).fetchall()
+    return [PendingRow(owner, rowid) for rowid, owner in found]
+
+
+def unembedded(conn: sqlite3.Connection, owner: str) -> list[int]:
+    """The owner's rows that have no vector at all yet (not those only being re-embedded)."""
+    block = slots.owner_range(conn, owner)
+    if block is None:
+        return []
+    return [
+        r[0]
+        for r in conn.execute(
+            # CROSS JOIN keeps the (usually empty) pending table as the outer loop: SQLite
+            # otherwise may walk the owner's memories and read every embedding (30 ms at 10k).
+            "SELECT p.rowid FROM pending_embeddings p CROSS JOIN memories m ON m.rowid = p.rowid "
+            "WHERE p.rowid BETWEEN ? AND ? AND length(m.embedding) = 0",
+            block,
+        )
+    ]
+
+
+def _texts(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, str]:
+    """Texts of the rows among ``rowids`` still marked pending."""
+    marks = ",".join("?" * len(rowids))
+    found = conn.execute(
+        f"SELECT m.rowid, m.search_text FROM memories m JOIN pending_embeddings p ON p.rowid = m.rowid "
+        f"WHERE m.rowid IN ({marks})",
+        rowids,
+    )
+    return dict(found.fetchall())
+
 
 @dataclass(frozen=True, slots=True)
-class PendingWrite:
-    """A committed memory whose embedding is still to come."""
+class PendingRow:
+    """A committed row whose vectors are still to come."""
 
     owner: str
-    version_before: int  # the owner's version just before the write committed
     rowid: int
-    memory_id: str
-    memory_type: str
-    text: str
-    superseded: tuple[str, ...]
+    text: str | None = None  # None: read from the store when its batch comes
 
 
-class EmbeddingQueue:
-    """One worker embedding this process's writes in commit order.
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    owner: str
+    rowid: int
+    vectors: np.ndarray  # (passages, dimensions) float32
 
-    One worker, first in first out: once an owner's latest write is stored, so are all of its
-    earlier ones, so only the latest is remembered per owner (memory stays flat however many
-    writes a user makes without recalling).
-    """
 
-    def __init__(self, embedder: Embedder, store: Callable[[PendingWrite, np.ndarray], None]) -> None:
+Transaction = Callable[..., AbstractContextManager[sqlite3.Connection]]
+# Called inside the storing transaction with the rows actually stored (the engine bumps the
+# owners' versions and updates its vector cache there).
+OnStored = Callable[[sqlite3.Connection, list[Embedded]], None]
+
+
+class DeferredEmbeddings:
+    """This process's bounded backlog, its worker, and the background repair."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        transaction: Transaction,
+        lock: threading.RLock,
+        on_stored: OnStored,
+        backlog_limit: int = BACKLOG_LIMIT,
+    ) -> None:
         self._embedder = embedder
-        self._store = store
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-embed")
-        self._lock = threading.Lock()
-        self._latest: dict[str, Future[None]] = {}
+        self._transaction = transaction
+        self._store_lock = lock  # the engine's: a store never runs after the connection closed
+        self._on_stored = on_stored
+        self.backlog_limit = backlog_limit
+        self._cond = threading.Condition()
+        self._own: deque[PendingRow] = deque()
+        self._own_unstored: Counter[str] = Counter()  # per owner: queued or in the current batch
+        self._own_ids: set[int] = set()
+        self._urgent: deque[PendingRow] = deque()
+        self._urgent_ids: set[int] = set()
+        with transaction("BEGIN") as conn:
+            self._repair: deque[PendingRow] = deque(left_over(conn))
+        self._closing = False
+        self._close_deadline = float("inf")
+        self._abandoned = False
+        if self._repair:
+            log.info("repairing rows left without vectors, in the background", rows=len(self._repair))
+        self._worker = threading.Thread(target=self._run, name="atlas-embed", daemon=True)
+        self._worker.start()
 
-    def submit(self, write: PendingWrite) -> None:
-        with self._lock:
-            self._latest[write.owner] = self._executor.submit(self._embed, write)
+    # -- the writer's side ---------------------------------------------------------------
 
-    def _embed(self, write: PendingWrite) -> None:
-        try:
-            self._store(write, embed_one(self._embedder, write.text))
-        except Exception as exc:  # noqa: BLE001 - the row stays pending, which is safe
-            # The next load of the owner's vectors embeds a pending row itself, so a recall
-            # still finds this memory; the next open of the store stores its vector.
-            log.warning("deferred embedding failed; it will be redone on load", error=str(exc))
+    def submit(self, row: PendingRow) -> None:
+        """Queue a committed row; blocks while the backlog is full (backpressure)."""
+        with self._cond:
+            while sum(self._own_unstored.values()) >= self.backlog_limit and not self._closing:
+                self._cond.wait()
+            self._own.append(row)
+            self._own_unstored[row.owner] += 1
+            self._own_ids.add(row.rowid)
+            self._cond.notify_all()
 
-    def wait(self, owner: str) -> None:
-        """Block until every write of ``owner`` submitted so far has its embedding stored."""
-        with self._lock:
-            latest = self._latest.get(owner)
-        if latest is not None:
-            latest.result()
+    @property
+    def backlog(self) -> int:
+        with self._cond:
+            return sum(self._own_unstored.values())
 
-    def close(self) -> None:
-        """Finish (and store) every queued embedding."""
-        self._executor.shutdown(wait=True)
+    @property
+    def repairing(self) -> int:
+        with self._cond:
+            return len(self._repair)
+
+    # -- the reader's side ---------------------------------------------------------------
+
+    def settle(self, owner: str) -> None:
+        """Before a recall of ``owner``: wait for its rows in this process's backlog, then give
+        its other pending rows priority and wait for them up to ``RECALL_WAIT_S``."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._own_unstored[owner] or self._abandoned, OWN_WAIT_MAX_S)
+        with self._transaction("BEGIN") as conn:
+            missing = unembedded(conn, owner)
+        if not missing:
+            return
+        with self._cond:
+            # Rows this process wrote meanwhile are embedded by the backlog anyway.
+            wanted = set(missing) - self._own_ids
+            fresh = wanted - self._urgent_ids
+            self._urgent.extend(PendingRow(owner, rowid) for rowid in sorted(fresh))
+            self._urgent_ids.update(fresh)
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: not (wanted & self._urgent_ids) or self._abandoned, RECALL_WAIT_S)
+
+    # -- the worker ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while (batch := self._take()) is not None:
+            try:
+                self._embed_and_store(batch)
+            except Exception as exc:  # noqa: BLE001 - the rows stay marked, which is safe
+                # A recall still finds them by their words; the next open (or a recall's
+                # claim) embeds them again.
+                log.warning("deferred embedding failed; the rows stay pending", rows=len(batch), error=str(exc))
+            finally:
+                self._finish(batch)
+
+    def _take(self) -> list[PendingRow] | None:
+        with self._cond:
+            while True:
+                if self._closing:
+                    if not self._own or time.monotonic() >= self._close_deadline:
+                        return None
+                    return self._pop(self._own)
+                for source in (self._urgent, self._own, self._repair):
+                    if source:
+                        return self._pop(source)
+                self._cond.wait()
+
+    @staticmethod
+    def _pop(source: deque[PendingRow]) -> list[PendingRow]:
+        return [source.popleft() for _ in range(min(BATCH_SIZE, len(source)))]
+
+    def _finish(self, batch: Iterable[PendingRow]) -> None:
+        with self._cond:
+            for row in batch:
+                if row.text is not None:  # one of this process's writes
+                    self._own_unstored[row.owner] -= 1
+                    self._own_ids.discard(row.rowid)
+                self._urgent_ids.discard(row.rowid)
+            self._cond.notify_all()
+
+    def _embed_and_store(self, batch: list[PendingRow]) -> None:
+        texts = {row.rowid: row.text for row in batch if row.text is not None}
+        unknown = [row.rowid for row in batch if row.text is None]
+        if unknown:
+            with self._transaction("BEGIN") as conn:
+                texts |= _texts(conn, unknown)  # only rows still pending: nothing embedded twice
+        todo = [row for row in batch if row.rowid in texts]
+        if not todo:
+            return
+        vectors = embed_memories(self._embedder, [texts[row.rowid] for row in todo])
+        with self._store_lock:
+            if self._abandoned:
+                return
+            with self._transaction() as conn:
+                stored = [
+                    Embedded(row.owner, row.rowid, v)
+                    for row, v in zip(todo, vectors, strict=True)
+                    if store(conn, row.rowid, v)
+                ]
+                if stored:
+                    self._on_stored(conn, stored)
+
+    # -- closing -------------------------------------------------------------------------
+
+    def close(self, grace_s: float = CLOSE_GRACE_S) -> None:
+        """Drain this process's backlog for at most ``grace_s``; leave the rest marked."""
+        with self._cond:
+            self._closing = True
+            self._close_deadline = time.monotonic() + grace_s
+            self._cond.notify_all()
+        # One batch may already be running when the deadline passes: allow for it.
+        self._worker.join(grace_s + 2.0)
+        with self._store_lock:  # no store may start after this: the connection is about to close
+            self._abandoned = True
+        with self._cond:
+            left = sum(self._own_unstored.values())
+            self._cond.notify_all()
+        if left:
+            log.info("closing with rows still pending; the next open embeds them", rows=left)

@@ -12,10 +12,9 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from ...inference.embedder import BATCH_SIZE, Embedder
 from . import schema
+from .passages import embed_memories, to_blob
 from .vectors import bump_version
 
 BUSY_TIMEOUT_S = 30.0
@@ -52,11 +51,11 @@ def _reembed(conn: sqlite3.Connection, embedder: Embedder, progress: Callable[[i
     rows = conn.execute("SELECT rowid, search_text FROM memories ORDER BY rowid").fetchall()
     for start in range(0, len(rows), BATCH_SIZE):
         batch = rows[start : start + BATCH_SIZE]
-        vectors = embedder.embed_batch([text for _, text in batch])
+        vectors = embed_memories(embedder, [text for _, text in batch])
         conn.executemany(
             "UPDATE memories SET embedding = ?, embedding_model = ? WHERE rowid = ?",
             [
-                (np.asarray(v, dtype=np.float32).tobytes(), embedder.model_id, rowid)
+                (to_blob(v), embedder.model_id, rowid)
                 for (rowid, _), v in zip(batch, vectors, strict=True)
             ],
         )

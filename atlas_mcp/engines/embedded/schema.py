@@ -164,12 +164,29 @@ def _m005_pending_embeddings(conn: sqlite3.Connection) -> None:
     _run_script(conn, _M005)
 
 
+# A text longer than this many characters may exceed the model's 256-token window (a token
+# spans at least one character), so it may need more than one passage vector.
+SHORT_TEXT_CHARS = 254
+
+
+def _m006_passages_for_long_texts(conn: sqlite3.Connection) -> None:
+    """Long memories get one vector per overlapping passage (``passages.py``): mark every
+    text that may be long as pending, and the background repair re-embeds it. Nothing runs
+    at open: until its turn, a row keeps its old (first-passage) vector, which is exact for
+    the texts that turn out to fit."""
+    conn.execute(
+        "INSERT OR IGNORE INTO pending_embeddings(rowid) SELECT rowid FROM memories "
+        f"WHERE length(search_text) > {SHORT_TEXT_CHARS}"
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _m001_initial,
     _m002_user_state,
     _m003_owner_rowid_ranges,
     _m004_filters_in_the_index,
     _m005_pending_embeddings,
+    _m006_passages_for_long_texts,
 )
 
 

@@ -23,21 +23,26 @@ import numpy as np
 import simsimd
 
 from ...domain.model import MemoryType
-from ...inference.embedder import Embedder
 from ...inference.runtime import release_free_heap
 from . import slots
-from .pending import PendingWrite
+from .passages import from_blob
 
 CATALOG_OWNER = ""
 TYPE_CODES: dict[str, int] = {t.value: code for code, t in enumerate(MemoryType)}
 HEADROOM_ROWS = 1_024  # appends before the matrix must grow
 FETCH_CHUNK = 1_000
 CACHED_DTYPE = np.float16
+PARALLEL_SCAN_ROWS = 50_000
 PRINT_FLOATS = 4  # the leading float32s of a stored embedding that fingerprint it
 
 
 class OwnerVectors:
-    """One owner's vectors in rowid order, with spare rows so appends rarely copy."""
+    """One owner's vectors in rowid order, with spare rows so appends rarely copy.
+
+    Row ``i`` holds the first passage's vector of the ``i``-th memory; the later passages of
+    long memories live in a second, smaller matrix (``extra``) that names its row. A row
+    with zero passages is pending: it has no vector yet, so only the lexical branch sees it.
+    """
 
     def __init__(self, dimensions: int, version: int = -1, capacity: int = 0) -> None:
         self.version = version
@@ -48,8 +53,13 @@ class OwnerVectors:
         self.index: dict[str, int] = {}  # memory id -> row of matrix
         self._matrix = np.zeros((capacity, dimensions), dtype=CACHED_DTYPE)
         self._prints = np.zeros((capacity, PRINT_FLOATS), dtype=np.float32)
+        self._passages = np.zeros(capacity, dtype=np.uint16)
         self._codes = np.zeros(capacity, dtype=np.uint8)
         self._superseded = np.zeros(capacity, dtype=bool)
+        self._extra = np.zeros((0, dimensions), dtype=CACHED_DTYPE)
+        self._extra_rows = np.zeros(0, dtype=np.int64)  # -1: a dropped passage
+        self.extra_size = 0
+        self._extras_of: dict[int, list[int]] = {}  # row -> its positions in ``_extra``
 
     @property
     def matrix(self) -> np.ndarray:
@@ -63,7 +73,23 @@ class OwnerVectors:
     def superseded(self) -> np.ndarray:
         return self._superseded[: self.size]
 
-    def fill(self, rows: Sequence[tuple[int, str, str, int]]) -> None:
+    @property
+    def ready(self) -> np.ndarray:
+        """Per row: are its vectors there (False while its embedding is pending)?"""
+        return self._passages[: self.size] > 0
+
+    def has_vectors(self, row: int) -> bool:
+        return bool(self._passages[row])
+
+    @property
+    def extra(self) -> np.ndarray:
+        return self._extra[: self.extra_size]
+
+    @property
+    def extra_rows(self) -> np.ndarray:
+        return self._extra_rows[: self.extra_size]
+
+    def fill(self, rows: Sequence[tuple]) -> None:
         """Set the cheap columns (rowid, id, type, superseded) of an empty cache, in rowid order."""
         count = len(rows)
         self.ids = [r[1] for r in rows]
@@ -74,12 +100,14 @@ class OwnerVectors:
         self.size = count
         self.last_rowid = rows[-1][0] if rows else 0
 
-    def append(self, rowid: int, memory_id: str, memory_type: str, vector: np.ndarray) -> None:
+    def append_pending(self, rowid: int, memory_id: str, memory_type: str) -> None:
+        """A new row whose vectors are still to come (``put_passages`` fills them in)."""
         if self.size == len(self._matrix):
             self._grow()
         row = self.size
-        self._matrix[row] = vector
-        self._prints[row] = vector[:PRINT_FLOATS]
+        self._matrix[row] = 0
+        self._prints[row] = 0
+        self._passages[row] = 0
         self._codes[row] = TYPE_CODES[memory_type]
         self._superseded[row] = False
         self.ids.append(memory_id)
@@ -89,10 +117,39 @@ class OwnerVectors:
         self.last_rowid = rowid
 
     def put(self, rows: Sequence[int] | range, vectors: np.ndarray) -> None:
-        """Store float32 ``vectors`` (as read from SQLite) at ``rows``."""
+        """Store single-passage float32 ``vectors`` (as read from SQLite) at ``rows``."""
         index = slice(rows.start, rows.stop) if isinstance(rows, range) else rows
         self._matrix[index] = vectors
         self._prints[index] = vectors[:, :PRINT_FLOATS]
+        self._passages[index] = 1
+
+    def put_passages(self, row: int, vectors: np.ndarray) -> None:
+        """Store one memory's (passages, dimensions) float32 vectors at ``row``."""
+        self._drop_extras(row)
+        self._matrix[row] = vectors[0]
+        self._prints[row] = vectors[0, :PRINT_FLOATS]
+        self._passages[row] = len(vectors)
+        if len(vectors) > 1:
+            self._add_extras(row, vectors[1:])
+
+    def _add_extras(self, row: int, vectors: np.ndarray) -> None:
+        needed = self.extra_size + len(vectors)
+        if needed > len(self._extra):
+            capacity = max(needed, 2 * len(self._extra), 64)
+            grown = np.zeros((capacity, self._extra.shape[1]), dtype=CACHED_DTYPE)
+            grown[: self.extra_size] = self._extra[: self.extra_size]
+            rows = np.full(capacity, -1, dtype=np.int64)
+            rows[: self.extra_size] = self._extra_rows[: self.extra_size]
+            self._extra, self._extra_rows = grown, rows
+        positions = list(range(self.extra_size, needed))
+        self._extra[self.extra_size : needed] = vectors
+        self._extra_rows[self.extra_size : needed] = row
+        self._extras_of[row] = positions
+        self.extra_size = needed
+
+    def _drop_extras(self, row: int) -> None:
+        for position in self._extras_of.pop(row, ()):
+            self._extra_rows[position] = -1
 
     def mark_superseded(self, memory_ids: Iterable[str]) -> None:
         for memory_id in memory_ids:
@@ -101,11 +158,33 @@ class OwnerVectors:
     def _grow(self) -> None:
         # Grow by an eighth (not double): at 100k vectors the matrix is 77 MB of the RSS budget.
         capacity = self.size + max(HEADROOM_ROWS, self.size // 8)
-        for name in ("_matrix", "_prints", "_codes", "_superseded"):
+        for name in ("_matrix", "_prints", "_passages", "_codes", "_superseded"):
             old = getattr(self, name)
             new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
+
+    def adopt(self, old: OwnerVectors, kept: np.ndarray, reuse: np.ndarray, in_place: bool) -> None:
+        """Take over ``old``'s vectors for the rows in ``reuse`` (``kept[i]``: row ``i``'s old row)."""
+        renewed = np.flatnonzero(~reuse)
+        if in_place:  # same rows, same places: take the buffers instead of copying them
+            self._matrix, self._prints, self._passages = old._matrix, old._prints, old._passages
+            self._extra, self._extra_rows, self.extra_size = old._extra, old._extra_rows, old.extra_size
+            self._extras_of = old._extras_of
+            self._passages[renewed] = 0
+            for row in renewed:
+                self._drop_extras(int(row))
+            return
+        taken = np.flatnonzero(reuse)
+        self._matrix[taken] = old._matrix[kept[reuse]]
+        self._prints[taken] = old._prints[kept[reuse]]
+        self._passages[taken] = old._passages[kept[reuse]]
+        if old._extras_of:
+            moved = np.full(old.size, -1, dtype=np.int64)
+            moved[kept[reuse]] = taken
+            for old_row, positions in old._extras_of.items():
+                if old_row < old.size and moved[old_row] >= 0:
+                    self._add_extras(int(moved[old_row]), old._extra[positions])
 
 
 def owner_key(user_id: str | None) -> str:
@@ -135,9 +214,8 @@ def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | Non
 
 
 class VectorCache:
-    def __init__(self, embedder: Embedder) -> None:
-        self._embedder = embedder  # for rows whose embedding is still pending elsewhere
-        self._dimensions = embedder.dimensions
+    def __init__(self, dimensions: int) -> None:
+        self._dimensions = dimensions
         self._owners: dict[str, OwnerVectors] = {}
 
     def get(self, conn: sqlite3.Connection, owner: str) -> OwnerVectors:
@@ -149,23 +227,43 @@ class VectorCache:
             release_free_heap()
         return cached
 
-    def apply_insert(self, write: PendingWrite, vector: np.ndarray) -> None:
-        """Apply this process's own committed insert, if the cache was current just before it.
+    def _current(self, owner: str, version_before: int) -> OwnerVectors | None:
+        """The owner's cache if it was current just before a change this process made.
 
-        ``write.version_before`` was read inside the writing transaction, so equality proves no
-        other writer touched this owner in between; otherwise the next ``get`` reloads as usual.
+        ``version_before`` was read inside the changing transaction, so equality proves no
+        other writer touched this owner in between; otherwise the next ``get`` reloads."""
+        cached = self._owners.get(owner)
+        return cached if cached is not None and cached.version == version_before else None
+
+    def apply_insert(
+        self, owner: str, version_before: int, rowid: int, memory_id: str, memory_type: str, superseded: Sequence[str]
+    ) -> None:
+        """Apply this process's own committed insert (its vectors still pending).
+
         A rowid below the cached ones (SQLite reuses the top rowid after a delete) would break
-        rowid order, so that case reloads too.
-        """
-        cached = self._owners.get(write.owner)
-        if cached is None or cached.version != write.version_before or write.rowid <= cached.last_rowid:
+        rowid order, so that case reloads instead."""
+        cached = self._current(owner, version_before)
+        if cached is None or rowid <= cached.last_rowid:
             return
-        if any(target not in cached.index for target in write.superseded):
-            del self._owners[write.owner]  # cannot happen if the cache was current; reload to be safe
+        if any(target not in cached.index for target in superseded):
+            del self._owners[owner]  # cannot happen if the cache was current; reload to be safe
             return
-        cached.append(write.rowid, write.memory_id, write.memory_type, vector)
-        cached.mark_superseded(write.superseded)
-        cached.version = write.version_before + 1
+        cached.append_pending(rowid, memory_id, memory_type)
+        cached.mark_superseded(superseded)
+        cached.version = version_before + 1
+
+    def apply_vectors(self, owner: str, version_before: int, stored: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Apply vectors this process has just stored for rows of ``owner``."""
+        cached = self._current(owner, version_before)
+        if cached is None:
+            return
+        for rowid, vectors in stored:
+            row = cached.rowids.get(rowid)
+            if row is None:  # not in this cache: reload rather than guess
+                del self._owners[owner]
+                return
+            cached.put_passages(row, vectors)
+        cached.version = version_before + 1
 
     def _reload(
         self, conn: sqlite3.Connection, owner: str, version: int, old: OwnerVectors | None
@@ -176,14 +274,16 @@ class VectorCache:
             return OwnerVectors(self._dimensions, version)
         if old is None or old.size == 0:
             return self._load_all(conn, where, version)
-        # The first 16 bytes of each embedding are its fingerprint: update() re-embeds a row in
-        # place (same rowid), and a cached vector may be reused only if it is still the stored one.
+        # An embedding's first 16 bytes and its length are its fingerprint: update() and the
+        # repair re-embed a row in place (same rowid), and a cached vector may be reused only
+        # if it is still the stored one.
         rows = conn.execute(
             "SELECT rowid, id, memory_type, superseded_by IS NOT NULL, "
-            f"substr(embedding, 1, {4 * PRINT_FLOATS}) FROM memories WHERE {where[0]} ORDER BY rowid",
+            f"substr(embedding, 1, {4 * PRINT_FLOATS}), length(embedding) FROM memories "
+            f"WHERE {where[0]} ORDER BY rowid",
             where[1],
         ).fetchall()
-        # A pending row (empty embedding) is never reused: it is fetched, i.e. embedded, anew.
+        # A pending row (empty embedding) is never reused: it is fetched again.
         kept = np.array([old.rowids.get(r[0], -1) if r[4] else -1 for r in rows], dtype=np.int64)
         # Same rows in the same places (a supersession, a change made elsewhere): the new cache
         # takes the old buffers over instead of copying 77 MB at 100k memories.
@@ -193,15 +293,14 @@ class VectorCache:
         fresh.fill(rows)
         reuse = kept >= 0
         if reuse.any():
-            prints = np.frombuffer(b"".join(rows[i][4] for i in np.flatnonzero(reuse)), dtype=np.float32)
-            reuse[reuse] = (old._prints[kept[reuse]] == prints.reshape(-1, PRINT_FLOATS)).all(axis=1)
-        if in_place:
-            fresh._matrix, fresh._prints = old._matrix, old._prints
-        else:
-            fresh._matrix[np.flatnonzero(reuse)] = old._matrix[kept[reuse]]
-            fresh._prints[np.flatnonzero(reuse)] = old._prints[kept[reuse]]
-        missing = [rows[i][0] for i in np.flatnonzero(~reuse)]
-        self._fetch_embeddings(conn, missing, fresh)
+            at = np.flatnonzero(reuse)
+            prints = np.frombuffer(b"".join(rows[i][4] for i in at), dtype=np.float32)
+            passages = np.array([rows[i][5] for i in at], dtype=np.int64) // (4 * self._dimensions)
+            reuse[at] = (old._prints[kept[at]] == prints.reshape(-1, PRINT_FLOATS)).all(axis=1) & (
+                old._passages[kept[at]] == passages
+            )
+        fresh.adopt(old, kept, reuse, in_place)
+        self._fetch_embeddings(conn, [rows[i][0] for i in np.flatnonzero(~reuse)], fresh)
         return fresh
 
     def _load_all(self, conn: sqlite3.Connection, where: tuple[str, tuple], version: int) -> OwnerVectors:
@@ -214,53 +313,38 @@ class VectorCache:
             where[1],
         )
         cheap: list[tuple] = []
-        pending: list[int] = []
         while len(cheap) < count and (chunk := cursor.fetchmany(FETCH_CHUNK)):
             chunk = chunk[: count - len(cheap)]  # rows a concurrent writer added wait for the next version
             start = len(cheap)
             cheap.extend(r[:4] for r in chunk)
-            if all(r[4] for r in chunk):
-                block = np.frombuffer(b"".join(r[4] for r in chunk), dtype=np.float32)
-                fresh.put(range(start, start + len(chunk)), block.reshape(len(chunk), self._dimensions))
-            else:
-                positions = {r[0]: start + i for i, r in enumerate(chunk)}
-                pending.extend(r[0] for r in chunk if not r[4])
-                self._place([(r[0], r[4]) for r in chunk if r[4]], fresh, positions)
+            self._place([(start + i, r[4]) for i, r in enumerate(chunk)], fresh)
         fresh.fill(cheap)
-        self._embed_pending(conn, pending, fresh)
         return fresh
 
     def _fetch_embeddings(self, conn: sqlite3.Connection, rowids: list[int], into: OwnerVectors) -> None:
-        pending: list[int] = []
         for start in range(0, len(rowids), FETCH_CHUNK):
             chunk = rowids[start : start + FETCH_CHUNK]
             marks = ",".join("?" * len(chunk))
             found = conn.execute(
                 f"SELECT rowid, embedding FROM memories WHERE rowid IN ({marks})", chunk
             ).fetchall()
-            pending.extend(rowid for rowid, blob in found if not blob)
-            self._place([(rowid, blob) for rowid, blob in found if blob], into, into.rowids)
-        self._embed_pending(conn, pending, into)
+            # Rows a concurrent insert added are not in this cache yet: skipped.
+            self._place([(into.rowids[r], blob) for r, blob in found if r in into.rowids], into)
 
-    def _place(self, chunk: list[tuple[int, bytes]], into: OwnerVectors, rowids: dict[int, int]) -> None:
-        """Copy a batch of stored embeddings into their rows (rows a concurrent insert added are skipped)."""
-        known = [(rowids[rowid], blob) for rowid, blob in chunk if rowid in rowids]
-        if not known:
-            return
-        positions = [p for p, _ in known]
-        block = np.frombuffer(b"".join(blob for _, blob in known), dtype=np.float32)
-        into.put(positions, block.reshape(len(known), self._dimensions))
-
-    def _embed_pending(self, conn: sqlite3.Connection, rowids: list[int], into: OwnerVectors) -> None:
-        """Embed rows whose writer has not stored their vector yet (it will store the same one)."""
-        if not rowids:
-            return
-        marks = ",".join("?" * len(rowids))
-        texts = conn.execute(
-            f"SELECT rowid, search_text FROM memories WHERE rowid IN ({marks})", rowids
-        ).fetchall()
-        vectors = self._embedder.embed_batch([text for _, text in texts])
-        into.put([into.rowids[rowid] for rowid, _ in texts], np.asarray(vectors, dtype=np.float32))
+    def _place(self, blobs: list[tuple[int, bytes]], into: OwnerVectors) -> None:
+        """Copy stored embeddings into their rows: single-passage ones in one block, long
+        memories passage by passage; pending (empty) ones stay without vectors."""
+        single = 4 * self._dimensions
+        plain = [(row, blob) for row, blob in blobs if len(blob) == single]
+        if plain:
+            block = np.frombuffer(b"".join(blob for _, blob in plain), dtype=np.float32)
+            rows = [row for row, _ in plain]
+            if rows == list(range(rows[0], rows[0] + len(rows))):
+                rows = range(rows[0], rows[0] + len(rows))
+            into.put(rows, block.reshape(len(plain), self._dimensions))
+        for row, blob in blobs:
+            if len(blob) > single:
+                into.put_passages(row, from_blob(blob, self._dimensions))
 
 
 def allowed_rows(vectors: OwnerVectors, allowed_types: set[str], include_superseded: bool) -> np.ndarray:
@@ -274,11 +358,24 @@ def allowed_rows(vectors: OwnerVectors, allowed_types: set[str], include_superse
 
 
 def similarities(vectors: OwnerVectors, query: np.ndarray, threads: int) -> np.ndarray:
-    """Cosine of the (unit) query with every cached row, as float32."""
+    """Per cached row, the cosine of the (unit) query with its best passage, as float32
+    (0 for a pending row: ``OwnerVectors.ready`` keeps those out of the dense branch)."""
     if not vectors.size:
         return np.zeros(0, dtype=np.float32)
     query16 = np.asarray(query, dtype=CACHED_DTYPE)[None, :]
-    scores = simsimd.cdist(query16, vectors.matrix, metric="dot", out_dtype="float32", threads=threads)
+    scores = _dot(query16, vectors.matrix, threads)
+    if vectors.extra_size:
+        rows, extra = vectors.extra_rows, _dot(query16, vectors.extra, threads)
+        live = rows >= 0
+        np.maximum.at(scores, rows[live], extra[live])
+    return scores
+
+
+def _dot(query16: np.ndarray, matrix: np.ndarray, threads: int) -> np.ndarray:
+    # Threads pay off only on big matrices: on a busy 2-core machine a 2-thread scan of 10k
+    # rows took 38 ms against 2.9 ms on one thread (their start-up waits for a free core).
+    threads = threads if len(matrix) >= PARALLEL_SCAN_ROWS else 1
+    scores = simsimd.cdist(query16, matrix, metric="dot", out_dtype="float32", threads=threads)
     return np.asarray(scores).reshape(-1)
 
 

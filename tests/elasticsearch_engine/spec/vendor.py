@@ -18,8 +18,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 FILES = ("elasticsearch-serverless-openapi.9.0-a12f710.json", "elasticsearch-serverless-openapi.main-9d9b9a5.json")
-PATHS = {"/{index}/_search": ("post",), "/{index}": ("put",), "/_security/api_key": ("post", "delete")}
-SCHEMAS = ("_global.bulk.OperationContainer", "_global.bulk.UpdateAction")
+PATHS = {"/{index}/_search": ("post",), "/{index}": ("put",), "/_security/api_key": ("post", "delete"),
+         "/_security/_query/api_key": ("post",), "/_mget": ("post",), "/_pit": ("delete",)}
+SCHEMAS = ("_global.bulk.OperationContainer", "_global.bulk.UpdateAction", "_global.msearch.MultisearchHeader")
 PROSE = {"description", "externalDocs", "examples", "example", "x-state", "summary"}
 
 
