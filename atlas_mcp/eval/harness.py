@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..app import open_service
-from ..engines import open_engine
 from ..config import Settings, load_settings
 from ..domain.model import new_id, utcnow
+from ..engines import open_engine
 from ..service import MemoryService
 
 

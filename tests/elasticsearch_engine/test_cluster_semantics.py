@@ -9,14 +9,13 @@ partial updates, and the Painless priors (run, not skipped) for dates before 197
 from __future__ import annotations
 
 import re
-
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.scoring import multipliers
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
 from atlas_mcp.errors import AtlasError, ConfigurationError
