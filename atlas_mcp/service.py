@@ -233,7 +233,7 @@ class MemoryService:
 
     def rank(self, query: str, candidates: Sequence[Candidate]) -> list[Hit]:
         """Rerank (unless the engine already did) and apply the final-score multipliers."""
-        if self.engine.info.reranks_server_side:
+        if self._engine.info.reranks_server_side:
             relevance, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
         else:
             relevance, reranker = self.reranker.relevance(query, candidates), self.reranker.name
