@@ -46,7 +46,7 @@ def test_elastic_rerank_logits_keep_the_rerankers_order(fake_es, tmp_path):
     for fact in FACTS:
         service.write("u1", fact)
     candidates = engine.candidates(service.recall_plan("u1", "which firmware does the hub run"))
-    es_order = [c.extras["es_score"] for c in candidates]
+    es_order = [c.engine_score for c in candidates]
     relevance = [c.rerank_score for c in candidates]
     assert es_order == sorted(es_order, reverse=True)
     assert relevance == sorted(relevance, reverse=True) and len(set(relevance)) == len(FACTS), relevance
