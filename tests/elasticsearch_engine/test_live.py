@@ -259,7 +259,7 @@ def test_without_server_rerank_the_branches_are_fused_and_ranked_by_atlas(tmp_pa
         live.service.write("alice", "The user's sister lives in Porto")
         hits = live.service.recall("alice", "garage door opener brand", touch=False)
         assert hits[0].memory.id == target.id and hits[0].explanation.reranker == "context"
-        (candidate, *_) = live.engine.candidates(live.service.recall_plan("alice", "garage door opener"))
+        (candidate, *_) = live.engine.candidates(live.service.recall_plan(RecallQuery("alice", "garage door opener")))
         assert candidate.bm25_score and candidate.dense_similarity is not None
     finally:
         live.close()
