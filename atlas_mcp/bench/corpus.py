@@ -94,8 +94,8 @@ def _episode(r: random.Random) -> str:
         f"Met {person} in {city} to talk about {topic}.",
         f"Had a call with {person} about {topic}; ticket ATL-{r.randint(100, 9999)} was the main blocker.",
         f"Dinner with {person} at a {r.choice(FOODS)} place in {city}.",
-        f"Fixed error E{r.randint(1000, 9999)} on the {r.choice(THINGS)} after updating to "
-        f"v{r.randint(1, 9)}.{r.randint(0, 20)}.{r.randint(0, 9)}.",
+        (f"Fixed error E{r.randint(1000, 9999)} on the {r.choice(THINGS)} after updating to "
+         f"v{r.randint(1, 9)}.{r.randint(0, 20)}.{r.randint(0, 9)}."),
         f"Presented {topic} to the team; {person} asked about the {r.choice(TOOLS)} setup.",
     ))  # fmt: skip
     # Lengths vary a lot, as real notes do: mostly short, a tail of long write-ups.
@@ -130,7 +130,7 @@ def _playbook(r: random.Random) -> tuple[str, str, tuple[str, ...]]:
         for verb, obj in zip(
             r.sample(("Check", "Stop", "Back up", "Restart", "Verify", "Notify", "Re-run"), k=4),
             r.sample(("the logs", "the service", "the config", "the on-call channel", "the health check",
-                      "the last deploy", "the disk space"), k=4),  # fmt: skip
+                      "the last deploy", "the disk space"), k=4),
             strict=True,
         )
     )[: r.randint(2, 4)]

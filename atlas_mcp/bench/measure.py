@@ -212,7 +212,7 @@ def http_server(run: ServerRun) -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", SERVER_MODULE, "serve", "--transport", "http", "--port", str(port),
-         "--insecure-no-auth"],  # fmt: skip
+         "--insecure-no-auth"],
         env=run.env() | {"ATLAS_RATE_LIMIT_PER_MINUTE": "0"},
     )
     base = f"http://127.0.0.1:{port}"
@@ -248,8 +248,10 @@ def http_session_factory(url: str) -> Callable[[], Any]:
 
     @asynccontextmanager
     async def open_client():
-        async with httpx2.AsyncClient(timeout=60) as http:
-            async with Client(streamable_http_client(url, http_client=http)) as client:
-                yield client
+        async with (
+            httpx2.AsyncClient(timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            yield client
 
     return open_client

@@ -32,7 +32,7 @@ def _ms(value: float) -> str:
 
 
 def table(report: dict[str, Any]) -> str:
-    """A Markdown table (readable on a terminal, pastable into the README)."""
+    """A Markdown table (readable on a terminal, pastable into docs/performance.md)."""
     heads = [h for h, _ in COLUMNS]
     rows = [[cell(r) for _, cell in COLUMNS] for r in report["sizes"]]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---:|" * len(heads)]

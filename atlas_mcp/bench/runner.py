@@ -83,7 +83,7 @@ def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
             "http": config.http, "engine": "embedded", "embedding_model": embedder.model_id,
             "real_text": str(config.real_text) if config.real_text else None,
             "bursts": list(config.bursts), "kill_burst": config.kill_burst,
-        },  # fmt: skip
+        },
         "sizes": [],
     }
     text = realtext.read(config.real_text) if config.real_text else None

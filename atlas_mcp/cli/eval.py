@@ -57,7 +57,7 @@ def eval_() -> None:
               help="Also score every single ablation on the same store and print R@k per category.")
 @config_option
 def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_file) -> None:
-    """Run the LoCoMo retrieval protocol on PATH (e.g. locomo10.json); see README "Quality"."""
+    """Run the LoCoMo retrieval protocol on PATH (e.g. locomo10.json); see docs/quality.md."""
     conversations = locomo.load(path)
     steps = sum(len(c.turns) + len(c.questions) for c in conversations)
     with scratch_service(settings_from(config_file)) as (service, clock), _progress(steps, "locomo") as bar:

@@ -169,7 +169,7 @@ def open_provider(
     if settings.provider is None:
         raise ConfigurationError(
             "consolidation is off: set [consolidation] provider = \"openai\", \"elasticsearch\" or "
-            "\"sampling\" (see README, Consolidation)"
+            "\"sampling\" (see docs/consolidation.md)"
         )
     if settings.provider == "openai":
         return OpenAIProvider(settings, http_client)

@@ -85,7 +85,7 @@ def timestamp(value: datetime | str | None, what: str) -> datetime | None:
         return None
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            value = datetime.fromisoformat(value.strip())  # Python >= 3.11 reads a trailing Z
         except ValueError as exc:
             raise InvalidInput(f"{what} must be ISO-8601, e.g. 2026-05-01T14:30:00Z") from exc
     if value.tzinfo is None:

@@ -46,7 +46,7 @@ class ScoringPolicy(BaseModel):
     # Weight of dense cosine vs. fused rank in the plain fused rerank (the cross-encoder's tail).
     fused_dense_weight: float = Field(0.5, ge=0, le=1)
     # The default rerank, ``domain.relevance``: weighted z-scores over the candidate pool,
-    # tuned on the LoCoMo development split (README "Quality" measures each one's share).
+    # tuned on the LoCoMo development split (docs/quality.md measures each one's share).
     dense_weight: float = Field(1.0, ge=0, description="z(cosine)")
     bm25_weight: float = Field(0.75, ge=0, description="z(BM25); 0 leaves lexical matching out")
     length_weight: float = Field(

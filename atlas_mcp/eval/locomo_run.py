@@ -126,7 +126,7 @@ def ablation_table(full: LocomoResult, variants: dict[str, dict], ks: Sequence[i
 def to_json(result: LocomoResult, variants: dict[str, dict], ablated: list[str]) -> dict[str, Any]:
     latencies = sorted(result.recall_latencies_ms)
     return {
-        "protocol": "LoCoMo turn-level retrieval (README 'Quality')",
+        "protocol": "LoCoMo turn-level retrieval (docs/quality.md)",
         "ablated": ablated,
         "ks": list(result.ks),
         "groups": result.groups,

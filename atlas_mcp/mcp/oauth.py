@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import anyio.to_thread
 import jwt
+
 from ..config import OAuthSettings
 from ..log import get_logger
 

@@ -14,7 +14,6 @@ from atlas_mcp.app import open_service
 from atlas_mcp.cli import cli
 from atlas_mcp.config import load_settings
 
-
 FACTORS = ("decay", "use_boost", "catalog_prior", "track_record")
 
 

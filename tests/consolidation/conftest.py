@@ -14,8 +14,8 @@ from .fake_llm import FakeLLM
 SARAH_EPISODES = (
     ("2026-11-02T09:00:00Z", "Sarah said she moved from Munich to Berlin last month and loves her flat in Kreuzberg."),
     ("2026-11-03T19:30:00Z", "Sarah mentioned again that she is vegetarian and asked for dinner ideas without meat."),
-    ("2026-11-05T08:10:00Z", "Sarah's Hue lights dropped off again; she power-cycled the bridge, re-paired the "
-     "bulbs in the app and moved the bridge away from the router. The lights stayed connected."),
+    ("2026-11-05T08:10:00Z", ("Sarah's Hue lights dropped off again; she power-cycled the bridge, re-paired the "
+                              "bulbs in the app and moved the bridge away from the router. The lights stayed connected.")),
     ("2026-11-06T21:00:00Z", "Sarah asked me to keep answers short and to skip bullet points."),
     ("2026-11-07T12:00:00Z", "Sarah started a pottery class on Thursday evenings at the community centre."),
 )

@@ -11,7 +11,7 @@ import json
 import threading
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 class FakeLLM:
@@ -30,7 +30,7 @@ class FakeLLM:
         for answer in answers:
             self.answers.append(json.dumps(answer) if isinstance(answer, dict) else answer)
 
-    def __enter__(self) -> FakeLLM:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

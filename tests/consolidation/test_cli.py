@@ -21,7 +21,7 @@ def consolidate(config, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATLAS_")}
     return subprocess.run(
         [sys.executable, "-m", "atlas_mcp", "consolidate", "--config", str(config), *args],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=300, check=False,
     )
 
 

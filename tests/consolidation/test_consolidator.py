@@ -12,7 +12,6 @@ from atlas_mcp.consolidation.answer import MalformedAnswer
 from atlas_mcp.consolidation.consolidator import PENDING_KEY, WATERMARK_KEY
 
 from .conftest import Persona
-from .fake_llm import FakeLLM
 
 
 def answer(facts=(), procedures=(), updates=()) -> dict:

@@ -98,7 +98,7 @@ async def test_the_scheduler_asks_the_connected_client_after_the_tool_calls(serv
 
 
 async def test_below_the_episode_threshold_nothing_is_due(serving):
-    server, scheduler, service, clock = serving
+    server, scheduler, _service, clock = serving
     sampler = ScriptedSampler()
     async with Client(server, mode="legacy", sampling_callback=sampler) as client:
         await write_episodes(client, "One lonely event.")
@@ -111,7 +111,7 @@ async def test_below_the_episode_threshold_nothing_is_due(serving):
 
 async def test_a_client_without_a_back_channel_is_not_asked(serving):
     """2026-07-28 connections forbid server-initiated requests outside a request: wait, write nothing."""
-    server, scheduler, service, clock = serving
+    server, scheduler, service, _clock = serving
     sampler = ScriptedSampler()
     async with Client(server, sampling_callback=sampler) as client:  # negotiates the modern protocol
         await write_episodes(client, "Event one.", "Event two.")
@@ -121,7 +121,7 @@ async def test_a_client_without_a_back_channel_is_not_asked(serving):
 
 
 async def test_a_client_that_cannot_sample_is_not_asked(serving):
-    server, scheduler, service, clock = serving
+    server, scheduler, service, _clock = serving
     async with Client(server, mode="legacy") as client:
         await write_episodes(client, "Event one.", "Event two.")
         assert await scheduler.tick() == []

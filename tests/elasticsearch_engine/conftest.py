@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("elasticsearch", reason="the elasticsearch extra is not installed")
 
-from .fake_es import FakeElasticsearch  # noqa: E402
-from .harness import bootstrapped_engine  # noqa: E402
+from .fake_es import FakeElasticsearch
+from .harness import bootstrapped_engine
 
 
 @pytest.fixture

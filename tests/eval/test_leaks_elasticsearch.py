@@ -12,13 +12,13 @@ import pytest
 
 pytest.importorskip("elasticsearch", reason="the elasticsearch extra is not installed")
 
-from elasticsearch_engine.fake_es import FakeElasticsearch  # noqa: E402
-from elasticsearch_engine.harness import bootstrapped_engine  # noqa: E402
+from elasticsearch_engine.fake_es import FakeElasticsearch
+from elasticsearch_engine.harness import bootstrapped_engine
 
-from atlas_mcp.eval import leaks, scenario_suite  # noqa: E402
-from atlas_mcp.eval.harness import ManualClock  # noqa: E402
-from atlas_mcp.inference.embedder import default_embedder  # noqa: E402
-from atlas_mcp.service import MemoryService  # noqa: E402
+from atlas_mcp.eval import leaks, scenario_suite
+from atlas_mcp.eval.harness import ManualClock
+from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.service import MemoryService
 
 
 def test_no_memory_leaks_between_users_with_per_user_dls_keys(tmp_path):

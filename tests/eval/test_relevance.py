@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from atlas_mcp.domain.limits import Limits
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.query import lexical_query
 from atlas_mcp.domain.relevance import Signals, context_relevance, episodes, speaker
-from atlas_mcp.domain.limits import Limits
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.service import RecallQuery, plan_recall
 

@@ -70,9 +70,11 @@ def _wait_healthy(proc: subprocess.Popen, base: str, timeout: float = 30.0) -> N
 @contextlib.asynccontextmanager
 async def http_client(url: str, token: str | None) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from atlas_mcp.app import open_service
 from atlas_mcp.cli import cli
 from atlas_mcp.config import load_settings
-from atlas_mcp.app import open_service
 
 
 def test_catalog_load_is_idempotent_and_shared(tmp_path: Path):

@@ -10,7 +10,7 @@ import pytest
 
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine, fts_query
 from atlas_mcp.errors import ConfigurationError
-from atlas_mcp.inference.embedder import MINILM_MODEL_ID, default_embedder, sha256_of, OnnxMiniLM
+from atlas_mcp.inference.embedder import MINILM_MODEL_ID, OnnxMiniLM, default_embedder, sha256_of
 from atlas_mcp.service import MemoryService
 
 

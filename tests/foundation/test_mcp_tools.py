@@ -9,6 +9,7 @@ from atlas_mcp.mcp.server import INSTRUCTIONS, build_server
 
 from .mcp_helpers import call, call_error
 
+
 @pytest.fixture
 def session(service):
     """A fresh in-process client session; opened inside each test so its task owns the scope."""

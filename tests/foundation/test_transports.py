@@ -76,10 +76,10 @@ async def test_http_identity_comes_from_the_token(tmp_path: Path):
 
 def test_http_refuses_to_start_without_tokens(tmp_path: Path):
     cmd = [sys.executable, "-m", "atlas_mcp", "serve", "--transport", "http", "--port", "0"]
-    result = subprocess.run(cmd, env=server_env(tmp_path), capture_output=True, text=True, timeout=60)
+    result = subprocess.run(cmd, env=server_env(tmp_path), capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode != 0 and "token" in result.stderr
     public = subprocess.run([*cmd, "--insecure-no-auth", "--host", "0.0.0.0"], env=server_env(tmp_path),
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=60, check=False)
     assert public.returncode != 0 and "loopback" in public.stderr
 
 

@@ -25,10 +25,10 @@ CHROMIUM_FLAGS = (
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "inspector.png"
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (test extra)")
-from selenium.common.exceptions import WebDriverException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.wait import WebDriverWait
 
 pytestmark = pytest.mark.slow
 

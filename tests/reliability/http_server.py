@@ -72,6 +72,8 @@ def http_server(
 async def mcp_session(url: str, token: str | None, **headers: str):
     if token is not None:
         headers = {"Authorization": f"Bearer {token}", **headers}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client

@@ -10,13 +10,13 @@ import pytest
 
 pytest.importorskip("elasticsearch", reason="the elasticsearch extra is not installed")
 
-from elasticsearch_engine.fake_es import FakeElasticsearch  # noqa: E402
-from elasticsearch_engine.harness import bootstrapped_engine  # noqa: E402
-from mcp import Client  # noqa: E402
+from elasticsearch_engine.fake_es import FakeElasticsearch
+from elasticsearch_engine.harness import bootstrapped_engine
+from mcp import Client
 
 from atlas_mcp.engines.base import ListQuery
-from atlas_mcp.mcp.server import build_server  # noqa: E402
-from atlas_mcp.service import MemoryService  # noqa: E402
+from atlas_mcp.mcp.server import build_server
+from atlas_mcp.service import MemoryService
 
 UNAVAILABLE = {"error": {"type": "unavailable_shards_exception", "reason": "no master"}}
 QUEUE_FULL = {"error": {"type": "es_rejected_execution_exception", "reason": "queue full"}}

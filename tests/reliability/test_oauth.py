@@ -37,7 +37,7 @@ def jwks_url(signing_key):
     body = json.dumps({"keys": [public | {"kid": "k1", "use": "sig", "alg": "RS256"}]}).encode()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        def do_GET(self) -> None:
             self.send_response(200 if self.path == "/jwks.json" else 404)
             self.send_header("Content-Type", "application/json")
             self.end_headers()

@@ -11,11 +11,12 @@ import pytest
 
 pytest.importorskip("elasticsearch", reason="the elasticsearch extra is not installed")
 
-from atlas_mcp import portability  # noqa: E402
+from elasticsearch_engine.fake_es import FakeElasticsearch
+from elasticsearch_engine.harness import bootstrapped_engine
 
-from elasticsearch_engine.fake_es import FakeElasticsearch  # noqa: E402
-from elasticsearch_engine.harness import bootstrapped_engine  # noqa: E402
-from .test_portability import _open, build_rich_store, everything  # noqa: E402
+from atlas_mcp import portability
+
+from .test_portability import _open, build_rich_store, everything
 
 
 def _export(engine) -> str:

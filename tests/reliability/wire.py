@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
@@ -145,7 +145,7 @@ class StdioWire:
         if self._stderr is not subprocess.DEVNULL:
             self._stderr.close()
 
-    def __enter__(self) -> StdioWire:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:

@@ -184,7 +184,7 @@ def _mapping_check(alias: str, found: dict[str, Any], expected: dict[str, Any]) 
     problems = mapping_problems(expected, body["mappings"])
     return Check(f"index {alias}", FAIL if problems else OK,
                  "; ".join(problems) if problems else f"{concrete}, mapping as expected",
-                 "reindex into a new version (see README)" if problems else "")
+                 "reindex into a new version (see docs/elasticsearch.md)" if problems else "")
 
 
 def mapping_problems(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
