@@ -19,10 +19,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.config import ElasticsearchSettings
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.scoring import multipliers
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch import requests as rq
 from atlas_mcp.engines.elasticsearch.doctor import mapping_problems, render, run_checks
