@@ -193,7 +193,7 @@ def test_a_recall_never_waits_long_and_says_which_memories_only_words_could_find
     try:
         started = time.monotonic()
         hit = _hit(service, "where is the spare key", left)
-        assert time.monotonic() - started < pending.RECALL_WAIT_S + 3.0
+        assert time.monotonic() - started < pending.RECALL_WAIT_S + 10.0  # not the gate's 60 s
         assert hit is not None and hit.explanation.bm25_rank is not None
         assert hit.explanation.dense_rank is None and hit.explanation.embedding_pending
         gated.gate.set()
@@ -226,7 +226,7 @@ def test_close_drains_within_its_grace_period_and_leaves_the_rest_for_the_next_o
     ids = [service.write(USER, f"{MEMORY} (take {n})").id for n in range(10)]
     started = time.monotonic()
     engine._deferred.close(grace_s=0.2)  # the model never answers in time
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 6.0  # the grace period plus the allowance for a running batch
     gated.gate.set()
     engine.close()
     assert _pending(path) == 10  # nothing lost: still marked, not dropped

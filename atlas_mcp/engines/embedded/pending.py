@@ -140,6 +140,7 @@ class DeferredEmbeddings:
         self._cond = threading.Condition()
         self._own: deque[PendingRow] = deque()
         self._own_unstored: Counter[str] = Counter()  # per owner: queued or in the current batch
+        self._own_total = 0
         self._own_ids: set[int] = set()
         self._urgent: deque[PendingRow] = deque()
         self._urgent_ids: set[int] = set()
@@ -158,22 +159,18 @@ class DeferredEmbeddings:
     def submit(self, row: PendingRow) -> None:
         """Queue a committed row; blocks while the backlog is full (backpressure)."""
         with self._cond:
-            while sum(self._own_unstored.values()) >= self.backlog_limit and not self._closing:
+            while self._own_total >= self.backlog_limit and not self._closing:
                 self._cond.wait()
             self._own.append(row)
             self._own_unstored[row.owner] += 1
+            self._own_total += 1
             self._own_ids.add(row.rowid)
             self._cond.notify_all()
 
     @property
     def backlog(self) -> int:
         with self._cond:
-            return sum(self._own_unstored.values())
-
-    @property
-    def repairing(self) -> int:
-        with self._cond:
-            return len(self._repair)
+            return self._own_total
 
     # -- the reader's side ---------------------------------------------------------------
 
@@ -229,6 +226,9 @@ class DeferredEmbeddings:
             for row in batch:
                 if row.text is not None:  # one of this process's writes
                     self._own_unstored[row.owner] -= 1
+                    if not self._own_unstored[row.owner]:
+                        del self._own_unstored[row.owner]  # flat memory however many users write
+                    self._own_total -= 1
                     self._own_ids.discard(row.rowid)
                 self._urgent_ids.discard(row.rowid)
             self._cond.notify_all()
@@ -268,7 +268,7 @@ class DeferredEmbeddings:
         with self._store_lock:  # no store may start after this: the connection is about to close
             self._abandoned = True
         with self._cond:
-            left = sum(self._own_unstored.values())
+            left = self._own_total
             self._cond.notify_all()
         if left:
             log.info("closing with rows still pending; the next open embeds them", rows=left)
