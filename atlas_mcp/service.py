@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO
 
-from .domain import inputs
+from . import portability
+from .domain import codec, inputs
 from .domain.limits import Limits
 from .domain.model import (
     USER_MEMORY_TYPES,
@@ -24,11 +25,23 @@ from .domain.model import (
 from .domain.query import lexical_query
 from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers
 from .domain.supersession import check_targets, penalised_confidence
-from .engines.base import Candidate, Engine, RecallPlan, StoreStats
+from .engines.base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
 from .errors import InvalidInput, NotFound
 from .inference.reranker import ContextReranker, Reranker
 
 WRITABLE_TYPES = USER_MEMORY_TYPES  # catalog entries are loaded by an admin, never by a tool
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """One recall as a caller asks for it (checked by ``plan_recall``)."""
+
+    user_id: str
+    text: str
+    k: int = 10
+    memory_types: Iterable[str] | None = None  # None: every user type
+    include_catalog: bool = True
+    include_superseded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +50,7 @@ class Explanation:
 
     bm25_rank: int | None
     dense_rank: int | None
-    rrf_score: float
+    rrf_score: float | None  # None when the engine reranked and reports no fusion score
     dense_similarity: float | None
     relevance: float
     reranker: str
@@ -69,7 +82,7 @@ class MemoryService:
         reranker: Reranker | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.engine = engine
+        self._engine = engine
         self.policy = policy or ScoringPolicy()
         self.limits = limits or Limits()
         self.reranker = reranker or ContextReranker(self.policy)
@@ -99,19 +112,29 @@ class MemoryService:
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
         if targets:
-            check_targets(kind, targets, self.engine.get(user_id, targets), user_id)
-            memory = memory.evolve(
-                supersedes=targets,
-                confidence=penalised_confidence(
-                    memory.confidence, mode, True, self.policy.harsh_confidence_penalty
-                ),
-            )
+            self.check_supersession(user_id, kind, targets)
+            penalised = penalised_confidence(memory.confidence, mode, self.policy.harsh_confidence_penalty)
+            memory = memory.evolve(supersedes=targets, confidence=penalised)
         memory = memory.evolve(source_episodes=tuple(inputs.memory_id(e) for e in source_episodes))
-        self.engine.write(memory, supersede=targets)
+        self._engine.write(memory, supersede=targets)
         return WriteResult(memory.id, kind, targets)
 
+    def check_supersession(self, user_id: str, kind: MemoryType, targets: Sequence[str]) -> None:
+        """Raise unless a new ``kind`` memory of ``user_id`` may supersede every target (the one
+        place the rules are checked; engines only make the write conditional on them)."""
+        check_targets(kind, targets, self._engine.get(user_id, targets), user_id)
+
     def _build(
-        self, user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name
+        self,
+        user_id: str,
+        kind: MemoryType,
+        text: str,
+        occurred_at: datetime | str | None,
+        confidence: float | None,
+        fact_type: str | None,
+        steps: list[Any] | None,
+        metadata: dict[str, Any] | None,
+        name: str | None,
     ) -> Memory:
         now = self.clock()
         body = inputs.clean_text(text, "text", self.limits.max_text_chars)
@@ -151,7 +174,7 @@ class MemoryService:
             except InvalidInput as exc:
                 raise InvalidInput(f"catalog entry {number}: {exc}") from exc
         for memory in memories:
-            self.engine.write(memory)
+            self._engine.write(memory)
         return len(memories)
 
     def _catalog_entry(self, entry: dict[str, Any], now: datetime) -> Memory:
@@ -169,6 +192,21 @@ class MemoryService:
             tags=tuple(tags),
         )
 
+    def update(self, user_id: str, changed: Memory) -> Memory:
+        """Store new values of one of the caller's memories' mutable fields (consolidation:
+        counts, steps, confidence, provenance); identity, type, owner and links stay."""
+        stored = self.get(user_id, changed.id, include_catalog=False)
+        fixed = [n for n in codec.NAMES if n not in codec.MUTABLE and getattr(changed, n) != getattr(stored, n)]
+        if fixed:
+            raise InvalidInput(f"{', '.join(fixed)} of memory {changed.id!r} cannot change")
+        memory = changed.evolve(
+            text=inputs.clean_text(changed.text, "text", self.limits.max_text_chars),
+            confidence=inputs.confidence(changed.confidence),
+            source_episodes=tuple(inputs.memory_id(e) for e in changed.source_episodes),
+        )
+        self._engine.update(user_id, memory)
+        return memory
+
     # -- recall ------------------------------------------------------------------------
 
     def recall(
@@ -182,34 +220,20 @@ class MemoryService:
         include_superseded: bool = False,
         touch: bool = True,
     ) -> list[Hit]:
-        plan = self.recall_plan(
-            user_id, query, k, memory_types=memory_types, include_catalog=include_catalog,
-            include_superseded=include_superseded,
-        )
-        hits = self.rank(plan.query, self.engine.candidates(plan))[:k]
+        asked = RecallQuery(user_id, query, k, memory_types, include_catalog, include_superseded)
+        plan = self.recall_plan(asked)
+        hits = self.rank(plan.query, self._engine.candidates(plan))[:k]
         if touch:
             hits = self._touch(user_id, hits)
         return hits
 
-    def recall_plan(
-        self,
-        user_id: str,
-        query: str,
-        k: int = 10,
-        *,
-        memory_types: Iterable[str] | None = None,
-        include_catalog: bool = True,
-        include_superseded: bool = False,
-    ) -> RecallPlan:
+    def recall_plan(self, query: RecallQuery) -> RecallPlan:
         """What ``recall`` asks of the engine (validated)."""
-        return plan_recall(
-            self.policy, self.limits, user_id, query, k, memory_types=memory_types,
-            include_catalog=include_catalog, include_superseded=include_superseded,
-        )
+        return plan_recall(self.policy, self.limits, query)
 
     def rank(self, query: str, candidates: Sequence[Candidate]) -> list[Hit]:
         """Rerank (unless the engine already did) and apply the final-score multipliers."""
-        if self.engine.info.reranks_server_side:
+        if self._engine.info.reranks_server_side:
             relevance, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
         else:
             relevance, reranker = self.reranker.relevance(query, candidates), self.reranker.name
@@ -239,7 +263,7 @@ class MemoryService:
         if not used:
             return hits
         now = self.clock()
-        self.engine.touch(user_id, used, now)
+        self._engine.touch(user_id, used, now)
         touched = set(used)
         return [
             Hit(h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=now), h.score, h.explanation)
@@ -251,13 +275,13 @@ class MemoryService:
     # -- read / forget -----------------------------------------------------------------
 
     def get(self, user_id: str, memory_id: str, *, include_catalog: bool = True) -> Memory:
-        found = self.engine.get(user_id, [inputs.memory_id(memory_id)], include_catalog=include_catalog)
+        found = self._engine.get(user_id, [inputs.memory_id(memory_id)], include_catalog=include_catalog)
         if not found:
             raise NotFound(f"memory {memory_id!r} not found")
         return found[0]
 
     def forget(self, user_id: str, memory_id: str) -> str:
-        if not self.engine.forget(user_id, inputs.memory_id(memory_id)):
+        if not self._engine.forget(user_id, inputs.memory_id(memory_id)):
             raise NotFound(f"memory {memory_id!r} not found; recall it first to get a valid id")
         return memory_id
 
@@ -275,43 +299,68 @@ class MemoryService:
         kinds = None
         if memory_types is not None:
             kinds = frozenset(inputs.memory_type(t, MemoryType) for t in memory_types)
-        return self.engine.list(
-            user_id,
-            memory_types=kinds,
-            include_superseded=include_superseded,
-            limit=limit,
-            offset=offset,
-            since=since,
-            oldest_first=oldest_first,
-        )
+        return self._engine.list(ListQuery(user_id, kinds, include_superseded, limit, offset, since, oldest_first))
+
+    def get_many(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        """The caller's memories among ``ids`` (unknown ids skipped), in the order asked."""
+        wanted = [inputs.memory_id(i) for i in ids]
+        return self._engine.get(user_id, wanted) if wanted else []
+
+    # -- operations ---------------------------------------------------------------------
+
+    @property
+    def info(self) -> EngineInfo:
+        """Which engine and embedding model serve this store."""
+        return self._engine.info
 
     def stats(self) -> StoreStats:
         """Counts per owner and type, store size and embedding model: an operator's view."""
-        return replace(self.engine.stats(), embedding_model=self.engine.info.embedding_model)
+        return replace(self._engine.stats(), embedding_model=self._engine.info.embedding_model)
+
+    def get_state(self, user_id: str, key: str) -> str | None:
+        """A small per-user bookkeeping value (the consolidation watermark and journal)."""
+        return self._engine.get_state(user_id, key)
+
+    def set_state(self, user_id: str, key: str, value: str | None) -> None:
+        """Store (or, with None, delete) a per-user bookkeeping value; durable once it returns."""
+        self._engine.set_state(user_id, key, value)
+
+    def warm(self, user_id: str) -> None:
+        """Pay an engine's start-up costs (model session, vector caches) before the first recall."""
+        warm = getattr(self._engine, "warm", None)  # only engines with start-up costs offer it
+        if warm is not None:
+            warm(user_id)
+
+    def export_memories(
+        self, out: TextIO, users: Iterable[str | None], progress: portability.Progress = portability.ignore
+    ) -> int:
+        """Every memory of ``users`` as export lines (see ``portability``); how many were written."""
+        return portability.export_memories(self._engine, out, users, progress)
+
+    def import_memories(
+        self, records: list[tuple[Memory, str | None]], progress: portability.Progress = portability.ignore
+    ) -> portability.ImportReport:
+        """Load records read (and validated) by ``portability.read_records``; ids already
+        present are skipped, catalog entries replaced."""
+        return portability.import_memories(self._engine, records, progress)
+
+    def with_policy(self, policy: ScoringPolicy, reranker: Reranker | None = None) -> MemoryService:
+        """A service on the same engine, limits and clock that scores with another policy (ablation)."""
+        return MemoryService(self._engine, policy, self.limits, reranker, self.clock)
 
     def close(self) -> None:
-        self.engine.close()
+        self._engine.close()
 
 
-def plan_recall(
-    policy: ScoringPolicy,
-    limits: Limits,
-    user_id: str,
-    query: str,
-    k: int = 10,
-    *,
-    memory_types: Iterable[str] | None = None,
-    include_catalog: bool = True,
-    include_superseded: bool = False,
-) -> RecallPlan:
+def plan_recall(policy: ScoringPolicy, limits: Limits, query: RecallQuery) -> RecallPlan:
     """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request)."""
-    text = inputs.clean_text(query, "query", limits.max_query_chars)
-    top_k = inputs.top_k(k, limits)
+    text = inputs.clean_text(query.text, "query", limits.max_query_chars)
+    top_k = inputs.top_k(query.k, limits)
     return RecallPlan(
-        user_id=user_id,
+        user_id=query.user_id,
         query=text,
-        memory_types=_recall_types(memory_types, include_catalog),
-        include_superseded=bool(include_superseded),
+        memory_types=_recall_types(query.memory_types, query.include_catalog),
+        include_superseded=bool(query.include_superseded),
         window=max(policy.rrf_window, top_k),
         rank_constant=policy.rrf_rank_constant,
         lexical_query=lexical_query(text) if policy.lexical_content_words else text,

@@ -132,13 +132,11 @@ def doctor(config_file: str | None) -> None:
 def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:
     """Print the exact search request(s) recall would send for TEXT (the cluster is not contacted)."""
     from ..engines.elasticsearch.requests import Inference, branch_requests, recall_request
-    from ..service import plan_recall
+    from ..service import RecallQuery, plan_recall
 
     settings = settings_from(config_file)
-    plan = plan_recall(
-        settings.scoring, settings.limits, user, text, k, memory_types=memory_types or None,
-        include_catalog=not no_catalog, include_superseded=include_superseded,
-    )
+    asked = RecallQuery(user, text, k, memory_types or None, not no_catalog, include_superseded)
+    plan = plan_recall(settings.scoring, settings.limits, asked)
     inference = Inference.from_config(settings.elasticsearch)
     if inference.rerank_id is None:  # the two branches of one _msearch, fused by atlas
         _echo_json([{"method": "POST", "path": r.path, "body": r.body} for r in branch_requests(plan, _layout(settings))])

@@ -58,9 +58,7 @@ async def _serve_stdio(service, settings: Settings) -> None:
 def _warm_up_in_background(service, user: str) -> None:
     """Load the model session and the stdio user's vectors while the client is still idle,
     so the first recall does not pay for them (~1 s at 100k memories)."""
-    warm = getattr(service.engine, "warm", None)  # only engines with start-up costs offer it
-    if warm is not None:
-        threading.Thread(target=warm, args=(user,), name="atlas-warm-up", daemon=True).start()
+    threading.Thread(target=service.warm, args=(user,), name="atlas-warm-up", daemon=True).start()
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -27,8 +27,7 @@ import anyio.to_thread
 from ..config import ConsolidationSettings
 from ..domain import inputs
 from ..domain.model import Memory, MemoryType, iso
-from ..domain.supersession import check_targets
-from ..errors import AtlasError, BackendUnavailable
+from ..errors import AtlasError, BackendUnavailable, ConfigurationError
 from ..log import get_logger
 from ..service import MemoryService
 from .actions import (
@@ -81,10 +80,9 @@ async def _blocking(call: Callable[..., T], *args: Any) -> T:
 class Consolidator:
     def __init__(self, service: MemoryService, settings: ConsolidationSettings, provider: LLMProvider) -> None:
         self.service = service
-        self.engine = service.engine
         self.settings = settings
         self.provider = provider
-        self.threshold = duplicate_similarity(self.engine.info.embedding_model, settings.duplicate_similarity)
+        self.threshold = duplicate_similarity(service.info.embedding_model, settings.duplicate_similarity)
 
     # -- running -----------------------------------------------------------------------
 
@@ -112,7 +110,7 @@ class Consolidator:
         return report
 
     def watermark(self, user_id: str) -> datetime | None:
-        return inputs.timestamp(self.engine.get_state(user_id, WATERMARK_KEY), "watermark")
+        return inputs.timestamp(self.service.get_state(user_id, WATERMARK_KEY), "watermark")
 
     def select_batch(self, user_id: str) -> Batch:
         limit = self.settings.batch_episodes
@@ -128,7 +126,7 @@ class Consolidator:
         return Batch(user_id, tuple(episodes), more)
 
     async def _answer(self, batch: Batch, dry_run: bool) -> str:
-        pending = json.loads(self.engine.get_state(batch.user_id, PENDING_KEY) or "{}")
+        pending = json.loads(self.service.get_state(batch.user_id, PENDING_KEY) or "{}")
         if pending.get("batch") == batch.key:
             return pending["answer"]  # a crashed or failed run of this very batch: same answer
         prompt = await _blocking(self._prompt, batch)
@@ -136,7 +134,7 @@ class Consolidator:
         parse_answer(raw)  # journal only answers that parse
         if not dry_run:
             journal = json.dumps({"batch": batch.key, "answer": raw}, ensure_ascii=False)
-            await _blocking(self.engine.set_state, batch.user_id, PENDING_KEY, journal)
+            await _blocking(self.service.set_state, batch.user_id, PENDING_KEY, journal)
         return raw
 
     def _prompt(self, batch: Batch):
@@ -180,21 +178,21 @@ class Consolidator:
             else:
                 self._apply_one(user, section, item, decision, report)
         if not report.dry_run:
-            self.engine.set_state(user, WATERMARK_KEY, iso(batch.newest))
-            self.engine.set_state(user, PENDING_KEY, None)
+            self.service.set_state(user, WATERMARK_KEY, iso(batch.newest))
+            self.service.set_state(user, PENDING_KEY, None)
             report.watermark = batch.newest
 
     def _apply_one(self, user: str, section: str, item: Item, action: Action, report: BatchReport) -> None:
         try:
             report.applied.append(Applied(action, self._apply(user, action)))
-        except BackendUnavailable:
-            raise  # the store is down: stop, keep the watermark, rerun later
+        except (BackendUnavailable, ConfigurationError):
+            raise  # the store is down or misconfigured: stop, keep the watermark, rerun later
         except AtlasError as exc:  # the store changed under us (e.g. a target got superseded)
             report.rejected.append(Rejected(section, _summary(item), str(exc)))
 
     def _own_episodes(self, user: str, ids: Sequence[str]) -> dict[str, Memory]:
         wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
-        found = self.engine.get(user, wanted) if wanted else []
+        found = self.service.get_many(user, wanted)
         return {m.id: m for m in found if m.memory_type is MemoryType.EPISODIC and m.user_id == user}
 
     def _decide(self, user: str, section: str, item: Item, own: dict[str, Memory]) -> Action | Rejected:
@@ -226,7 +224,7 @@ class Consolidator:
             confidence = max(fact.confidence, min(1.0, (twin.confidence or 0.0) + REINFORCEMENT_STEP))
             return ReinforceFact(twin, round(confidence, 6), episodes)
         if targets:
-            check_targets(MemoryType.SEMANTIC, targets, self.engine.get(user, targets), user)
+            self.service.check_supersession(user, MemoryType.SEMANTIC, targets)
         return WriteFact(
             inputs.clean_text(fact.text, "text", self.service.limits.max_text_chars),
             fact.fact_type.value, fact.confidence, episodes, targets, fact.contradiction,
@@ -248,7 +246,7 @@ class Consolidator:
     def _decide_outcome(
         self, user: str, update: ProceduralUpdate, episodes: tuple[str, ...], own: dict[str, Memory]
     ) -> Action | Rejected:
-        found = self.engine.get(user, [inputs.memory_id(update.id)])
+        found = self.service.get_many(user, [update.id])
         playbook = found[0] if found else None
         if playbook is None or playbook.memory_type is not MemoryType.PROCEDURAL or playbook.is_superseded:
             return Rejected("procedural_updates", update.id, "not one of this user's live playbooks")
@@ -289,7 +287,7 @@ class Consolidator:
             changes |= {"confidence": action.confidence, "last_used_at": self.service.clock()}
         elif isinstance(action, RecordOutcome):
             changes |= _outcome_changes(current, action, self.service.limits)
-        self.engine.update(user, current.evolve(**changes))
+        self.service.update(user, current.evolve(**changes))
         return current.id
 
 

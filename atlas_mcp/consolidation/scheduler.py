@@ -67,7 +67,7 @@ class ConsolidationScheduler:
         return done
 
     def _mark_run(self, user_id: str) -> None:
-        self.consolidator.engine.set_state(user_id, LAST_RUN_KEY, iso(self.clock()))
+        self.consolidator.service.set_state(user_id, LAST_RUN_KEY, iso(self.clock()))
 
     def due(self, user_id: str) -> bool:
         batch = self.consolidator.select_batch(user_id)
@@ -80,5 +80,5 @@ class ConsolidationScheduler:
         return (enough or waited) and (since_last is None or since_last >= RETRY_PAUSE)
 
     def _since_last_run(self, user_id: str) -> timedelta | None:
-        last = self.consolidator.engine.get_state(user_id, LAST_RUN_KEY)
+        last = self.consolidator.service.get_state(user_id, LAST_RUN_KEY)
         return None if last is None else self.clock() - datetime.fromisoformat(last)

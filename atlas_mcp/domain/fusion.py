@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion as a pure function over ranked id lists.
+"""Reciprocal rank fusion as a pure function over ranked id lists, and the candidates it yields.
 
 The embedded engine fuses its BM25 and dense branches with this; the Elasticsearch engine
 asks the cluster's ``rrf`` retriever for the same arithmetic with the same constants.
@@ -9,12 +9,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .model import Memory
+
 
 @dataclass(frozen=True, slots=True)
 class Fused:
     id: str
     score: float
     ranks: tuple[int | None, ...]  # 1-based rank in each input list, None if absent
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A fused retrieval candidate, with the signals that put it there."""
+
+    memory: Memory
+    rrf_score: float | None  # None when the engine reranked and reports no fusion score
+    bm25_rank: int | None = None
+    dense_rank: int | None = None
+    bm25_score: float | None = None
+    dense_similarity: float | None = None
+    rerank_score: float | None = None
+    engine_score: float | None = None  # the engine's own score for it (a reranker's raw score)
+    # No vector yet (its embedding is still pending): only the lexical branch could find it.
+    embedding_pending: bool = False
 
 
 def reciprocal_rank_fusion(

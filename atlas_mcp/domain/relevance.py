@@ -77,7 +77,7 @@ def episodes(memories: Sequence[Memory], gap: timedelta) -> list[list[int]]:
     return groups
 
 
-def fused_scores(query: str, pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
+def fused_scores(pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
     """The fused score of every candidate (higher is better), before context."""
     present = [s.dense for s in pool if s.dense is not None]
     floor = min(present) if present else 0.0
@@ -112,7 +112,7 @@ def context_relevance(query: str, pool: Sequence[Signals], policy: ScoringPolicy
     if not pool:
         return []
     memories = [s.memory for s in pool]
-    score = fused_scores(query, pool, policy)
+    score = fused_scores(pool, policy)
     score = with_context(score, episodes(memories, timedelta(minutes=policy.episode_gap_minutes)), policy)
     if policy.speaker_weight:
         for i, memory in enumerate(memories):

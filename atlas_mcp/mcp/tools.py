@@ -50,7 +50,7 @@ class ExplainOut(BaseModel):
 
     bm25_rank: int | None = None
     dense_rank: int | None = None
-    rrf_score: float
+    rrf_score: float | None = Field(None, description="the fused rank score; null when the engine reranked")
     dense_similarity: float | None = None
     relevance: float = Field(description="the rerank stage's score")
     reranker: str

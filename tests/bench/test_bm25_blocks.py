@@ -15,7 +15,7 @@ import pytest
 from atlas_mcp.bench import corpus
 from atlas_mcp.domain.lexical import detect_language
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.engines.base import RecallPlan
+from atlas_mcp.engines.base import ListQuery, RecallPlan
 from atlas_mcp.engines.embedded import rows, schema
 from atlas_mcp.engines.embedded.engine import STEM_WEIGHT, TERM_WEIGHT, EmbeddedEngine, fts_query
 from atlas_mcp.inference.embedder import default_embedder
@@ -123,7 +123,7 @@ def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path):
         assert [migrated.lexical(p) for p in plans] == [fresh.lexical(p) for p in plans]
         assert any(migrated.lexical(p) for p in plans)
         _load(migrated, corpus.tenant_memories(5, corpus.specs(12, 3)))
-        assert migrated.list(corpus.tenant_id(5), limit=10)
+        assert migrated.list(ListQuery(corpus.tenant_id(5), limit=10))
     finally:
         migrated.close()
         fresh.close()

@@ -44,8 +44,8 @@ async def test_writes_grounded_facts_with_provenance_and_advances_the_watermark(
     assert pottery.metadata == {"source": "consolidation"}
     assert len(report.applied) == 2 and report.rejected == []
     newest = persona.service.get("sarah", e[-1])
-    assert persona.service.engine.get_state("sarah", WATERMARK_KEY) == newest.created_at.isoformat()
-    assert persona.service.engine.get_state("sarah", PENDING_KEY) is None
+    assert persona.service.get_state("sarah", WATERMARK_KEY) == newest.created_at.isoformat()
+    assert persona.service.get_state("sarah", PENDING_KEY) is None
     # auditable: the fact leads back to the episode the user actually said it in
     assert persona.service.get("sarah", pottery.source_episodes[0]).text.startswith("Sarah started a pottery class")
     hits = persona.service.recall("sarah", "when is Sarah's pottery class?", 3, memory_types=["semantic"])
@@ -150,8 +150,8 @@ async def test_malformed_json_writes_nothing_and_keeps_the_watermark(persona, fa
     for _ in range(2):
         with pytest.raises(MalformedAnswer):
             await subject.run("sarah")
-    assert persona.service.engine.get_state("sarah", WATERMARK_KEY) is None
-    assert persona.service.engine.get_state("sarah", PENDING_KEY) is None
+    assert persona.service.get_state("sarah", WATERMARK_KEY) is None
+    assert persona.service.get_state("sarah", PENDING_KEY) is None
     assert set(live_facts(persona)) == {"Sarah lives in Munich.", "Sarah is vegetarian."}
 
     fake_llm.script("```json\n" + json.dumps(answer(facts=[fact("Sarah skips bullet points.", [persona.episodes[3]])])) + "\n```")
@@ -235,11 +235,11 @@ async def test_rerunning_a_crashed_batch_writes_nothing_twice_and_asks_no_llm(pe
         updates=[{"id": persona.hue_playbook, "outcome": "success", "supporting_episode_ids": [e[2]]}],
     ))
     subject = consolidator(persona, openai_settings)
-    engine = persona.service.engine
+    service = persona.service
     journal = None
 
     # Crash after every write but before the watermark moved: put back the journal and the mark.
-    original_set_state = engine.set_state
+    original_set_state = service.set_state
 
     def remember_journal(user, key, value):
         nonlocal journal
@@ -247,12 +247,12 @@ async def test_rerunning_a_crashed_batch_writes_nothing_twice_and_asks_no_llm(pe
             journal = value
         original_set_state(user, key, value)
 
-    engine.set_state = remember_journal
+    service.set_state = remember_journal
     await subject.run("sarah")
-    engine.set_state = original_set_state
+    service.set_state = original_set_state
     before = {m.id: m for m in persona.service.list("sarah")}
-    engine.set_state("sarah", WATERMARK_KEY, None)
-    engine.set_state("sarah", PENDING_KEY, journal)
+    service.set_state("sarah", WATERMARK_KEY, None)
+    service.set_state("sarah", PENDING_KEY, journal)
 
     [report] = await subject.run("sarah")  # the journalled answer: no second LLM request
     assert len(fake_llm.requests) == 1
@@ -260,7 +260,7 @@ async def test_rerunning_a_crashed_batch_writes_nothing_twice_and_asks_no_llm(pe
     after = {m.id: m for m in persona.service.list("sarah")}
     assert after.keys() == before.keys()
     assert after[persona.hue_playbook].success_count == 1
-    assert engine.get_state("sarah", WATERMARK_KEY) is not None
+    assert service.get_state("sarah", WATERMARK_KEY) is not None
 
 
 async def test_a_rerun_with_nothing_new_asks_nothing(persona, fake_llm, openai_settings):
@@ -283,8 +283,8 @@ async def test_dry_run_shows_the_plan_and_writes_nothing(persona, fake_llm, open
     assert f'would new fact "Sarah lives in Berlin." (preference, 0.90) from [{e[0]}] superseding [{persona.munich}]' in text
     assert f"would reinforce fact {persona.vegetarian}" in text
     assert persona.service.list("sarah") == before
-    assert persona.service.engine.get_state("sarah", WATERMARK_KEY) is None
-    assert persona.service.engine.get_state("sarah", PENDING_KEY) is None
+    assert persona.service.get_state("sarah", WATERMARK_KEY) is None
+    assert persona.service.get_state("sarah", PENDING_KEY) is None
 
 
 async def test_batches_follow_the_watermark_oldest_first(persona, fake_llm, openai_settings):
@@ -311,7 +311,7 @@ async def test_an_llm_error_leaves_everything_as_it_was(persona, fake_llm, opena
     fake_llm.script((503, '{"error": "overloaded"}'))
     with pytest.raises(ProviderUnavailable, match="HTTP 503"):
         await consolidator(persona, openai_settings).run("sarah")
-    assert persona.service.engine.get_state("sarah", WATERMARK_KEY) is None
+    assert persona.service.get_state("sarah", WATERMARK_KEY) is None
 
 
 async def test_consolidation_is_per_user(persona, fake_llm, openai_settings):
@@ -319,7 +319,7 @@ async def test_consolidation_is_per_user(persona, fake_llm, openai_settings):
     [report] = await consolidator(persona, openai_settings).run("james")
     [applied] = report.applied
     assert persona.service.get("james", applied.memory_id).source_episodes == (persona.james_episode,)
-    assert persona.service.engine.get_state("sarah", WATERMARK_KEY) is None
+    assert persona.service.get_state("sarah", WATERMARK_KEY) is None
     payload = json.loads(fake_llm.requests[0]["body"]["messages"][1]["content"])
     assert [x["id"] for x in payload["new_episodes"]] == [persona.james_episode]
     assert payload["existing_facts"] == [] and payload["playbooks"] == []

@@ -6,6 +6,7 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 
 from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.embedded import schema
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import default_embedder
@@ -55,8 +56,8 @@ def test_list_since_reads_by_creation_oldest_first(engine):
         for i in range(5)
     ]
     service.write("james", "another user's event", "episodic")
-    found = engine.list("sarah", memory_types=frozenset({MemoryType.EPISODIC}), since=start + timedelta(seconds=1),
-                        oldest_first=True)
+    found = engine.list(ListQuery("sarah", memory_types=frozenset({MemoryType.EPISODIC}), since=start + timedelta(seconds=1),
+                        oldest_first=True))
     assert [m.id for m in found] == ids[2:]
-    newest_first = engine.list("sarah", memory_types=frozenset({MemoryType.EPISODIC}))
+    newest_first = engine.list(ListQuery("sarah", memory_types=frozenset({MemoryType.EPISODIC})))
     assert [m.id for m in newest_first] == ids  # by occurred_at, as before

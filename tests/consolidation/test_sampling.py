@@ -79,7 +79,7 @@ async def test_the_scheduler_asks_the_connected_client_after_the_tool_calls(serv
             ]}),
         ]
         assert await scheduler.tick() == []  # malformed: logged, nothing written, watermark kept
-        assert service.engine.get_state("sarah", WATERMARK_KEY) is None
+        assert service.get_state("sarah", WATERMARK_KEY) is None
         assert await scheduler.tick() == []  # paused after the failure
         clock.offset += timedelta(minutes=20)
         assert await scheduler.tick() == ["sarah"]
@@ -117,7 +117,7 @@ async def test_a_client_without_a_back_channel_is_not_asked(serving):
         await write_episodes(client, "Event one.", "Event two.")
         assert await scheduler.tick() == []
     assert sampler.requests == []
-    assert service.engine.get_state("sarah", WATERMARK_KEY) is None
+    assert service.get_state("sarah", WATERMARK_KEY) is None
 
 
 async def test_a_client_that_cannot_sample_is_not_asked(serving):
@@ -125,7 +125,7 @@ async def test_a_client_that_cannot_sample_is_not_asked(serving):
     async with Client(server, mode="legacy") as client:
         await write_episodes(client, "Event one.", "Event two.")
         assert await scheduler.tick() == []
-    assert service.engine.get_state("sarah", WATERMARK_KEY) is None
+    assert service.get_state("sarah", WATERMARK_KEY) is None
 
 
 def test_without_a_provider_the_server_runs_without_a_scheduler(service, tmp_path):

@@ -8,16 +8,18 @@ partial updates, and the Painless priors (run, not skipped) for dates before 197
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.scoring import multipliers
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
 from atlas_mcp.errors import AtlasError, ConfigurationError
-from atlas_mcp.service import MemoryService
+from atlas_mcp.service import MemoryService, RecallQuery
 
 from .harness import bootstrapped_engine, es_config
 
@@ -43,8 +45,8 @@ def test_elastic_rerank_logits_keep_the_rerankers_order(fake_es, tmp_path):
     service = MemoryService(engine)
     for fact in FACTS:
         service.write("u1", fact)
-    candidates = engine.candidates(service.recall_plan("u1", "which firmware does the hub run"))
-    es_order = [c.extras["es_score"] for c in candidates]
+    candidates = engine.candidates(service.recall_plan(RecallQuery("u1", "which firmware does the hub run")))
+    es_order = [c.engine_score for c in candidates]
     relevance = [c.rerank_score for c in candidates]
     assert es_order == sorted(es_order, reverse=True)
     assert relevance == sorted(relevance, reverse=True) and len(set(relevance)) == len(FACTS), relevance
@@ -61,7 +63,7 @@ def test_a_probability_setting_on_a_logit_endpoint_still_keeps_the_order(fake_es
     service = MemoryService(engine)
     for fact in FACTS:
         service.write("u1", fact)
-    plan = service.recall_plan("u1", "the user garage door hub firmware since oat milk sister porto")
+    plan = service.recall_plan(RecallQuery("u1", "the user garage door hub firmware since oat milk sister porto"))
     relevance = [c.rerank_score for c in engine.candidates(plan)]
     assert relevance == sorted(relevance, reverse=True) and len(set(relevance)) == len(FACTS)
 
@@ -88,7 +90,7 @@ def test_without_a_rerank_endpoint_the_service_ranks_with_real_signals(fake_es, 
         hits = service.recall("u1", query, touch=False)
         assert hits[0].memory.id == ids[fact], query
         assert hits[0].explanation.reranker == "context" and len({h.explanation.relevance for h in hits}) > 1
-    candidate = engine.candidates(service.recall_plan("u1", "hub firmware"))[0]
+    candidate = engine.candidates(service.recall_plan(RecallQuery("u1", "hub firmware")))[0]
     assert candidate.bm25_score and candidate.dense_similarity is not None and candidate.bm25_rank == 1
     (msearch, *_) = fake_es.requests_to("POST", r"^/_msearch$")
     assert msearch.auth[0] == "apikey" and not fake_es.requests_to("POST", r"/_search$")
@@ -181,11 +183,11 @@ def test_listing_and_export_go_past_the_result_window(fake_es, tmp_path, monkeyp
     at = datetime(2026, 1, 1, tzinfo=UTC)
     service = MemoryService(engine, clock=lambda: at)  # one instant: only the tiebreaker orders them
     written = {service.write("u1", f"fact number {n}").id for n in range(12)}
-    everything = [m.id for m in engine.list("u1", limit=100)]
+    everything = [m.id for m in engine.list(ListQuery("u1", limit=100))]
     assert len(everything) == 12 and set(everything) == written
-    assert [m.id for m in engine.list("u1", limit=3, offset=7)] == everything[7:10]
-    assert [m.id for m in engine.list("u1", limit=100, offset=11)] == everything[11:]
-    oldest = [m.id for m in engine.list("u1", limit=100, oldest_first=True)]
+    assert [m.id for m in engine.list(ListQuery("u1", limit=3, offset=7))] == everything[7:10]
+    assert [m.id for m in engine.list(ListQuery("u1", limit=100, offset=11))] == everything[11:]
+    oldest = [m.id for m in engine.list(ListQuery("u1", limit=100, oldest_first=True))]
     assert sorted(oldest) == sorted(written) and len(oldest) == 12
     assert not fake_es.pits, "every point in time is closed"
 
@@ -253,7 +255,7 @@ def test_the_painless_priors_equal_the_python_multipliers_before_1970_too(es_eng
     service.load_catalog([{"id": "cat-z", "title": "crossings", "text": phrase}])
     playbook = es_engine.get("u1", [ids[-1]])[0]
     es_engine.update("u1", playbook.evolve(success_count=3, failure_count=1))
-    plan = service.recall_plan("u1", phrase)
+    plan = service.recall_plan(RecallQuery("u1", phrase))
     request = es_engine.recall_request(plan)
     scored = request.body["retriever"]["text_similarity_reranker"]["retriever"]["rrf"]["retrievers"][0]
     plain = {"standard": {**scored["standard"], "query": scored["standard"]["query"]["function_score"]["query"]}}
@@ -295,6 +297,6 @@ def test_an_evaluation_on_elasticsearch_gets_its_own_bootstrapped_prefix(fake_es
     with scratch_service(settings) as (service, _):
         fact = service.write("sarah", "The hub runs firmware 2.1")
         assert [h.memory.id for h in service.recall("sarah", "hub firmware", touch=False)] == [fact.id]
-        prefix = service.engine.layout.prefix
+        prefix = re.search(r"\((\S+)-\*\)$", service.stats().location).group(1)
     assert prefix.startswith("real-eval-") and fake_es.aliases[f"{prefix}-semantic"] == f"{prefix}-semantic-v1"
     assert all(k.invalidated for k in fake_es.keys.values() if k.metadata.get("index_prefix") == prefix)

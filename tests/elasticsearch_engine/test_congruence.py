@@ -30,7 +30,7 @@ from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.base import Candidate
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import default_embedder
-from atlas_mcp.service import Hit, MemoryService
+from atlas_mcp.service import Hit, MemoryService, RecallQuery
 
 from .fake_es import FakeElasticsearch, rerank_model_score
 from .harness import bootstrapped_engine
@@ -166,8 +166,8 @@ def test_bm25_analysis_is_the_documented_difference(cluster, tmp_path, embedder)
         for query, target in QUERIES.items():
             ours, theirs = ranked(local, query), ranked(remote, query)
             assert texts(ours)[0] == texts(theirs)[0] == target, query
-            bm25 = {c.memory.text: c.bm25_score for c in local.engine.candidates(local.recall_plan("u1", query))}
-            remote_bm25 = {c.memory.text: c.bm25_score for c in remote.engine.candidates(remote.recall_plan("u1", query))}
+            bm25 = {c.memory.text: c.bm25_score for c in local._engine.candidates(local.recall_plan(RecallQuery("u1", query)))}
+            remote_bm25 = {c.memory.text: c.bm25_score for c in remote._engine.candidates(remote.recall_plan(RecallQuery("u1", query)))}
             differs |= any(abs((bm25.get(t) or 0) - (remote_bm25.get(t) or 0)) > 1e-3 for t in bm25)
         assert differs, "if the analyzers ever agree, the documented difference is gone: update the docs"
     finally:

@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 
 from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.errors import BackendUnavailable, Conflict, NotFound
 from atlas_mcp.mcp.server import build_server
 from atlas_mcp.service import MemoryService
@@ -70,7 +71,7 @@ def test_a_failed_supersession_item_leaves_nothing_behind(service, es_engine, fa
     with pytest.raises(BackendUnavailable, match="nothing was changed"):
         service.write("u1", "The user lives and works in Zurich", supersedes_id=[first.id, second.id])
     fake_es._bulk_item = real
-    stored = es_engine.list("u1")
+    stored = es_engine.list(ListQuery("u1"))
     assert sorted(m.id for m in stored) == sorted([first.id, second.id])
     assert all(m.superseded_by is None for m in stored)
 
@@ -122,7 +123,7 @@ def test_update_changes_the_searchable_text_and_counts(service, es_engine):
 def test_catalog_is_shared_and_cannot_take_a_user_id(service, es_engine):
     mine = service.write("u1", "u1 fact")
     service.load_catalog([{"id": "cat-1", "title": "Zigbee", "text": "Use channel 25"}])
-    assert [m.id for m in es_engine.list(None)] == ["cat-1"]
+    assert [m.id for m in es_engine.list(ListQuery(None))] == ["cat-1"]
     assert es_engine.get("u2", ["cat-1"], include_catalog=True)[0].user_id is None
     assert es_engine.get("u2", ["cat-1"]) == []
     with pytest.raises(Conflict, match="taken by a user memory"):
@@ -144,8 +145,8 @@ def test_list_since_and_oldest_first_see_microseconds(service, es_engine):
     for n, at in enumerate(stamps):
         svc = MemoryService(es_engine, clock=lambda at=at: at)
         ids.append(svc.write("u1", f"event {n}", "episodic").id)
-    assert [m.id for m in es_engine.list("u1", oldest_first=True)] == ids
-    assert [m.id for m in es_engine.list("u1", since=stamps[0], oldest_first=True)] == ids[1:]
+    assert [m.id for m in es_engine.list(ListQuery("u1", oldest_first=True))] == ids
+    assert [m.id for m in es_engine.list(ListQuery("u1", since=stamps[0], oldest_first=True))] == ids[1:]
 
 
 def test_stats_count_per_owner_and_type(service, es_engine, fake_es):

@@ -22,6 +22,7 @@ import pytest
 from atlas_mcp.config import ElasticsearchSettings
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.scoring import multipliers
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch import requests as rq
 from atlas_mcp.engines.elasticsearch.doctor import mapping_problems, render, run_checks
@@ -31,7 +32,7 @@ from atlas_mcp.engines.elasticsearch.layout import ALL_TYPES, IndexLayout
 from atlas_mcp.engines.elasticsearch.mappings import CONTENT, SEMANTIC, mapping
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
 from atlas_mcp.errors import ConfigurationError
-from atlas_mcp.service import MemoryService
+from atlas_mcp.service import MemoryService, RecallQuery
 
 # read at import: the suite-wide fixture clears ATLAS_* (except ATLAS_ES_URL) before each test
 LIVE = {k: os.environ.get(f"ATLAS_ES_{k}") for k in ("URL", "USER", "PASSWORD", "EMBED_ID", "RERANK_ID", "CA_CERTS")}
@@ -113,7 +114,7 @@ def test_ingested_memories_are_searchable_at_once_including_semantically(live):
 # 3 -------------------------------------------------------------------------------------------
 def test_each_branch_then_rrf_then_reranker(live):
     fact = live.service.write("alice", "The garage door opener is a Chamberlain MyQ")
-    plan = live.service.recall_plan("alice", "garage door opener")
+    plan = live.service.recall_plan(RecallQuery("alice", "garage door opener"))
     full = live.engine.recall_request(plan).body
     rrf = full["retriever"]["text_similarity_reranker"]["retriever"]
     for branch in rrf["rrf"]["retrievers"]:
@@ -140,7 +141,7 @@ def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
     live.engine.update("alice", live.engine.get("alice", [playbook.id])[0].evolve(success_count=3, failure_count=1))
     catalog_id = f"{live.layout.prefix}-cat"
     live.service.load_catalog([{"id": catalog_id, "title": "crossings", "text": phrase}])
-    plan = live.service.recall_plan("alice", phrase)
+    plan = live.service.recall_plan(RecallQuery("alice", phrase))
     (scored, _) = live.engine.recall_request(plan).body["retriever"]["text_similarity_reranker"]["retriever"]["rrf"]["retrievers"]
     plain = {"standard": {**scored["standard"], "query": scored["standard"]["query"]["function_score"]["query"]}}
     with_priors = {h["_id"]: h["_score"] for h in _search(live, {"size": 20, "retriever": scored})}
@@ -155,7 +156,7 @@ def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
 # 6 -------------------------------------------------------------------------------------------
 def test_the_server_enforces_window_rules(live):
     live.service.write("alice", "window rules fact")
-    plan = live.service.recall_plan("alice", "window rules")
+    plan = live.service.recall_plan(RecallQuery("alice", "window rules"))
     body = live.engine.recall_request(plan).body
     with pytest.raises(Exception, match="400|rank_window_size"):
         _search(live, {**body, "size": body["size"] + 1})
@@ -170,8 +171,8 @@ def test_the_server_enforces_window_rules(live):
 def test_reranker_scores_come_back_on_the_shifted_scale_and_keep_their_order(live):
     for text in ("The hub runs firmware 2.1", "The hub is in the hallway", "The user likes tea", "Firmware updates run at night"):
         live.service.write("alice", text)
-    candidates = live.engine.candidates(live.service.recall_plan("alice", "hub firmware"))
-    shifted = [c.extras["es_score"] for c in candidates]
+    candidates = live.engine.candidates(live.service.recall_plan(RecallQuery("alice", "hub firmware")))
+    shifted = [c.engine_score for c in candidates]
     relevance = [c.rerank_score for c in candidates]
     assert all(s > 0 for s in shifted) and all(0.0 <= r <= 1.0 for r in relevance)
     assert shifted == sorted(shifted, reverse=True) and relevance == sorted(relevance, reverse=True)
@@ -235,7 +236,7 @@ def test_zz_a_basic_licence_refuses_rrf_with_a_clear_error(live):
 # 12 ------------------------------------------------------------------------------------------
 def test_highlighting_through_the_retriever_tree(live):
     live.service.write("alice", "The espresso machine needs descaling monthly")
-    plan = live.service.recall_plan("alice", "espresso descaling")
+    plan = live.service.recall_plan(RecallQuery("alice", "espresso descaling"))
     body = {**live.engine.recall_request(plan).body, "highlight": {"fields": {CONTENT: {}}}}
     (hit, *_) = _search(live, body)
     assert "<em>" in str(hit.get("highlight", {}).get(CONTENT, ""))
@@ -258,7 +259,7 @@ def test_without_server_rerank_the_branches_are_fused_and_ranked_by_atlas(tmp_pa
         live.service.write("alice", "The user's sister lives in Porto")
         hits = live.service.recall("alice", "garage door opener brand", touch=False)
         assert hits[0].memory.id == target.id and hits[0].explanation.reranker == "context"
-        (candidate, *_) = live.engine.candidates(live.service.recall_plan("alice", "garage door opener"))
+        (candidate, *_) = live.engine.candidates(live.service.recall_plan(RecallQuery("alice", "garage door opener")))
         assert candidate.bm25_score and candidate.dense_similarity is not None
     finally:
         live.close()
@@ -312,9 +313,9 @@ def test_doctor_passes_with_a_least_privilege_writer(live):
 def test_listing_pages_through_a_point_in_time(live, monkeypatch):
     monkeypatch.setattr("atlas_mcp.engines.elasticsearch.requests.LIST_PAGE", 7)
     written = {live.service.write("alice", f"listed fact {n}").id for n in range(25)}
-    everything = [m.id for m in live.engine.list("alice", limit=100)]
+    everything = [m.id for m in live.engine.list(ListQuery("alice", limit=100))]
     assert len(everything) == 25 and set(everything) == written
-    assert [m.id for m in live.engine.list("alice", limit=5, offset=12)] == everything[12:17]
+    assert [m.id for m in live.engine.list(ListQuery("alice", limit=5, offset=12))] == everything[12:17]
 
 
 # 19 (issue 16) -------------------------------------------------------------------------------

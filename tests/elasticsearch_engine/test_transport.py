@@ -12,6 +12,7 @@ import socket
 import pytest
 
 from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.errors import BackendUnavailable, ConfigurationError, Conflict
 from atlas_mcp.service import MemoryService
 
@@ -169,7 +170,7 @@ def test_missing_indices_point_at_bootstrap(fake_es, tmp_path):
     from atlas_mcp.engines.elasticsearch.engine import ElasticsearchEngine
 
     with pytest.raises(ConfigurationError, match="atlas-mcp bootstrap"):
-        ElasticsearchEngine(engine.cluster.__class__(engine.cluster.client, config), engine.keys).list(None)
+        ElasticsearchEngine(engine.cluster.__class__(engine.cluster.client, config), engine.keys).list(ListQuery(None))
 
 
 def test_an_8x_cluster_is_named(es_engine, fake_es):
@@ -194,5 +195,5 @@ def test_a_concurrent_change_to_a_superseded_memory_rolls_the_write_back(es_engi
     fake_es._bulk = racing_bulk
     with pytest.raises(Conflict, match="nothing was written"):
         service.write("u1", "The user's car is red", supersedes_id=old.id)
-    live = es_engine.list("u1")
+    live = es_engine.list(ListQuery("u1"))
     assert [m.id for m in live] == [old.id] and live[0].superseded_by is None

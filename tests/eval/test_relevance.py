@@ -11,7 +11,7 @@ from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.query import lexical_query
 from atlas_mcp.domain.relevance import Signals, context_relevance, episodes, speaker
 from atlas_mcp.domain.scoring import ScoringPolicy
-from atlas_mcp.service import plan_recall
+from atlas_mcp.service import RecallQuery, plan_recall
 
 T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
 
@@ -72,7 +72,7 @@ def test_the_lexical_query_keeps_content_words_names_and_months():
 
 
 def test_the_recall_plan_carries_the_lexical_query_unless_switched_off():
-    plan = plan_recall(ScoringPolicy(), Limits(), "sarah", "What is error E-214?")
+    plan = plan_recall(ScoringPolicy(), Limits(), RecallQuery("sarah", "What is error E-214?"))
     assert (plan.query, plan.lexical_text) == ("What is error E-214?", "error E 214")
-    plain = plan_recall(ScoringPolicy(lexical_content_words=False), Limits(), "sarah", "What is it?")
+    plain = plan_recall(ScoringPolicy(lexical_content_words=False), Limits(), RecallQuery("sarah", "What is it?"))
     assert plain.lexical_text == "What is it?"

@@ -93,11 +93,10 @@ def test_multipliers_per_type():
 
 
 def test_harsh_contradiction_costs_point_one_clamped_at_zero():
-    assert penalised_confidence(0.9, Contradiction.HARSH, True, 0.1) == pytest.approx(0.8)
-    assert penalised_confidence(None, Contradiction.HARSH, True, 0.1) == pytest.approx(0.9)
-    assert penalised_confidence(0.05, Contradiction.HARSH, True, 0.1) == 0.0
-    assert penalised_confidence(0.9, Contradiction.NATURAL, True, 0.1) == 0.9
-    assert penalised_confidence(0.9, Contradiction.HARSH, False, 0.1) == 0.9
+    assert penalised_confidence(0.9, Contradiction.HARSH, 0.1) == pytest.approx(0.8)
+    assert penalised_confidence(None, Contradiction.HARSH, 0.1) == pytest.approx(0.9)
+    assert penalised_confidence(0.05, Contradiction.HARSH, 0.1) == 0.0
+    assert penalised_confidence(0.9, Contradiction.NATURAL, 0.1) == 0.9
 
 
 def test_supersession_targets_must_be_live_own_same_type():

@@ -14,7 +14,7 @@ from atlas_mcp.engines.base import RecallPlan
 from atlas_mcp.engines.embedded import schema
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import default_embedder
-from atlas_mcp.service import MemoryService
+from atlas_mcp.service import MemoryService, RecallQuery
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_word_count_is_fair_to_scripts_without_spaces():
 
 
 def _lexical_ids(engine: EmbeddedEngine, service: MemoryService, user: str, query: str) -> list[str]:
-    plan = service.recall_plan(user, query, 10, include_catalog=False)
+    plan = service.recall_plan(RecallQuery(user, query, 10, include_catalog=False))
     return [memory_id for memory_id, _ in engine.lexical(plan)]
 
 

@@ -154,9 +154,8 @@ def test_newer_of_two_competing_events_wins(service: MemoryService):
 def test_successful_playbook_outranks_failing_twin(service: MemoryService):
     good = service.write("sarah", "Reset the hub: hold the button", "procedural", steps=["hold the button"])
     bad = service.write("sarah", "Reset the hub: hold the button", "procedural", steps=["hold the button"])
-    engine = service.engine
-    engine.update("sarah", service.get("sarah", good.id).evolve(success_count=5))
-    engine.update("sarah", service.get("sarah", bad.id).evolve(failure_count=5))
+    service.update("sarah", service.get("sarah", good.id).evolve(success_count=5))
+    service.update("sarah", service.get("sarah", bad.id).evolve(failure_count=5))
     assert ids(service.recall("sarah", "how do I reset the hub"))[:2] == [good.id, bad.id]
 
 
@@ -216,3 +215,16 @@ def test_memory_type_filter(service: MemoryService):
     event = service.write("sarah", "Sarah went to a jazz concert", "episodic")
     assert ids(service.recall("sarah", "jazz", memory_types=["episodic"])) == [event.id]
     assert ids(service.recall("sarah", "jazz", memory_types=["semantic"], include_catalog=False)) == [fact.id]
+
+
+def test_update_changes_only_mutable_fields_of_the_callers_memory(service: MemoryService):
+    fact = service.write("sarah", "Sarah drinks tea", confidence=0.7)
+    stored = service.get("sarah", fact.id)
+    updated = service.update("sarah", stored.evolve(confidence=0.9, use_count=3))
+    assert service.get("sarah", fact.id) == updated and (updated.confidence, updated.use_count) == (0.9, 3)
+    with pytest.raises(InvalidInput, match="supersedes"):
+        service.update("sarah", stored.evolve(supersedes=("x",)))
+    with pytest.raises(InvalidInput, match="confidence"):
+        service.update("sarah", stored.evolve(confidence=1.5))
+    with pytest.raises(NotFound):
+        service.update("james", stored)

@@ -24,11 +24,11 @@ def _open(data_dir: Path) -> MemoryService:
 
 
 def everything(data_dir: Path) -> dict[str, object]:
-    service = _open(data_dir)
+    engine = EmbeddedEngine(database(data_dir), default_embedder())
     try:
-        return {m.id: m for owner in owners(service.engine) for m in iter_memories(service.engine, owner)}
+        return {m.id: m for owner in owners(engine.stats()) for m in iter_memories(engine, owner)}
     finally:
-        service.close()
+        engine.close()
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, data_dir: Path, *args: str):
@@ -53,7 +53,7 @@ def build_rich_store(data_dir: Path) -> Path:
             steps=["unplug it", {"instruction": "hold reset 10 s", "tool": "timer"}],
         )
         stored = service.get("sarah", playbook.id)
-        service.engine.update("sarah", stored.evolve(success_count=3, failure_count=1))
+        service.update("sarah", stored.evolve(success_count=3, failure_count=1))
         service.write("omar", "Omar prefers tea to coffee")
         service.load_catalog([{"id": "hub-x1", "title": "Hub X1", "text": "Firmware 2.1", "tags": ["hub"]}])
         service.recall("sarah", "where does Sarah live")  # usage counts move

@@ -24,9 +24,10 @@ from ...config import ElasticsearchSettings, Settings
 from ...domain.fusion import reciprocal_rank_fusion
 from ...domain.model import Memory, MemoryType, iso, utcnow
 from ...domain.scoring import ScoringPolicy
-from ...errors import AtlasError, BackendUnavailable, ConfigurationError, Conflict, NotFound
+from ...domain.supersession import changed_meanwhile
+from ...errors import AtlasError, BackendUnavailable, ConfigurationError, Conflict
 from ...log import get_logger
-from ..base import Candidate, EngineInfo, RecallPlan, StoreStats, TypeCount
+from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
 from . import documents as docs
 from . import requests as rq
 from .keys import KeyStore
@@ -129,17 +130,18 @@ class ElasticsearchEngine:
             raise _write_failure(memory, failed)
 
     def _supersede_targets(self, memory: Memory, ids: Sequence[str]) -> list[Stored]:
-        """Prove with the caller's key that every target is theirs, live and of the same type."""
+        """The targets' versions, read with the caller's key, to make the write conditional on.
+
+        The service has checked the supersession rules; a target that is gone, superseded or of
+        another type now was changed by another writer since.
+        """
         if not ids:
             return []
         found = self._stored(memory.user_id, ids, [memory.memory_type], f"supersede check for user {memory.user_id}")
-        by_id = {s.memory.id: s for s in found if s.memory.user_id == memory.user_id}
-        for wanted in ids:
-            target = by_id.get(wanted)
-            if target is None:
-                raise NotFound(f"memory {wanted!r} not found; recall it first to get a valid id")
-            if target.memory.is_superseded:
-                raise Conflict(f"memory {wanted!r} is no longer a live {memory.memory_type} memory")
+        by_id = {s.memory.id: s for s in found if s.memory.user_id == memory.user_id and not s.memory.is_superseded}
+        lost = [i for i in ids if i not in by_id]
+        if lost:
+            raise changed_meanwhile(lost)
         return [by_id[i] for i in ids]
 
     def _roll_back(self, memory: Memory, results: list[dict[str, Any]]) -> None:
@@ -251,24 +253,17 @@ class ElasticsearchEngine:
         kinds = ALL_TYPES if include_catalog else rq.USER_TYPES
         return [s.memory for s in self._stored(user_id, ids, kinds, f"read for user {user_id}")]
 
-    def list(
-        self,
-        user_id: str | None,
-        *,
-        memory_types: frozenset[MemoryType] | None = None,
-        include_superseded: bool = True,
-        limit: int = 100,
-        offset: int = 0,
-        since: datetime | None = None,
-        oldest_first: bool = False,
-    ) -> list[Memory]:
+    def list(self, query: ListQuery) -> list[Memory]:
+        user_id, wanted = query.user_id, query.memory_types
         if user_id is None:
             kinds: Sequence[MemoryType] = [MemoryType.CATALOG]
         else:
-            kinds = [k for k in rq.USER_TYPES if memory_types is None or k in memory_types]
-        if not kinds or limit <= 0:
+            kinds = [k for k in rq.USER_TYPES if wanted is None or k in wanted]
+        if not kinds or query.limit <= 0:
             return []
-        return self._listed(user_id, kinds, include_superseded, limit, offset, since, oldest_first)
+        return self._listed(
+            user_id, kinds, query.include_superseded, query.limit, query.offset, query.since, query.oldest_first
+        )
 
     def _listed(
         self,
@@ -366,12 +361,12 @@ class ElasticsearchEngine:
             return self._fused(plan, client)
         request = self.recall_request(plan)
         hits = self._search_response(client, f"recall for user {plan.user_id}", request)["hits"]["hits"]
-        kept = [(rank, h, s) for rank, h in enumerate(hits, start=1) if (s := self._from_hit(h, plan.user_id))]
-        scores = [float(h.get("_score") or 0.0) for _, h, _ in kept]
+        kept = [(h, s) for h in hits if (s := self._from_hit(h, plan.user_id))]
+        scores = [float(h.get("_score") or 0.0) for h, _ in kept]
         relevance = rq.rerank_relevance(scores, self._rerank_scale(client))
         return [
-            Candidate(s.memory, rrf_score=0.0, rerank_score=r, extras={"es_score": score, "es_rank": rank})
-            for (rank, _, s), score, r in zip(kept, scores, relevance, strict=True)
+            Candidate(s.memory, rrf_score=None, rerank_score=r, engine_score=score)
+            for (_, s), score, r in zip(kept, scores, relevance, strict=True)
         ]
 
     def _fused(self, plan: RecallPlan, client: Any) -> list[Candidate]:
@@ -461,10 +456,7 @@ def _reason(result: dict[str, Any]) -> str:
 
 def _write_failure(memory: Memory, failed: list[dict[str, Any]]) -> Exception:
     if all(_conflict(r) for r in failed):
-        return Conflict(
-            f"a memory this write supersedes changed at the same time; nothing was written. "
-            f"Recall again and retry ({', '.join(r.get('_id', '?') for r in failed)})"
-        )
+        return changed_meanwhile([r.get("_id", "?") for r in failed])
     return _item_error(failed[0], "memory was not written; nothing was changed")
 
 

@@ -9,7 +9,6 @@ query would silently lift the restriction.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import tempfile
@@ -82,14 +81,6 @@ def invalidate_body(ids: list[str]) -> dict[str, Any]:
     """``DELETE /_security/api_key``: these keys, if the caller owns them (``owner: true`` is
     what a least-privilege administrator with ``manage_own_api_key`` must send)."""
     return {"ids": list(ids), "owner": True}
-
-
-def key_id(encoded: str) -> str | None:
-    """The id part of an encoded ``base64(id:key)`` API key."""
-    try:
-        return base64.b64decode(encoded, validate=True).decode().split(":", 1)[0] or None
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 @dataclass(frozen=True, slots=True)

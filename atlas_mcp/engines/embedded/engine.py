@@ -22,9 +22,10 @@ import numpy as np
 from ...domain.fusion import reciprocal_rank_fusion
 from ...domain.lexical import analyse, detect_language
 from ...domain.model import USER_MEMORY_TYPES, Memory, MemoryType, iso
+from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ...inference.embedder import Embedder, embed_query
-from ..base import Candidate, EngineInfo, RecallPlan, StoreStats
+from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
 from . import pending, rows, schema, slots
 from .passages import as_passage_vectors, embed_memories, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
@@ -251,7 +252,7 @@ class EmbeddedEngine:
                 (memory.id, iso(memory.created_at), target, memory.user_id, memory.memory_type.value),
             )
             if cursor.rowcount != 1:  # raced with another writer: roll the whole write back
-                raise Conflict(f"memory {target!r} is no longer a live {memory.memory_type} memory")
+                raise changed_meanwhile([target])
 
     def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         if not ids:
@@ -308,29 +309,19 @@ class EmbeddedEngine:
         by_id = {r[0]: rows.from_row(r) for r in found}
         return [by_id[i] for i in ids if i in by_id]
 
-    def list(
-        self,
-        user_id: str | None,
-        *,
-        memory_types: frozenset[MemoryType] | None = None,
-        include_superseded: bool = True,
-        limit: int = 100,
-        offset: int = 0,
-        since: datetime | None = None,
-        oldest_first: bool = False,
-    ) -> list[Memory]:
-        clauses, params = ["user_id IS ?"], [user_id]
-        if since is not None:
+    def list(self, query: ListQuery) -> list[Memory]:
+        clauses, params = ["user_id IS ?"], [query.user_id]
+        if query.since is not None:
             clauses.append("created_at > ?")  # same ISO-8601 UTC form rows.to_row writes
-            params.append(iso(since))
-        if memory_types:
-            clauses.append(f"memory_type IN ({','.join('?' * len(memory_types))})")
-            params.extend(sorted(t.value for t in memory_types))
-        if not include_superseded:
+            params.append(iso(query.since))
+        if query.memory_types:
+            clauses.append(f"memory_type IN ({','.join('?' * len(query.memory_types))})")
+            params.extend(sorted(t.value for t in query.memory_types))
+        if not query.include_superseded:
             clauses.append("superseded_by IS NULL")
         order = (
             "created_at ASC, rowid ASC"
-            if oldest_first
+            if query.oldest_first
             else "COALESCE(occurred_at, created_at) DESC, rowid DESC"
         )
         sql = (
@@ -338,7 +329,7 @@ class EmbeddedEngine:
             f"ORDER BY {order} LIMIT ? OFFSET ?"
         )
         with self._lock:
-            found = self._conn.execute(sql, (*params, limit, offset)).fetchall()
+            found = self._conn.execute(sql, (*params, query.limit, query.offset)).fetchall()
         return [rows.from_row(r) for r in found]
 
     def get_state(self, user_id: str, key: str) -> str | None:
