@@ -1,13 +1,11 @@
 """Errors atlas-mcp raises, with messages written for the model that will read them.
 
-    AtlasError                 root; every message says what to do next
-    ├── InvalidInput           a tool argument is out of range or malformed
-    ├── NotFound               no such memory *for this caller* (never "exists but not yours")
-    ├── Conflict               the request contradicts stored state (e.g. already superseded)
-    ├── Unauthorized           missing or unknown credential (HTTP 401)
-    ├── Forbidden              credential valid but not for this resource (HTTP 403)
-    └── BackendUnavailable     the storage engine cannot serve the call right now
-        └── ConfigurationError the engine or model is configured inconsistently
+AtlasError                 root; every message says what to do next
+├── InvalidInput           a tool argument is out of range or malformed
+├── NotFound               no such memory *for this caller* (never "exists but not yours")
+├── Conflict               the request contradicts stored state (e.g. already superseded)
+├── BackendUnavailable     the storage engine cannot serve the call right now
+└── ConfigurationError     the engine or model is configured inconsistently
 """
 
 from __future__ import annotations
@@ -29,17 +27,9 @@ class Conflict(AtlasError):
     pass
 
 
-class Unauthorized(AtlasError):
-    pass
-
-
-class Forbidden(AtlasError):
-    pass
-
-
 class BackendUnavailable(AtlasError):
     pass
 
 
-class ConfigurationError(BackendUnavailable):
+class ConfigurationError(AtlasError):
     pass

@@ -109,7 +109,7 @@ def _predecessors(
 
 def _fetch(service: MemoryService, user_id: str, ids: Iterable[str], missing: list[str]) -> list[Memory]:
     wanted = list(ids)
-    found = service.engine.get(user_id, wanted) if wanted else []
+    found = service.get_many(user_id, wanted)
     present = {m.id for m in found}
     missing.extend(i for i in wanted if i not in present)
     return found

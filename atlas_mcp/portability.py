@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from .domain import codec, inputs
 from .domain.codec import Kind
 from .domain.model import Memory, MemoryType, Step
-from .engines.base import Engine
+from .engines.base import Engine, ListQuery, StoreStats
 from .errors import Conflict, InvalidInput
 
 FORMAT = "atlas-mcp.memory/1"
@@ -32,6 +32,10 @@ MAX_TEXT_CHARS = 1_000_000  # generous: a store may have been written under larg
 _ENVELOPE = ("format", "embedding_model")
 
 Progress = Callable[[int], None]  # called with how many memories were just handled
+
+
+def ignore(_handled: int) -> None:
+    """The default ``Progress``: nobody is watching."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +69,9 @@ def from_record(record: Any) -> Memory:
         raise InvalidInput(f"unknown fields {sorted(unknown)}")
     kind = inputs.memory_type(record.get("memory_type"), MemoryType)
     owner = record.get("user_id")
-    if (owner is None) != (kind is MemoryType.CATALOG) or not (owner is None or isinstance(owner, str) and owner):
+    if (owner is None) != (kind is MemoryType.CATALOG) or not (
+        owner is None or isinstance(owner, str) and owner
+    ):
         raise InvalidInput("user_id must be a non-empty string, and null exactly for catalog entries")
     values: dict[str, Any] = {
         "id": inputs.memory_id(record.get("id")),
@@ -121,25 +127,25 @@ def _field(name: str, value: Any) -> Any:
 # -- export ------------------------------------------------------------------------------
 
 
-def owners(engine: Engine) -> list[str | None]:
+def owners(stats: StoreStats) -> list[str | None]:
     """Every owner with memories (None, the catalog, last)."""
-    found = {c.user_id for c in engine.stats().counts}
+    found = {c.user_id for c in stats.counts}
     return sorted(o for o in found if o is not None) + ([None] if None in found else [])
 
 
-def count(engine: Engine, user_id: str | None) -> int:
-    return sum(c.count for c in engine.stats().counts if c.user_id == user_id)
+def count(stats: StoreStats, user_id: str | None) -> int:
+    return sum(c.count for c in stats.counts if c.user_id == user_id)
 
 
 def iter_memories(engine: Engine, user_id: str | None) -> Iterator[Memory]:
     offset = 0
-    while page := engine.list(user_id, include_superseded=True, limit=PAGE, offset=offset):
+    while page := engine.list(ListQuery(user_id, include_superseded=True, limit=PAGE, offset=offset)):
         yield from page
         offset += len(page)
 
 
 def export_memories(
-    engine: Engine, out: TextIO, users: Iterable[str | None], progress: Progress = lambda _n: None
+    engine: Engine, out: TextIO, users: Iterable[str | None], progress: Progress = ignore
 ) -> int:
     written = 0
     for user_id in users:
@@ -171,7 +177,7 @@ def read_records(path: Path) -> list[tuple[Memory, str | None]]:
 
 
 def import_memories(
-    engine: Engine, records: list[tuple[Memory, str | None]], progress: Progress = lambda _n: None
+    engine: Engine, records: list[tuple[Memory, str | None]], progress: Progress = ignore
 ) -> ImportReport:
     imported = skipped = 0
     for memory, _model in records:

@@ -7,11 +7,12 @@ usage statistics. Engines only store and fetch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TextIO
 
-from .domain import calibration, inputs
+from . import portability
+from .domain import calibration, codec, inputs
 from .domain.calibration import Features
 from .domain.limits import Limits
 from .domain.model import (
@@ -26,7 +27,7 @@ from .domain.query import lexical_query
 from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers, outcome_changes, time_fits
 from .domain.supersession import check_targets, penalised_confidence
 from .domain.when import TimeIntent, time_intent
-from .engines.base import Candidate, Engine, RecallPlan, StoreStats
+from .engines.base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
 from .errors import InvalidInput, NotFound
 from .inference.reranker import ContextReranker, Reranker
 
@@ -35,12 +36,24 @@ OUTCOMES = ("success", "failure")
 
 
 @dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """One recall as a caller asks for it (checked by ``plan_recall``)."""
+
+    user_id: str
+    text: str
+    k: int = 10
+    memory_types: Iterable[str] | None = None  # None: every user type
+    include_catalog: bool = True
+    include_superseded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """Why a memory scored what it did (the arithmetic of ``domain.scoring``)."""
 
     bm25_rank: int | None
     dense_rank: int | None
-    rrf_score: float
+    rrf_score: float | None  # None when the engine reranked and reports no fusion score
     dense_similarity: float | None
     relevance: float  # the rerank stage's match, relative to the pool's best (1.0)
     reranker: str
@@ -74,7 +87,7 @@ class MemoryService:
         reranker: Reranker | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.engine = engine
+        self._engine = engine
         self.policy = policy or ScoringPolicy()
         self.limits = limits or Limits()
         self.reranker = reranker or ContextReranker(self.policy)
@@ -101,50 +114,73 @@ class MemoryService:
         outcome: str | None = None,
     ) -> WriteResult:
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
-        inputs.applicable(kind, {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps})
+        inputs.applicable(
+            kind,
+            {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps},
+        )
         playbook = self._outcome_target(user_id, kind, playbook_id, outcome)
         memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
         if targets:
-            check_targets(kind, targets, self.engine.get(user_id, targets), user_id)
-            memory = memory.evolve(
-                supersedes=targets,
-                confidence=penalised_confidence(
-                    memory.confidence, mode, True, self.policy.harsh_confidence_penalty
-                ),
-            )
+            self.check_supersession(user_id, kind, targets)
+            penalised = penalised_confidence(memory.confidence, mode, self.policy.harsh_confidence_penalty)
+            memory = memory.evolve(supersedes=targets, confidence=penalised)
         memory = memory.evolve(source_episodes=tuple(inputs.memory_id(e) for e in source_episodes))
         if playbook is not None:
-            memory = memory.evolve(metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": outcome})
-        self.engine.write(memory, supersede=targets)
+            memory = memory.evolve(
+                metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": outcome}
+            )
+        self._engine.write(memory, supersede=targets)
         if playbook is not None:
-            self.record_outcome(user_id, playbook, outcome == "success", memory.occurred_at or memory.created_at)
+            self.record_outcome(
+                user_id, playbook, outcome == "success", memory.occurred_at or memory.created_at
+            )
         return WriteResult(memory.id, kind, targets)
 
-    def _outcome_target(self, user_id: str, kind: MemoryType, playbook_id: Any, outcome: Any) -> Memory | None:
+    def check_supersession(self, user_id: str, kind: MemoryType, targets: Sequence[str]) -> None:
+        """Raise unless a new ``kind`` memory of ``user_id`` may supersede every target (the one
+        place the rules are checked; engines only make the write conditional on them)."""
+        check_targets(kind, targets, self._engine.get(user_id, targets), user_id)
+
+    def _outcome_target(
+        self, user_id: str, kind: MemoryType, playbook_id: Any, outcome: Any
+    ) -> Memory | None:
         """The playbook an event reports on, checked before anything is written."""
         if playbook_id is None and outcome is None:
             return None
         if playbook_id is None or outcome not in OUTCOMES:
-            raise InvalidInput("to report a playbook outcome pass both playbook_id and outcome ('success' or 'failure')")
+            raise InvalidInput(
+                "to report a playbook outcome pass both playbook_id and outcome ('success' or 'failure')"
+            )
         if kind is not MemoryType.EPISODIC:
             raise InvalidInput("a playbook outcome is an event: write it with memory_type='episodic'")
-        found = self.engine.get(user_id, [inputs.memory_id(playbook_id)])
+        found = self._engine.get(user_id, [inputs.memory_id(playbook_id)])
         if not found or found[0].memory_type is not MemoryType.PROCEDURAL:
             raise NotFound(f"playbook {playbook_id!r} not found; recall it first to get its id")
         if found[0].is_superseded:
-            raise InvalidInput(f"playbook {playbook_id!r} was replaced by {found[0].superseded_by}; report on that one")
+            raise InvalidInput(
+                f"playbook {playbook_id!r} was replaced by {found[0].superseded_by}; report on that one"
+            )
         return found[0]
 
     def record_outcome(self, user_id: str, playbook: Memory, success: bool, at: datetime) -> Memory:
         """Add one run to a playbook's track record (the agent's report, or consolidation's)."""
         updated = playbook.evolve(**outcome_changes(playbook, success, at))
-        self.engine.update(user_id, updated)
+        self._engine.update(user_id, updated)
         return updated
 
     def _build(
-        self, user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name
+        self,
+        user_id: str,
+        kind: MemoryType,
+        text: str,
+        occurred_at: datetime | str | None,
+        confidence: float | None,
+        fact_type: str | None,
+        steps: list[Any] | None,
+        metadata: dict[str, Any] | None,
+        name: str | None,
     ) -> Memory:
         now = self.clock()
         body = inputs.clean_text(text, "text", self.limits.max_text_chars)
@@ -184,7 +220,7 @@ class MemoryService:
             except InvalidInput as exc:
                 raise InvalidInput(f"catalog entry {number}: {exc}") from exc
         for memory in memories:
-            self.engine.write(memory)
+            self._engine.write(memory)
         return len(memories)
 
     def _catalog_entry(self, entry: dict[str, Any], now: datetime) -> Memory:
@@ -201,6 +237,23 @@ class MemoryService:
             category=entry.get("category"),
             tags=tuple(tags),
         )
+
+    def update(self, user_id: str, changed: Memory) -> Memory:
+        """Store new values of one of the caller's memories' mutable fields (consolidation:
+        counts, steps, confidence, provenance); identity, type, owner and links stay."""
+        stored = self.get(user_id, changed.id, include_catalog=False)
+        fixed = [
+            n for n in codec.NAMES if n not in codec.MUTABLE and getattr(changed, n) != getattr(stored, n)
+        ]
+        if fixed:
+            raise InvalidInput(f"{', '.join(fixed)} of memory {changed.id!r} cannot change")
+        memory = changed.evolve(
+            text=inputs.clean_text(changed.text, "text", self.limits.max_text_chars),
+            confidence=inputs.confidence(changed.confidence),
+            source_episodes=tuple(inputs.memory_id(e) for e in changed.source_episodes),
+        )
+        self._engine.update(user_id, memory)
+        return memory
 
     # -- recall ------------------------------------------------------------------------
 
@@ -223,40 +276,29 @@ class MemoryService:
         """
         now = self.clock()
         intent = self._intent(query, now)
-        plan = self.recall_plan(
-            user_id, query, k, memory_types=memory_types, include_catalog=include_catalog,
-            include_superseded=include_superseded, intent=intent,
-        )
+        asked = RecallQuery(user_id, query, k, memory_types, include_catalog, include_superseded)
+        plan = self.recall_plan(asked, intent=intent)
         floor = self.policy.min_relevance if min_relevance is None else inputs.relevance_floor(min_relevance)
-        ranked = self.rank(plan.query, self.engine.candidates(plan), intent=intent, now=now)
+        ranked = self.rank(plan.query, self._engine.candidates(plan), intent=intent, now=now)
         hits = [h for h in ranked if h.relevance >= floor][:k]
         if touch:
             hits = self._touch(user_id, hits)
         return hits
 
-    def recall_plan(
-        self,
-        user_id: str,
-        query: str,
-        k: int = 10,
-        *,
-        memory_types: Iterable[str] | None = None,
-        include_catalog: bool = True,
-        include_superseded: bool = False,
-        intent: TimeIntent | None = None,
-    ) -> RecallPlan:
+    def recall_plan(self, query: RecallQuery, *, intent: TimeIntent | None = None) -> RecallPlan:
         """What ``recall`` asks of the engine (validated)."""
-        return plan_recall(
-            self.policy, self.limits, user_id, query, k, memory_types=memory_types,
-            include_catalog=include_catalog, include_superseded=include_superseded, intent=intent,
-        )
+        return plan_recall(self.policy, self.limits, query, intent=intent)
 
     def rank(
-        self, query: str, candidates: Sequence[Candidate], *, intent: TimeIntent | None = None,
+        self,
+        query: str,
+        candidates: Sequence[Candidate],
+        *,
+        intent: TimeIntent | None = None,
         now: datetime | None = None,
     ) -> list[Hit]:
         """Rerank (unless the engine already did), apply the multipliers, estimate relevance."""
-        if self.engine.info.reranks_server_side:
+        if self._engine.info.reranks_server_side:
             match, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
         else:
             match, reranker = self.reranker.relevance(query, candidates), self.reranker.name
@@ -264,8 +306,12 @@ class MemoryService:
         intent = intent or self._intent(query, now)
         memories = [c.memory for c in candidates]
         found = calibration.features(
-            query, memories, [c.dense_similarity for c in candidates], intent,
-            timedelta(minutes=self.policy.episode_gap_minutes), self.policy.relevance,
+            query,
+            memories,
+            [c.dense_similarity for c in candidates],
+            intent,
+            timedelta(minutes=self.policy.episode_gap_minutes),
+            self.policy.relevance,
         )
         relevance = calibration.calibrated(memories, found, intent, self.policy.relevance)
         fits = time_fits(memories, match, intent, self.policy)
@@ -280,7 +326,13 @@ class MemoryService:
         return time_intent(query, now, self.policy.zone) if self.policy.time_expressions else TimeIntent()
 
     def _hit(
-        self, candidate: Candidate, match: float, reranker: str, now: datetime, found: Features, relevance: float,
+        self,
+        candidate: Candidate,
+        match: float,
+        reranker: str,
+        now: datetime,
+        found: Features,
+        relevance: float,
         time_fit: float,
     ) -> Hit:
         factors = multipliers(candidate.memory, now, self.policy, time_fit)
@@ -303,15 +355,22 @@ class MemoryService:
         used = [
             h.memory.id
             for h in hits[: self.policy.use_top]
-            if h.memory.tracks_usage and h.memory.user_id == user_id and h.relevance >= self.policy.min_relevance
+            if h.memory.tracks_usage
+            and h.memory.user_id == user_id
+            and h.relevance >= self.policy.min_relevance
         ]
         if not used:
             return hits
         now = self.clock()
-        self.engine.touch(user_id, used, now)
+        self._engine.touch(user_id, used, now)
         touched = set(used)
         return [
-            Hit(h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=now), h.score, h.explanation, h.relevance)
+            Hit(
+                h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=now),
+                h.score,
+                h.explanation,
+                h.relevance,
+            )
             if h.memory.id in touched
             else h
             for h in hits
@@ -320,13 +379,13 @@ class MemoryService:
     # -- read / forget -----------------------------------------------------------------
 
     def get(self, user_id: str, memory_id: str, *, include_catalog: bool = True) -> Memory:
-        found = self.engine.get(user_id, [inputs.memory_id(memory_id)], include_catalog=include_catalog)
+        found = self._engine.get(user_id, [inputs.memory_id(memory_id)], include_catalog=include_catalog)
         if not found:
             raise NotFound(f"memory {memory_id!r} not found")
         return found[0]
 
     def forget(self, user_id: str, memory_id: str) -> str:
-        if not self.engine.forget(user_id, inputs.memory_id(memory_id)):
+        if not self._engine.forget(user_id, inputs.memory_id(memory_id)):
             raise NotFound(f"memory {memory_id!r} not found; recall it first to get a valid id")
         return memory_id
 
@@ -344,49 +403,77 @@ class MemoryService:
         kinds = None
         if memory_types is not None:
             kinds = frozenset(inputs.memory_type(t, MemoryType) for t in memory_types)
-        return self.engine.list(
-            user_id,
-            memory_types=kinds,
-            include_superseded=include_superseded,
-            limit=limit,
-            offset=offset,
-            since=since,
-            oldest_first=oldest_first,
+        return self._engine.list(
+            ListQuery(user_id, kinds, include_superseded, limit, offset, since, oldest_first)
         )
 
+    def get_many(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        """The caller's memories among ``ids`` (unknown ids skipped), in the order asked."""
+        wanted = [inputs.memory_id(i) for i in ids]
+        return self._engine.get(user_id, wanted) if wanted else []
+
+    # -- operations ---------------------------------------------------------------------
+
+    @property
+    def info(self) -> EngineInfo:
+        """Which engine and embedding model serve this store."""
+        return self._engine.info
+
     def stats(self) -> StoreStats:
-        """Counts per owner and type, and store size: an operator's view across all users."""
-        return self.engine.stats()
+        """Counts per owner and type, store size and embedding model: an operator's view."""
+        return replace(self._engine.stats(), embedding_model=self._engine.info.embedding_model)
+
+    def get_state(self, user_id: str, key: str) -> str | None:
+        """A small per-user bookkeeping value (the consolidation watermark and journal)."""
+        return self._engine.get_state(user_id, key)
+
+    def set_state(self, user_id: str, key: str, value: str | None) -> None:
+        """Store (or, with None, delete) a per-user bookkeeping value; durable once it returns."""
+        self._engine.set_state(user_id, key, value)
+
+    def warm(self, user_id: str) -> None:
+        """Pay an engine's start-up costs (model session, vector caches) before the first recall."""
+        warm = getattr(self._engine, "warm", None)  # only engines with start-up costs offer it
+        if warm is not None:
+            warm(user_id)
+
+    def export_memories(
+        self, out: TextIO, users: Iterable[str | None], progress: portability.Progress = portability.ignore
+    ) -> int:
+        """Every memory of ``users`` as export lines (see ``portability``); how many were written."""
+        return portability.export_memories(self._engine, out, users, progress)
+
+    def import_memories(
+        self, records: list[tuple[Memory, str | None]], progress: portability.Progress = portability.ignore
+    ) -> portability.ImportReport:
+        """Load records read (and validated) by ``portability.read_records``; ids already
+        present are skipped, catalog entries replaced."""
+        return portability.import_memories(self._engine, records, progress)
+
+    def with_policy(self, policy: ScoringPolicy, reranker: Reranker | None = None) -> MemoryService:
+        """A service on the same engine, limits and clock that scores with another policy (ablation)."""
+        return MemoryService(self._engine, policy, self.limits, reranker, self.clock)
 
     def close(self) -> None:
-        self.engine.close()
+        self._engine.close()
 
 
 def plan_recall(
-    policy: ScoringPolicy,
-    limits: Limits,
-    user_id: str,
-    query: str,
-    k: int = 10,
-    *,
-    memory_types: Iterable[str] | None = None,
-    include_catalog: bool = True,
-    include_superseded: bool = False,
-    intent: TimeIntent | None = None,
+    policy: ScoringPolicy, limits: Limits, query: RecallQuery, *, intent: TimeIntent | None = None
 ) -> RecallPlan:
     """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request).
 
     The time phrases ``intent`` found ("last weekend") are kept out of the BM25 query: the
     period shapes ranking (``domain.scoring.time_fits``), the words should not match text.
     """
-    text = inputs.clean_text(query, "query", limits.max_query_chars)
+    text = inputs.clean_text(query.text, "query", limits.max_query_chars)
     lexical = intent.without_phrases(text) if intent is not None and intent.phrases else text
-    top_k = inputs.top_k(k, limits)
+    top_k = inputs.top_k(query.k, limits)
     return RecallPlan(
-        user_id=user_id,
+        user_id=query.user_id,
         query=text,
-        memory_types=_recall_types(memory_types, include_catalog),
-        include_superseded=bool(include_superseded),
+        memory_types=_recall_types(query.memory_types, query.include_catalog),
+        include_superseded=bool(query.include_superseded),
         window=max(policy.rrf_window, top_k),
         rank_constant=policy.rrf_rank_constant,
         lexical_query=(lexical_query(lexical) if policy.lexical_content_words else lexical) or text,

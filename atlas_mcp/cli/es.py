@@ -72,12 +72,16 @@ def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
 
     settings = settings_from(config_file)
     if dry_run:
-        _echo_json(admin.user_key_plan(_layout(settings), user_id, settings.elasticsearch.key_expiration).to_dict())
+        _echo_json(
+            admin.user_key_plan(_layout(settings), user_id, settings.elasticsearch.key_expiration).to_dict()
+        )
         return
     cluster = _cluster(settings, admin=True)
     keys = key_store(settings)
     try:
-        stored = admin.add_user(cluster, keys, _layout(settings), user_id, settings.elasticsearch.key_expiration)
+        stored = admin.add_user(
+            cluster, keys, _layout(settings), user_id, settings.elasticsearch.key_expiration
+        )
     finally:
         cluster.close()
     click.echo(f"minted key {stored.id} for {user_id}; stored in {keys.path} (mode 0600)")
@@ -126,24 +130,27 @@ def doctor(config_file: str | None) -> None:
 @click.option("--user", "user", required=True, help="Whose recall to show.")
 @click.option("--k", "k", type=int, default=10, show_default=True, help="How many memories recall returns.")
 @click.option("--type", "memory_types", multiple=True, help="Restrict to a memory type (repeatable).")
-@click.option("--no-catalog", is_flag=True, help="Leave the shared catalog out (with --type: only named types count).")
+@click.option(
+    "--no-catalog", is_flag=True, help="Leave the shared catalog out (with --type: only named types count)."
+)
 @click.option("--include-superseded", is_flag=True, help="Show superseded memories too.")
 @config_option
 def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:
     """Print the exact search request(s) recall would send for TEXT (the cluster is not contacted)."""
     from ..engines.elasticsearch.requests import Inference, branch_requests, recall_request
-    from ..service import plan_recall
+    from ..service import RecallQuery, plan_recall
 
     settings = settings_from(config_file)
-    plan = plan_recall(
-        settings.scoring, settings.limits, user, text, k, memory_types=memory_types or None,
-        include_catalog=not no_catalog, include_superseded=include_superseded,
-    )
+    asked = RecallQuery(user, text, k, memory_types or None, not no_catalog, include_superseded)
+    plan = plan_recall(settings.scoring, settings.limits, asked)
     inference = Inference.from_config(settings.elasticsearch)
     if inference.rerank_id is None:  # the two branches of one _msearch, fused by atlas
-        _echo_json([{"method": "POST", "path": r.path, "body": r.body} for r in branch_requests(plan, _layout(settings))])
+        _echo_json(
+            [
+                {"method": "POST", "path": r.path, "body": r.body}
+                for r in branch_requests(plan, _layout(settings))
+            ]
+        )
         return
     request = recall_request(plan, _layout(settings), settings.scoring, inference, utcnow())
     _echo_json({"method": "POST", "path": request.path, "body": request.body})
-
-

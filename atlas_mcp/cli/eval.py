@@ -14,7 +14,17 @@ from pathlib import Path
 
 import click
 
-from ..eval import ablation, calibrate, leaks, locomo, locomo_run, mixed_suite, scenario_suite
+from ..eval import (
+    ablation,
+    calibrate,
+    leaks,
+    locomo,
+    locomo_run,
+    madial,
+    mixed_suite,
+    multilingual,
+    scenario_suite,
+)
 from ..eval.harness import scratch_service
 from ..eval.metrics import table
 from .options import OutputFile, config_option, settings_from
@@ -49,12 +59,21 @@ def eval_() -> None:
 
 @eval_.command("locomo")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k.")
+@click.option(
+    "--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k."
+)
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
-@click.option("--ablate", multiple=True, type=click.Choice(sorted(ablation.ABLATIONS)),
-              help="Switch a technique off (repeatable: all named are switched off together).")
-@click.option("--ablation-table", is_flag=True,
-              help="Also score every single ablation on the same store and print R@k per category.")
+@click.option(
+    "--ablate",
+    multiple=True,
+    type=click.Choice(sorted(ablation.ABLATIONS)),
+    help="Switch a technique off (repeatable: all named are switched off together).",
+)
+@click.option(
+    "--ablation-table",
+    is_flag=True,
+    help="Also score every single ablation on the same store and print R@k per category.",
+)
 @config_option
 def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_file) -> None:
     """Run the LoCoMo retrieval protocol on PATH (e.g. locomo10.json); see docs/quality.md."""
@@ -80,6 +99,46 @@ def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_fil
     _write_json(json_file, locomo_run.to_json(result, variants, list(ablate)))
 
 
+@eval_.command("madial")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k."
+)
+@click.option(
+    "--language",
+    "languages",
+    multiple=True,
+    type=click.Choice(madial.LANGUAGES),
+    help="Only this language (repeatable); default: both.",
+)
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
+@config_option
+def madial_command(folder: Path, ks, languages, json_file, config_file) -> None:
+    """MADial-Bench dev split (FOLDER) in English and Chinese: R@k per language and zh/en ratio."""
+    splits = [madial.load(folder, language) for language in languages or madial.LANGUAGES]
+    results = {}
+    for split in splits:  # one store per language: BM25 statistics stay within a language
+        steps = len(split.episodes) + len(split.questions)
+        with (
+            scratch_service(settings_from(config_file)) as (service, clock),
+            _progress(steps, split.language) as bar,
+        ):
+            results[split.language] = madial.run(service, clock, split, ks, bar.update)
+    columns = [f"{m}@{k}" for m in ("R", "Hit") for k in ks] + ["MRR"]
+    click.echo(table({lang: r.metrics for lang, r in results.items()}, columns))
+    for lang, r in results.items():
+        latencies = sorted(r.recall_latencies_ms)
+        click.echo(
+            f"{lang}: recall p50 {statistics.median(latencies):.1f} ms, "
+            f"p95 {latencies[int(0.95 * len(latencies))]:.1f} ms"
+        )
+    if {"en", "zh"} <= results.keys():
+        for k in ks:
+            en, zh = results["en"].metrics[f"R@{k}"], results["zh"].metrics[f"R@{k}"]
+            click.echo(f"zh/en R@{k}: {zh / en if en else 0.0:.3f}")
+    _write_json(json_file, {lang: r.metrics for lang, r in results.items()})
+
+
 @eval_.command("scenarios")
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
@@ -94,15 +153,21 @@ def scenarios_command(json_file, config_file) -> None:
 
 
 @eval_.command("mixed")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here.")
-@click.option("--ablation-table", is_flag=True, help="Also run the suite once per ablation and print Hit@1 / kept.")
+@click.option(
+    "--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write results here."
+)
+@click.option(
+    "--ablation-table", is_flag=True, help="Also run the suite once per ablation and print Hit@1 / kept."
+)
 @config_option
 def mixed_command(json_file, ablation_table, config_file) -> None:
     """Run the mixed suite (the memory agents keep; docs/quality.md): ranking, floor, drift."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = mixed_suite.run(service, clock)
     click.echo(mixed_suite.table(result))
-    click.echo(f"\ntop 5 changed by {mixed_suite.SMALL_TALK_AFTER} small-talk recalls per user: {len(result.drift)}")
+    click.echo(
+        f"\ntop 5 changed by {mixed_suite.SMALL_TALK_AFTER} small-talk recalls per user: {len(result.drift)}"
+    )
     for line in [*result.drift, *mixed_suite.misses(result)]:
         click.echo(f"  {line}")
     variants = {}
@@ -111,8 +176,16 @@ def mixed_command(json_file, ablation_table, config_file) -> None:
             with scratch_service(settings_from(config_file)) as (service, clock):
                 variants[name] = mixed_suite.run(ablation.ablated(service, [name]), clock).groups()
         click.echo("\n" + mixed_suite.ablation_table(result.groups(), variants))
-    _write_json(json_file, {"groups": result.groups(), "small_talk_empty": result.small_talk_empty,
-                            "drift": list(result.drift), "misses": mixed_suite.misses(result), "ablations": variants})
+    _write_json(
+        json_file,
+        {
+            "groups": result.groups(),
+            "small_talk_empty": result.small_talk_empty,
+            "drift": list(result.drift),
+            "misses": mixed_suite.misses(result),
+            "ablations": variants,
+        },
+    )
 
 
 @eval_.command("calibrate")
@@ -130,6 +203,19 @@ def calibrate_command(path: Path, config_file) -> None:
     click.echo(f"fitted [scoring.relevance]: {model.model_dump()}\n")
     click.echo(calibrate.reliability_table(refitted))
     click.echo("\n" + calibrate.sweep_table(refitted))
+
+
+@eval_.command("multilingual")
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
+@config_option
+def multilingual_command(json_file, config_file) -> None:
+    """One household in en, de, es, fr and ja: R@1, R@3 and MRR per language and kind."""
+    with scratch_service(settings_from(config_file)) as (service, clock):
+        result = multilingual.run(service, clock)
+    click.echo(table(result.groups, multilingual.COLUMNS))
+    for line in result.failures:
+        click.echo(f"miss: {line}")
+    _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})
 
 
 @eval_.command("leaks")

@@ -13,19 +13,21 @@ from .options import OutputFile, config_option, require_known_user, service_sess
 
 @click.command("export")
 @click.argument("file", type=OutputFile())
-@click.option("--user", "user", default=None, help="Export only this user's memories (default: everyone + catalog).")
+@click.option(
+    "--user", "user", default=None, help="Export only this user's memories (default: everyone + catalog)."
+)
 @config_option
 def export(file: Path, user: str | None, config_file: str | None) -> None:
     """Write memories to FILE.jsonl, one per line with every field (ids, links, provenance, model)."""
     with service_session(settings_from(config_file)) as service:
-        engine = service.engine
-        users = [user] if user is not None else portability.owners(engine)
-        total = sum(portability.count(engine, u) for u in users)
+        stats = service.stats()
+        users = [user] if user is not None else portability.owners(stats)
+        total = sum(portability.count(stats, u) for u in users)
         if user is not None and total == 0:
             require_known_user(service, user)
         partial = file.with_name(file.name + ".partial")
         with partial.open("w", encoding="utf-8") as out, _bar(total, "exporting") as bar:
-            written = portability.export_memories(engine, out, users, bar.update)
+            written = service.export_memories(out, users, bar.update)
         partial.replace(file)  # a crash never leaves a truncated FILE that looks complete
     click.echo(f"exported {written} memories to {file}", err=True)
 
@@ -37,7 +39,7 @@ def import_(file: Path, config_file: str | None) -> None:
     """Load memories from FILE.jsonl (as written by export); ids already present are skipped."""
     records = portability.read_records(file)
     with service_session(settings_from(config_file)) as service, _bar(len(records), "importing") as bar:
-        report = portability.import_memories(service.engine, records, bar.update)
+        report = service.import_memories(records, bar.update)
     click.echo(f"imported {report.imported} memories from {file}; {report.skipped} already present", err=True)
     if report.re_embedded:
         click.echo(

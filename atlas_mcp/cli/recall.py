@@ -16,13 +16,19 @@ from .tables import clip, echo_json, json_option, table, type_option
 @click.option("--k", "k", type=int, default=10, show_default=True, help="How many memories to return.")
 @type_option
 @click.option("--include-superseded", is_flag=True, help="Also return facts that were replaced.")
-@click.option("--min-relevance", type=click.FloatRange(0, 1), default=None,
-              help="Drop memories below this relevance (default: the server's floor; 0 shows all).")
+@click.option(
+    "--min-relevance",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Drop memories below this relevance (default: the server's floor; 0 shows all).",
+)
 @click.option("--explain", is_flag=True, help="Show each memory's score breakdown.")
 @json_option
 @config_option
 @user_option
-def recall(query, k, memory_types, include_superseded, min_relevance, explain, as_json, config_file, user) -> None:
+def recall(
+    query, k, memory_types, include_superseded, min_relevance, explain, as_json, config_file, user
+) -> None:
     """Recall memories for QUERY as the agent would (use counts are left unchanged)."""
     settings = settings_from(config_file, user=user)
     with service_session(settings) as service:
@@ -33,7 +39,9 @@ def recall(query, k, memory_types, include_superseded, min_relevance, explain, a
         if not hits:
             require_known_user(service, settings.user)
     if as_json:
-        views = [recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance) for h in hits]
+        views = [
+            recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance) for h in hits
+        ]
         echo_json({"memories": views})
         return
     if not hits:
@@ -51,7 +59,14 @@ EXPLAIN_HEADERS = ["#", "bm25", "dense", "rrf", "match", "reranker", "decay", "a
 
 def _result_rows(hits: list[Hit]):
     for rank, hit in enumerate(hits, start=1):
-        yield rank, hit.score, hit.relevance, hit.memory.memory_type.value, hit.memory.id, clip(hit.memory.text, 60)
+        yield (
+            rank,
+            hit.score,
+            hit.relevance,
+            hit.memory.memory_type.value,
+            hit.memory.id,
+            clip(hit.memory.text, 60),
+        )
 
 
 def _explain_rows(hits: list[Hit]):

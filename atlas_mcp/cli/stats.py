@@ -32,6 +32,7 @@ def stats(as_json: bool, config_file: str | None) -> None:
     click.echo(table(["user", *kinds, "superseded", "total"], rows) if rows else "the store is empty")
     size = "unknown" if found.size_bytes is None else f"{found.size_bytes / 1_048_576:.2f} MiB"
     click.echo(f"\nstore: {found.location} ({size})")
+    click.echo(f"embeddings: {found.embedding_model} (another model needs `atlas-mcp reindex`)")
 
 
 def stats_view(found: StoreStats) -> dict:
@@ -45,6 +46,7 @@ def stats_view(found: StoreStats) -> dict:
         "catalog": sum(owners.get(CATALOG_LABEL, ({}, 0))[0].values()),
         "size_bytes": found.size_bytes,
         "location": found.location,
+        "embedding_model": found.embedding_model,
     }
 
 

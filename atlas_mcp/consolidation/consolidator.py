@@ -28,8 +28,7 @@ from ..config import ConsolidationSettings
 from ..domain import inputs
 from ..domain.model import Memory, MemoryType, iso
 from ..domain.scoring import outcome_changes
-from ..domain.supersession import check_targets
-from ..errors import AtlasError, BackendUnavailable
+from ..errors import AtlasError, BackendUnavailable, ConfigurationError
 from ..log import get_logger
 from ..service import MemoryService
 from .actions import (
@@ -80,12 +79,13 @@ async def _blocking(call: Callable[..., T], *args: Any) -> T:
 
 
 class Consolidator:
-    def __init__(self, service: MemoryService, settings: ConsolidationSettings, provider: LLMProvider) -> None:
+    def __init__(
+        self, service: MemoryService, settings: ConsolidationSettings, provider: LLMProvider
+    ) -> None:
         self.service = service
-        self.engine = service.engine
         self.settings = settings
         self.provider = provider
-        self.threshold = duplicate_similarity(self.engine.info.embedding_model, settings.duplicate_similarity)
+        self.threshold = duplicate_similarity(service.info.embedding_model, settings.duplicate_similarity)
 
     # -- running -----------------------------------------------------------------------
 
@@ -107,18 +107,26 @@ class Consolidator:
         report.rejected.extend(answer.invalid)
         await _blocking(self._settle, batch, answer, report)
         log.info(
-            "consolidated", user=user_id, episodes=report.episodes, dry_run=dry_run,
-            written=len(report.applied), kept_out=len(report.rejected),
+            "consolidated",
+            user=user_id,
+            episodes=report.episodes,
+            dry_run=dry_run,
+            written=len(report.applied),
+            kept_out=len(report.rejected),
         )
         return report
 
     def watermark(self, user_id: str) -> datetime | None:
-        return inputs.timestamp(self.engine.get_state(user_id, WATERMARK_KEY), "watermark")
+        return inputs.timestamp(self.service.get_state(user_id, WATERMARK_KEY), "watermark")
 
     def select_batch(self, user_id: str) -> Batch:
         limit = self.settings.batch_episodes
         found = self.service.list(
-            user_id, memory_types=["episodic"], since=self.watermark(user_id), oldest_first=True, limit=limit + 1
+            user_id,
+            memory_types=["episodic"],
+            since=self.watermark(user_id),
+            oldest_first=True,
+            limit=limit + 1,
         )
         episodes, more = found[:limit], len(found) > limit
         if more:
@@ -129,7 +137,7 @@ class Consolidator:
         return Batch(user_id, tuple(episodes), more)
 
     async def _answer(self, batch: Batch, dry_run: bool) -> str:
-        pending = json.loads(self.engine.get_state(batch.user_id, PENDING_KEY) or "{}")
+        pending = json.loads(self.service.get_state(batch.user_id, PENDING_KEY) or "{}")
         if pending.get("batch") == batch.key:
             return pending["answer"]  # a crashed or failed run of this very batch: same answer
         prompt = await _blocking(self._prompt, batch)
@@ -137,7 +145,7 @@ class Consolidator:
         parse_answer(raw)  # journal only answers that parse
         if not dry_run:
             journal = json.dumps({"batch": batch.key, "answer": raw}, ensure_ascii=False)
-            await _blocking(self.engine.set_state, batch.user_id, PENDING_KEY, journal)
+            await _blocking(self.service.set_state, batch.user_id, PENDING_KEY, journal)
         return raw
 
     def _prompt(self, batch: Batch):
@@ -148,7 +156,9 @@ class Consolidator:
         """The user's live facts and playbooks nearest to the new episodes, best first."""
         best: dict[str, tuple[float, Memory]] = {}
         for episode in batch.episodes:
-            for hit in self._recall(batch.user_id, episode.text, ["semantic", "procedural"], CONTEXT_PER_EPISODE):
+            for hit in self._recall(
+                batch.user_id, episode.text, ["semantic", "procedural"], CONTEXT_PER_EPISODE
+            ):
                 if hit.memory.id not in best or best[hit.memory.id][0] < hit.score:
                     best[hit.memory.id] = (hit.score, hit.memory)
         ranked = [m for _, m in sorted(best.values(), key=lambda sm: -sm[0])]
@@ -158,9 +168,7 @@ class Consolidator:
 
     def _recall(self, user_id: str, text: str, kinds: list[str], k: int):
         query = text[: self.service.limits.max_query_chars]
-        return self.service.recall(
-            user_id, query, k, memory_types=kinds, include_catalog=False, touch=False
-        )
+        return self.service.recall(user_id, query, k, memory_types=kinds, include_catalog=False, touch=False)
 
     # -- deciding and applying ---------------------------------------------------------
 
@@ -181,31 +189,35 @@ class Consolidator:
             else:
                 self._apply_one(user, section, item, decision, report)
         if not report.dry_run:
-            self.engine.set_state(user, WATERMARK_KEY, iso(batch.newest))
-            self.engine.set_state(user, PENDING_KEY, None)
+            self.service.set_state(user, WATERMARK_KEY, iso(batch.newest))
+            self.service.set_state(user, PENDING_KEY, None)
             report.watermark = batch.newest
 
     def _apply_one(self, user: str, section: str, item: Item, action: Action, report: BatchReport) -> None:
         try:
             report.applied.append(Applied(action, self._apply(user, action)))
-        except BackendUnavailable:
-            raise  # the store is down: stop, keep the watermark, rerun later
+        except (BackendUnavailable, ConfigurationError):
+            raise  # the store is down or misconfigured: stop, keep the watermark, rerun later
         except AtlasError as exc:  # the store changed under us (e.g. a target got superseded)
             report.rejected.append(Rejected(section, _summary(item), str(exc)))
 
     def _own_episodes(self, user: str, ids: Sequence[str]) -> dict[str, Memory]:
         wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
-        found = self.engine.get(user, wanted) if wanted else []
+        found = self.service.get_many(user, wanted)
         return {m.id: m for m in found if m.memory_type is MemoryType.EPISODIC and m.user_id == user}
 
     def _decide(self, user: str, section: str, item: Item, own: dict[str, Memory]) -> Action | Rejected:
         episodes = tuple(dict.fromkeys(item.supporting_episode_ids))
         if not episodes:
-            return Rejected(section, _summary(item), "no supporting episode ids: nothing the user said backs it")
+            return Rejected(
+                section, _summary(item), "no supporting episode ids: nothing the user said backs it"
+            )
         strangers = [e for e in episodes if e not in own]
         if strangers:
             return Rejected(
-                section, _summary(item), f"cites ids that are not this user's episodes: {', '.join(strangers[:3])}"
+                section,
+                _summary(item),
+                f"cites ids that are not this user's episodes: {', '.join(strangers[:3])}",
             )
         try:
             if isinstance(item, NewFact):
@@ -227,17 +239,25 @@ class Consolidator:
             confidence = max(fact.confidence, min(1.0, (twin.confidence or 0.0) + REINFORCEMENT_STEP))
             return ReinforceFact(twin, round(confidence, 6), episodes)
         if targets:
-            check_targets(MemoryType.SEMANTIC, targets, self.engine.get(user, targets), user)
+            self.service.check_supersession(user, MemoryType.SEMANTIC, targets)
         return WriteFact(
             inputs.clean_text(fact.text, "text", self.service.limits.max_text_chars),
-            fact.fact_type.value, fact.confidence, episodes, targets, fact.contradiction,
+            fact.fact_type.value,
+            fact.confidence,
+            episodes,
+            targets,
+            fact.contradiction,
         )
 
-    def _decide_procedure(self, user: str, proc: NewProcedure, episodes: tuple[str, ...]) -> Action | Rejected:
+    def _decide_procedure(
+        self, user: str, proc: NewProcedure, episodes: tuple[str, ...]
+    ) -> Action | Rejected:
         if proc.confidence < self.settings.min_procedure_confidence:
             return Rejected("new_procedures", proc.name, f"confidence {proc.confidence} is below the floor")
         steps = inputs.steps([_step(s) for s in proc.steps], self.service.limits)
-        probe = Memory("probe", MemoryType.PROCEDURAL, user, proc.trigger_text, datetime.min, name=proc.name, steps=steps)
+        probe = Memory(
+            "probe", MemoryType.PROCEDURAL, user, proc.trigger_text, datetime.min, name=proc.name, steps=steps
+        )
         twin = self._duplicate(user, probe.search_text(), "procedural", exclude=set())
         if twin is not None:
             if set(episodes) <= set(twin.source_episodes):
@@ -249,7 +269,7 @@ class Consolidator:
     def _decide_outcome(
         self, user: str, update: ProceduralUpdate, episodes: tuple[str, ...], own: dict[str, Memory]
     ) -> Action | Rejected:
-        found = self.engine.get(user, [inputs.memory_id(update.id)])
+        found = self.service.get_many(user, [update.id])
         playbook = found[0] if found else None
         if playbook is None or playbook.memory_type is not MemoryType.PROCEDURAL or playbook.is_superseded:
             return Rejected("procedural_updates", update.id, "not one of this user's live playbooks")
@@ -274,23 +294,36 @@ class Consolidator:
     def _apply(self, user: str, action: Action) -> str:
         if isinstance(action, WriteFact):
             return self.service.write(
-                user, action.text, "semantic",
-                supersedes_id=list(action.supersedes) or None, contradiction=action.contradiction,
-                confidence=action.confidence, fact_type=action.fact_type,
-                source_episodes=action.episodes, metadata=SOURCE_METADATA,
+                user,
+                action.text,
+                "semantic",
+                supersedes_id=list(action.supersedes) or None,
+                contradiction=action.contradiction,
+                confidence=action.confidence,
+                fact_type=action.fact_type,
+                source_episodes=action.episodes,
+                metadata=SOURCE_METADATA,
             ).id
         if isinstance(action, WriteProcedure):
             return self.service.write(
-                user, action.trigger_text, "procedural", name=action.name, steps=list(action.steps),
-                confidence=action.confidence, source_episodes=action.episodes, metadata=SOURCE_METADATA,
+                user,
+                action.trigger_text,
+                "procedural",
+                name=action.name,
+                steps=list(action.steps),
+                confidence=action.confidence,
+                source_episodes=action.episodes,
+                metadata=SOURCE_METADATA,
             ).id
         current = self.service.get(user, _target(action).id, include_catalog=False)  # fresh counts
-        changes: dict[str, Any] = {"source_episodes": tuple(dict.fromkeys((*current.source_episodes, *action.episodes)))}
+        changes: dict[str, Any] = {
+            "source_episodes": tuple(dict.fromkeys((*current.source_episodes, *action.episodes)))
+        }
         if isinstance(action, ReinforceFact):
             changes |= {"confidence": action.confidence, "last_used_at": self.service.clock()}
         elif isinstance(action, RecordOutcome):
             changes |= _outcome_changes(current, action, self.service.limits)
-        self.engine.update(user, current.evolve(**changes))
+        self.service.update(user, current.evolve(**changes))
         return current.id
 
 

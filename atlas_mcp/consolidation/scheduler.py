@@ -45,8 +45,12 @@ class ConsolidationScheduler:
         self._wake.set()
 
     async def run(self) -> None:
-        log.info("consolidation_scheduler", provider=self.settings.provider, every_hours=self.settings.every_hours,
-                 after_episodes=self.settings.after_episodes)
+        log.info(
+            "consolidation_scheduler",
+            provider=self.settings.provider,
+            every_hours=self.settings.every_hours,
+            after_episodes=self.settings.after_episodes,
+        )
         while True:
             with anyio.move_on_after(self.settings.poll_seconds):
                 await self._wake.wait()
@@ -67,7 +71,7 @@ class ConsolidationScheduler:
         return done
 
     def _mark_run(self, user_id: str) -> None:
-        self.consolidator.engine.set_state(user_id, LAST_RUN_KEY, iso(self.clock()))
+        self.consolidator.service.set_state(user_id, LAST_RUN_KEY, iso(self.clock()))
 
     def due(self, user_id: str) -> bool:
         batch = self.consolidator.select_batch(user_id)
@@ -80,5 +84,5 @@ class ConsolidationScheduler:
         return (enough or waited) and (since_last is None or since_last >= RETRY_PAUSE)
 
     def _since_last_run(self, user_id: str) -> timedelta | None:
-        last = self.consolidator.engine.get_state(user_id, LAST_RUN_KEY)
+        last = self.consolidator.service.get_state(user_id, LAST_RUN_KEY)
         return None if last is None else self.clock() - datetime.fromisoformat(last)

@@ -40,21 +40,64 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from .lexical import detect_language
 from .model import Memory
-from .query import FUNCTION_WORDS, lexical_query
+from .query import lexical_query
 from .relevance import episodes
 from .scoring import RelevanceModel, time_reference
+from .stopwords import STOP_WORDS
 from .when import TimeIntent, window_fit
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 # Words that make a turn of small talk, not a question: a query made only of these and function
 # words ("hi", "ok thanks!", "good morning") asks memory for nothing.
-SMALL_TALK = frozenset((
-    "hi", "hello", "hey", "hiya", "yo", "thanks", "thank", "thx", "ok", "okay", "lol", "haha", "hah",
-    "yes", "yeah", "yep", "no", "nope", "please", "cool", "nice", "great", "bye", "goodbye", "good",
-    "morning", "evening", "night", "afternoon", "sure", "hmm", "hm", "mhm", "sounds", "fine", "alright",
-    "right", "wow", "oh", "ah", "cheers", "welcome", "awesome",
-))
+SMALL_TALK = frozenset(
+    (
+        "hi",
+        "hello",
+        "hey",
+        "hiya",
+        "yo",
+        "thanks",
+        "thank",
+        "thx",
+        "ok",
+        "okay",
+        "lol",
+        "haha",
+        "hah",
+        "yes",
+        "yeah",
+        "yep",
+        "no",
+        "nope",
+        "please",
+        "cool",
+        "nice",
+        "great",
+        "bye",
+        "goodbye",
+        "good",
+        "morning",
+        "evening",
+        "night",
+        "afternoon",
+        "sure",
+        "hmm",
+        "hm",
+        "mhm",
+        "sounds",
+        "fine",
+        "alright",
+        "right",
+        "wow",
+        "oh",
+        "ah",
+        "cheers",
+        "welcome",
+        "awesome",
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +125,8 @@ def tokens(text: str) -> list[str]:
 def topic_words(query: str, intent: TimeIntent) -> list[str]:
     """The query's content words, without its time phrases: what a memory must be about."""
     content = lexical_query(intent.without_phrases(query))
-    words = [w for w in tokens(content) if w not in FUNCTION_WORDS]
+    function_words = STOP_WORDS["en"] | STOP_WORDS.get(detect_language(query), frozenset())
+    words = [w for w in tokens(content) if w not in function_words]
     return [] if all(w in SMALL_TALK for w in words) else list(dict.fromkeys(words))
 
 
@@ -149,4 +193,3 @@ def calibrated(
 
 def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x > -500 else 0.0
-

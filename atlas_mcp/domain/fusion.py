@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion as a pure function over ranked id lists.
+"""Reciprocal rank fusion as a pure function over ranked id lists, and the candidates it yields.
 
 The embedded engine fuses its BM25 and dense branches with this; the Elasticsearch engine
 asks the cluster's ``rrf`` retriever for the same arithmetic with the same constants.
@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .model import Memory
+
 
 @dataclass(frozen=True, slots=True)
 class Fused:
@@ -17,9 +19,23 @@ class Fused:
     ranks: tuple[int | None, ...]  # 1-based rank in each input list, None if absent
 
 
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[str]], rank_constant: int, window: int
-) -> list[Fused]:
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A fused retrieval candidate, with the signals that put it there."""
+
+    memory: Memory
+    rrf_score: float | None  # None when the engine reranked and reports no fusion score
+    bm25_rank: int | None = None
+    dense_rank: int | None = None
+    bm25_score: float | None = None
+    dense_similarity: float | None = None
+    rerank_score: float | None = None
+    engine_score: float | None = None  # the engine's own score for it (a reranker's raw score)
+    # No vector yet (its embedding is still pending): only the lexical branch could find it.
+    embedding_pending: bool = False
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rank_constant: int, window: int) -> list[Fused]:
     """Fuse ranked lists: score(d) = Σ 1 / (rank_constant + rank_i(d)) over lists holding d.
 
     Only the first ``window`` entries of each list take part, and the fused list is cut to

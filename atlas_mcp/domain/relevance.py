@@ -31,6 +31,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from .lexical import word_count
 from .model import Memory, MemoryType
 from .scoring import ScoringPolicy
 
@@ -79,7 +80,7 @@ def episodes(memories: Sequence[Memory], gap: timedelta) -> list[list[int]]:
     return groups
 
 
-def fused_scores(query: str, pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
+def fused_scores(pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
     """The fused score of every candidate (higher is better), before context."""
     present = [s.dense for s in pool if s.dense is not None]
     floor = min(present) if present else 0.0
@@ -90,7 +91,7 @@ def fused_scores(query: str, pool: Sequence[Signals], policy: ScoringPolicy) -> 
     if policy.length_weight:
         # Every type: a one-word "ok!" rarely answers, and neither does a one-word fact. Capped
         # above, so a long note gains at most ``length_weight`` × ``length_z_cap``.
-        words = np.array([math.log1p(len(s.memory.text.split())) for s in pool])
+        words = np.array([math.log1p(word_count(s.memory.text)) for s in pool])  # fair to CJK
         z = np.clip(zscores(words, policy.length_min_spread), -policy.length_z_floor, policy.length_z_cap)
         score += policy.length_weight * z
     return score
@@ -127,7 +128,7 @@ def context_relevance(query: str, pool: Sequence[Signals], policy: ScoringPolicy
     if not pool:
         return []
     memories = [s.memory for s in pool]
-    score = fused_scores(query, pool, policy)
+    score = fused_scores(pool, policy)
     groups = episodes(memories, timedelta(minutes=policy.episode_gap_minutes))
     standalone = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.EPISODIC]
     score = with_context(score, groups, policy, standalone if policy.standalone_context else ())

@@ -38,7 +38,9 @@ class RelevanceModel(BaseModel):
     bias: float = -6.39
     cosine: float = 6.07
     coverage: float = 3.77
-    context: float = Field(0.5, ge=0, le=1, description="share of a neighbouring turn's relevance an event inherits")
+    context: float = Field(
+        0.5, ge=0, le=1, description="share of a neighbouring turn's relevance an event inherits"
+    )
     small_talk_factor: float = Field(0.1, ge=0, le=1)
     unknown_cosine: float = Field(0.45, ge=0, le=1, description="assumed when the engine measured no cosine")
     time_evidence: float = Field(
@@ -119,8 +121,12 @@ class ScoringPolicy(BaseModel):
         45.0, gt=0, description="'most recent': a match this much older than the newest fits ~0.68"
     )
     time_order_pool: int = Field(10, ge=1, description="'most recent' compares the best this many matches")
-    time_expressions: bool = Field(True, description="read 'last weekend', 'most recent' as time (domain.when)")
-    time_zone: str = Field("UTC", description="the zone calendar words ('yesterday', 'last week') are read in")
+    time_expressions: bool = Field(
+        True, description="read 'last weekend', 'most recent' as time (domain.when)"
+    )
+    time_zone: str = Field(
+        "UTC", description="the zone calendar words ('yesterday', 'last week') are read in"
+    )
     # Calibrated relevance (``domain.calibration``) and the default floor recall applies to it.
     relevance: RelevanceModel = Field(default_factory=RelevanceModel)
     min_relevance: float = Field(
@@ -205,7 +211,9 @@ def time_reference(memory: Memory) -> datetime | None:
     return memory.occurred_at or memory.created_at
 
 
-def order_fits(memories: list[Memory], match: list[float], order: Order, policy: ScoringPolicy) -> list[float]:
+def order_fits(
+    memories: list[Memory], match: list[float], order: Order, policy: ScoringPolicy
+) -> list[float]:
     """'Most recent X' / 'first X': the newest (oldest) of the best matches fits 1.0, the others less.
 
     Only the ``time_order_pool`` best-matching memories set the anchor, so "my most recent trip
@@ -225,11 +233,15 @@ def order_fits(memories: list[Memory], match: list[float], order: Order, policy:
             fits.append(1.0)
             continue
         days = abs((anchor - when).total_seconds()) / SECONDS_PER_DAY
-        fits.append(policy.time_order_floor + (1 - policy.time_order_floor) * math.exp(-days / policy.time_order_days))
+        fits.append(
+            policy.time_order_floor + (1 - policy.time_order_floor) * math.exp(-days / policy.time_order_days)
+        )
     return fits
 
 
-def time_fits(memories: list[Memory], match: list[float], intent: TimeIntent, policy: ScoringPolicy) -> list[float]:
+def time_fits(
+    memories: list[Memory], match: list[float], intent: TimeIntent, policy: ScoringPolicy
+) -> list[float]:
     """The period and order a query names, as one bounded multiplier per memory (1.0: none named).
 
     A period only reorders when some candidate falls inside it: when none does (nothing was

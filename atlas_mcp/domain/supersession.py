@@ -17,10 +17,10 @@ SUPERSEDABLE_TYPES = frozenset({MemoryType.SEMANTIC, MemoryType.PROCEDURAL})
 
 
 def penalised_confidence(
-    confidence: float | None, contradiction: Contradiction, superseding: bool, penalty: float
+    confidence: float | None, contradiction: Contradiction, penalty: float
 ) -> float | None:
-    """Harsh contradictions cost the new fact ``penalty`` confidence, clamped at 0."""
-    if not superseding or contradiction is not Contradiction.HARSH:
+    """Harsh contradictions cost the superseding fact ``penalty`` confidence, clamped at 0."""
+    if contradiction is not Contradiction.HARSH:
         return confidence
     base = 1.0 if confidence is None else confidence
     return max(0.0, round(base - penalty, 6))
@@ -30,6 +30,9 @@ def check_targets(
     new_type: MemoryType, wanted_ids: Sequence[str], found: Sequence[Memory], user_id: str
 ) -> None:
     """Raise unless every id names a live memory of ``user_id`` that the new one may replace.
+
+    The service checks this once, before writing; engines then make the write conditional on
+    the targets still being live and report a lost race with ``changed_meanwhile``.
 
     ``found`` must be what the engine returned for ``wanted_ids`` *scoped to the caller*, so
     another user's id is indistinguishable from a missing one.
@@ -54,3 +57,12 @@ def check_targets(
                 f"memory {wanted!r} was already superseded by {target.superseded_by!r}; "
                 "supersede that one instead"
             )
+
+
+def changed_meanwhile(ids: Sequence[str]) -> Conflict:
+    """The one error for a supersession write whose targets changed after the service checked
+    them (superseded, forgotten or edited by another writer): nothing was written."""
+    return Conflict(
+        f"memory {', '.join(repr(i) for i in ids)} changed at the same time; nothing was written. "
+        "Recall again and retry"
+    )

@@ -23,11 +23,37 @@ from datetime import datetime, timedelta, tzinfo
 from enum import StrEnum
 
 DAY = timedelta(days=1)
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-          "october", "november", "december")
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "couple of": 2,
+    "few": 3,
+}
 _MONTH = "|".join(MONTHS)
 _WEEKDAY = "|".join(WEEKDAYS)
 _COUNT = r"\d+|" + "|".join(sorted(_NUMBERS, key=len, reverse=True))
@@ -55,8 +81,6 @@ class TimeIntent:
         return re.sub(r"\s+", " ", query).strip()
 
 
-
-
 def _rule(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
@@ -82,7 +106,10 @@ _WINDOW_RULES: list[tuple[re.Pattern[str], str]] = [
 ]
 _NEWEST = _rule(
     r"\b(?:most recent(?:ly)?|latest|newest|(?:did|have|had) (?:i|we) last|(?:(?:my|our|the) )?last time|(?:my|our|the) last(?!\s+(?:week|weekend|month|year|night|"
-    + _WEEKDAY + r"|" + _MONTH + r")\b))\b"
+    + _WEEKDAY
+    + r"|"
+    + _MONTH
+    + r")\b))\b"
 )
 _OLDEST = _rule(
     r"\b(?:for the first time|(?:(?:my|our|the) (?:very )?)?first (?:time|ever)|earliest|(?:my|our|the) (?:very )?first"
@@ -167,7 +194,11 @@ def _ago_window(match: re.Match[str], now: datetime) -> tuple[datetime, datetime
 
 
 def _next_month(first: datetime) -> datetime:
-    return first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)
+    return (
+        first.replace(year=first.year + 1, month=1)
+        if first.month == 12
+        else first.replace(month=first.month + 1)
+    )
 
 
 def window_fit(when: datetime | None, window: tuple[datetime, datetime], floor: float) -> float:

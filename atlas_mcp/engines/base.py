@@ -8,12 +8,15 @@ entries where asked): engines enforce isolation too, as defence in depth.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from ..domain.fusion import Candidate
 from ..domain.model import Memory, MemoryType
+
+__all__ = ["Candidate", "Engine", "EngineInfo", "ListQuery", "RecallPlan", "StoreStats", "TypeCount"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,19 +46,17 @@ class RecallPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    """A fused retrieval candidate, with the signals that put it there."""
+class ListQuery:
+    """One page of an owner's memories (``user_id`` None: the catalog), newest first."""
 
-    memory: Memory
-    rrf_score: float
-    bm25_rank: int | None = None
-    dense_rank: int | None = None
-    bm25_score: float | None = None
-    dense_similarity: float | None = None
-    rerank_score: float | None = None
-    # No vector yet (its embedding is still pending): only the lexical branch could find it.
-    embedding_pending: bool = False
-    extras: Mapping[str, Any] = field(default_factory=dict)
+    user_id: str | None
+    memory_types: frozenset[MemoryType] | None = None  # None: every type the owner holds
+    include_superseded: bool = True
+    limit: int = 100
+    offset: int = 0
+    since: datetime | None = None  # only memories *created* strictly after it
+    # by ``created_at`` ascending instead (consolidation reads episodes past its watermark)
+    oldest_first: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class StoreStats:
     counts: tuple[TypeCount, ...]
     size_bytes: int | None  # None when the engine cannot tell
     location: str  # a file path or a cluster address, never credentials
+    embedding_model: str | None = None  # whose vector space the store's recall compares in
 
 
 @runtime_checkable
@@ -99,22 +101,8 @@ class Engine(Protocol):
     def forget(self, user_id: str, memory_id: str) -> bool:
         """Hard-delete one of the caller's memories; False if the caller has no such memory."""
 
-    def list(
-        self,
-        user_id: str | None,
-        *,
-        memory_types: frozenset[MemoryType] | None = None,
-        include_superseded: bool = True,
-        limit: int = 100,
-        offset: int = 0,
-        since: datetime | None = None,
-        oldest_first: bool = False,
-    ) -> list[Memory]:
-        """A user's memories newest first (``user_id=None``: the catalog).
-
-        ``since``: only memories *created* strictly after it. ``oldest_first``: order by
-        ``created_at`` ascending instead (consolidation reads episodes past its watermark).
-        """
+    def list(self, query: ListQuery) -> list[Memory]:
+        """One page of an owner's memories, as ``query`` asks."""
 
     def get_state(self, user_id: str, key: str) -> str | None:
         """A small per-user bookkeeping value (e.g. the consolidation watermark), or None."""

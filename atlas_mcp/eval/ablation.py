@@ -58,4 +58,4 @@ def ablated(service: MemoryService, names: Iterable[str]) -> MemoryService:
     reranker = None
     if "rerank" in names:
         reranker = FusedScoreReranker(policy.model_copy(update={"fused_dense_weight": 0.0}))
-    return MemoryService(service.engine, policy, service.limits, reranker, service.clock)
+    return service.with_policy(policy, reranker)

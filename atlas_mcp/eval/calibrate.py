@@ -46,7 +46,9 @@ class Question:
     answerable: bool = True
 
 
-def locomo_questions(service: MemoryService, clock: ManualClock, conversations: Sequence[Conversation]) -> list[Question]:
+def locomo_questions(
+    service: MemoryService, clock: ManualClock, conversations: Sequence[Conversation]
+) -> list[Question]:
     ids = {c.sample_id: ingest(service, clock, c) for c in conversations}
     out = []
     for conversation in conversations:
@@ -54,7 +56,9 @@ def locomo_questions(service: MemoryService, clock: ManualClock, conversations: 
         for question in conversation.questions:
             if question.category not in ANSWERABLE:
                 continue
-            hits = service.recall(conversation.sample_id, question.text, DEPTH, min_relevance=0.0, touch=False)
+            hits = service.recall(
+                conversation.sample_id, question.text, DEPTH, min_relevance=0.0, touch=False
+            )
             gold = set(question.evidence)
             labels = tuple(int(ids[conversation.sample_id].get(h.memory.id) in gold) for h in hits)
             out.append(_question("locomo", hits, labels))
@@ -84,7 +88,9 @@ def fit(questions: Sequence[Question], base: RelevanceModel) -> RelevanceModel:
     rows, labels, weights = [], [], []
     sources = {q.source for q in questions}
     for source in sources:
-        pairs = [(f, y) for q in questions if q.source == source for f, y in zip(q.features, q.labels, strict=True)]
+        pairs = [
+            (f, y) for q in questions if q.source == source for f, y in zip(q.features, q.labels, strict=True)
+        ]
         pairs = [(f, y) for f, y in pairs if not f.topicless]
         rows += [f for f, _ in pairs]
         labels += [y for _, y in pairs]
@@ -114,8 +120,13 @@ def _newton(x: np.ndarray, y: np.ndarray, w: np.ndarray, steps: int = 50) -> lis
 def rescored(questions: Sequence[Question], model: RelevanceModel) -> list[Question]:
     """The same questions with relevance from ``model`` (time rules left out: they are not fitted)."""
     return [
-        Question(q.source, q.features, q.labels, tuple(calibration.relevance(f, model) for f in q.features),
-                 q.answerable)
+        Question(
+            q.source,
+            q.features,
+            q.labels,
+            tuple(calibration.relevance(f, model) for f in q.features),
+            q.answerable,
+        )
         for q in questions
     ]
 
@@ -128,8 +139,14 @@ def reliability(questions: Sequence[Question], bins: int = 10) -> list[tuple[str
         low, high = b / bins, (b + 1) / bins
         inside = [(r, y) for r, y in pairs if low <= r < high or (b == bins - 1 and r == 1.0)]
         if inside:
-            out.append((f"{low:.1f}-{high:.1f}", len(inside), float(np.mean([r for r, _ in inside])),
-                        float(np.mean([y for _, y in inside]))))
+            out.append(
+                (
+                    f"{low:.1f}-{high:.1f}",
+                    len(inside),
+                    float(np.mean([r for r, _ in inside])),
+                    float(np.mean([y for _, y in inside])),
+                )
+            )
     return out
 
 
@@ -144,7 +161,9 @@ def floor_sweep(questions: Sequence[Question], floors: Sequence[float] = FLOORS)
             answerable = [q for q in mine if q.answerable]
             row[f"{source} kept"] = _share([_kept(q, floor) for q in answerable])
             if len(answerable) < len(mine):
-                row[f"{source} empty"] = _share([max(q.relevance, default=0.0) < floor for q in mine if not q.answerable])
+                row[f"{source} empty"] = _share(
+                    [max(q.relevance, default=0.0) < floor for q in mine if not q.answerable]
+                )
         rows.append(row)
     return rows
 
@@ -169,5 +188,8 @@ def sweep_table(questions: Sequence[Question]) -> str:
     rows = floor_sweep(questions)
     head = list(rows[0])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(f"{row[h]:.2f}" if h == "floor" else f"{row[h]:.3f}" for h in head) + " |" for row in rows]
+    lines += [
+        "| " + " | ".join(f"{row[h]:.2f}" if h == "floor" else f"{row[h]:.3f}" for h in head) + " |"
+        for row in rows
+    ]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from typing import Any
 from ..app import open_service
 from ..config import Settings, load_settings
 from ..domain.model import new_id, utcnow
+from ..engines import open_engine
 from ..service import MemoryService
 
 
@@ -34,7 +35,9 @@ class ManualClock:
 
 
 @contextmanager
-def scratch_service(settings: Settings | None = None, **overrides: Any) -> Iterator[tuple[MemoryService, ManualClock]]:
+def scratch_service(
+    settings: Settings | None = None, **overrides: Any
+) -> Iterator[tuple[MemoryService, ManualClock]]:
     """A service over a fresh store, so an evaluation never touches real memories.
 
     ``overrides`` are settings fields (e.g. ``scoring=ScoringPolicy(...)``). The embedded store
@@ -50,19 +53,20 @@ def scratch_service(settings: Settings | None = None, **overrides: Any) -> Itera
             scratch["elasticsearch"] = es | {"index_prefix": f"{es['index_prefix']}-eval-{new_id()[:8]}"}
         merged = load_settings(**(base | overrides | scratch))
         clock = ManualClock()
-        service = open_service(merged, clock=clock)
+        engine = open_engine(merged)
+        service = open_service(merged, clock=clock, engine=engine)
         stack.callback(service.close)
         if merged.backend == "elasticsearch":
-            _scratch_cluster(stack, merged, service)
+            _scratch_cluster(stack, merged, engine)
         yield service, clock
 
 
-def _scratch_cluster(stack: ExitStack, settings: Settings, service: MemoryService) -> None:
+def _scratch_cluster(stack: ExitStack, settings: Settings, engine: Any) -> None:
     """Bootstrap the scratch prefix and mint each evaluated user's key on first use (revoked
     afterwards): the configured keys are scoped to the real prefix and cannot read this one."""
     from ..engines.elasticsearch.admin import scratch_deployment
     from ..engines.elasticsearch.engine import key_store
 
-    keys = service.engine.keys  # type: ignore[attr-defined]
+    keys = engine.keys
     keys.minter = stack.enter_context(scratch_deployment(settings.elasticsearch, key_store(settings)))
     keys.forget_configured()  # [users.<id>] es_api_key is scoped to the real prefix

@@ -77,7 +77,9 @@ def ask(
         ranked = tuple(ids.get(h.memory.id, "?") for h in hits)
         out.append(Ranked(CATEGORIES[question.category], question.evidence, ranked))
         if floored is not None:
-            kept = tuple(ids.get(h.memory.id, "?") for h in hits if h.relevance >= service.policy.min_relevance)
+            kept = tuple(
+                ids.get(h.memory.id, "?") for h in hits if h.relevance >= service.policy.min_relevance
+            )
             floored.append(Ranked(CATEGORIES[question.category], question.evidence, kept))
     return out
 
@@ -104,10 +106,14 @@ def run(
         progress(len(conversation.turns))
     ingest_seconds = time.perf_counter() - started
     for conversation in conversations:
-        questions += ask(service, clock, conversation, dia_ids[conversation.sample_id], max(ks), latencies, floored)
+        questions += ask(
+            service, clock, conversation, dia_ids[conversation.sample_id], max(ks), latencies, floored
+        )
         progress(len(conversation.questions))
     groups = by_group(questions, ks, GROUPS)
-    return LocomoResult(tuple(ks), groups, tuple(questions), ingest_seconds, tuple(latencies), dia_ids, tuple(floored))
+    return LocomoResult(
+        tuple(ks), groups, tuple(questions), ingest_seconds, tuple(latencies), dia_ids, tuple(floored)
+    )
 
 
 def floor_line(result: LocomoResult, floor: float) -> str:
@@ -124,7 +130,10 @@ def floor_line(result: LocomoResult, floor: float) -> str:
 
 
 def rescore(
-    service: MemoryService, clock: ManualClock, conversations: Sequence[Conversation], ingested: LocomoResult,
+    service: MemoryService,
+    clock: ManualClock,
+    conversations: Sequence[Conversation],
+    ingested: LocomoResult,
     ks: Sequence[int],
 ) -> dict[str, dict[str, float]]:
     """Ask again with another service over the store ``ingested`` filled; grouped metrics."""
@@ -138,10 +147,17 @@ def ablation_table(full: LocomoResult, variants: dict[str, dict], ks: Sequence[i
     """R@k per category: the full system, then each ablation's value and its change."""
     k = max(ks)
     head = ["variant", *full.groups]
-    lines = [f"R@{k} with one technique switched off", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"R@{k} with one technique switched off",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     lines.append("| full | " + " | ".join(f"{g[f'R@{k}']:.3f}" for g in full.groups.values()) + " |")
     for name, groups in variants.items():
-        cells = [f"{groups[g][f'R@{k}']:.3f} ({groups[g][f'R@{k}'] - full.groups[g][f'R@{k}']:+.3f})" for g in full.groups]
+        cells = [
+            f"{groups[g][f'R@{k}']:.3f} ({groups[g][f'R@{k}'] - full.groups[g][f'R@{k}']:+.3f})"
+            for g in full.groups
+        ]
         lines.append(f"| −{name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -158,5 +174,7 @@ def to_json(result: LocomoResult, variants: dict[str, dict], ablated: list[str])
         "recall_ms": {"p50": latencies[len(latencies) // 2], "p95": latencies[int(0.95 * len(latencies))]}
         if latencies
         else {},
-        "questions": [{"category": q.group, "gold": list(q.gold), "ranked": list(q.ranked)} for q in result.questions],
+        "questions": [
+            {"category": q.group, "gold": list(q.gold), "ranked": list(q.ranked)} for q in result.questions
+        ],
     }

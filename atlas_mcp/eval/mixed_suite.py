@@ -101,12 +101,16 @@ def background_days_ago(position: int) -> int:
 def populate(service: MemoryService, clock: ManualClock, suite: dict, now: datetime) -> dict[str, str]:
     """Load the catalog, then write every user's memories oldest first; returns id → key."""
     clock.set(now)
-    service.load_catalog([{"id": e["key"]} | {k: v for k, v in e.items() if k != "key"} for e in suite["catalog"]])
+    service.load_catalog(
+        [{"id": e["key"]} | {k: v for k, v in e.items() if k != "key"} for e in suite["catalog"]]
+    )
     keys = {e["key"]: e["key"] for e in suite["catalog"]}
     pending = []
     for user, tenant in suite["tenants"].items():
         for position, entry in enumerate(suite["background"]):
-            pending.append((user, {"key": f"bg-{position}", "days_ago": background_days_ago(position)} | entry))
+            pending.append(
+                (user, {"key": f"bg-{position}", "days_ago": background_days_ago(position)} | entry)
+            )
         pending += [(user, entry) for entry in tenant["memories"]]
     ids: dict[str, dict[str, str]] = {user: {} for user in suite["tenants"]}
     for user, entry in sorted(pending, key=lambda p: -p[1].get("days_ago", 0)):
@@ -157,7 +161,9 @@ class _Asker:
             "memory_types": question.get("memory_types"),
             "include_superseded": question.get("include_superseded", False),
         }
-        ranking = self.service.recall(user, question["query"], RANK_K, min_relevance=0.0, touch=False, **options)
+        ranking = self.service.recall(
+            user, question["query"], RANK_K, min_relevance=0.0, touch=False, **options
+        )
         served = self.service.recall(user, question["query"], RANK_K, touch=record_use, **options)
         ranked = tuple(self.keys.get(h.memory.id, h.memory.id) for h in ranking)
         return Answer(
@@ -183,7 +189,9 @@ class _Asker:
 def _report_outcome(service, clock, now, user: str, report: dict, ids: dict[str, str]) -> None:
     """The agent tells memory how a playbook went: an event, linked to the playbook."""
     clock.set(now - timedelta(hours=1))
-    service.write(user, report["text"], "episodic", playbook_id=ids[report["playbook"]], outcome=report["outcome"])
+    service.write(
+        user, report["text"], "episodic", playbook_id=ids[report["playbook"]], outcome=report["outcome"]
+    )
 
 
 def _broken_rule(question: dict, ranked: tuple[str, ...], types: list[str]) -> str | None:
@@ -223,7 +231,9 @@ def table(result: MixedResult) -> str:
     for name, row in result.groups().items():
         cells = [f"{row[c]:.3f}" if c in row else "" for c in ("Hit@1", "Hit@5", "MRR", "kept", "empty")]
         lines.append(f"| {name} | {int(row['n'])} | " + " | ".join(cells) + " |")
-    lines.append(f"| {SMALL_TALK} | {result.small_talk_recalls} |  |  |  |  | {result.small_talk_empty:.3f} |")
+    lines.append(
+        f"| {SMALL_TALK} | {result.small_talk_recalls} |  |  |  |  | {result.small_talk_empty:.3f} |"
+    )
     return "\n".join(lines)
 
 
@@ -240,15 +250,27 @@ def misses(result: MixedResult) -> list[str]:
     return out
 
 
-def ablation_table(full: dict[str, dict[str, float]], variants: dict[str, dict[str, dict[str, float]]]) -> str:
+def ablation_table(
+    full: dict[str, dict[str, float]], variants: dict[str, dict[str, dict[str, float]]]
+) -> str:
     """Answerable Hit@1 / Hit@5 / kept and no-answer empty: the full system, then each ablation."""
+
     def cells(groups: dict[str, dict[str, float]]) -> list[float]:
         answerable, empty = groups["answerable"], groups.get(NO_ANSWER, {})
-        return [answerable["Hit@1"], answerable["Hit@5"], answerable["kept"], empty.get("empty", float("nan"))]
+        return [
+            answerable["Hit@1"],
+            answerable["Hit@5"],
+            answerable["kept"],
+            empty.get("empty", float("nan")),
+        ]
 
     base = cells(full)
     lines = ["| switched off | Hit@1 | Hit@5 | kept | no-answer empty |", "|---|---|---|---|---|"]
     lines.append("| nothing (full) | " + " | ".join(f"{v:.3f}" for v in base) + " |")
     for name, groups in variants.items():
-        lines.append(f"| {name} | " + " | ".join(f"{v - b:+.3f}" for v, b in zip(cells(groups), base, strict=True)) + " |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{v - b:+.3f}" for v, b in zip(cells(groups), base, strict=True))
+            + " |"
+        )
     return "\n".join(lines)

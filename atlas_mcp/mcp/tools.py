@@ -43,7 +43,9 @@ class MultipliersOut(BaseModel):
     use_boost: float
     catalog_prior: float
     track_record: float
-    time_fit: float = Field(1.0, description="how well the memory's date fits the period or order the query names")
+    time_fit: float = Field(
+        1.0, description="how well the memory's date fits the period or order the query names"
+    )
 
 
 class ExplainOut(BaseModel):
@@ -51,7 +53,7 @@ class ExplainOut(BaseModel):
 
     bm25_rank: int | None = None
     dense_rank: int | None = None
-    rrf_score: float
+    rrf_score: float | None = Field(None, description="the fused rank score; null when the engine reranked")
     dense_similarity: float | None = None
     relevance: float = Field(description="the rerank stage's match, relative to this recall's best (1.0)")
     reranker: str
@@ -87,7 +89,10 @@ MemoryOut: type[BaseModel] = create_model(
     __doc__="One recalled memory; fields that do not apply to its type are omitted.",
     **{n: _view_field((codec.BY_NAME | codec.VIEW_ONLY)[n]) for n in codec.VIEW_ORDER[:3]},
     score=(float, Field(description="orders the results; comparable only within one recall")),
-    relevance=(float | None, Field(None, description="0-1, calibrated: how likely this memory bears on the query")),
+    relevance=(
+        float | None,
+        Field(None, description="0-1, calibrated: how likely this memory bears on the query"),
+    ),
     **{n: _view_field((codec.BY_NAME | codec.VIEW_ONLY)[n]) for n in codec.VIEW_ORDER[3:]},
     explain=(ExplainOut | None, None),
 )
@@ -143,7 +148,11 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         ] = False,
         min_relevance: Annotated[
             float | None,
-            Field(ge=0, le=1, description="Drop memories whose relevance is below this; omit for the server's default."),
+            Field(
+                ge=0,
+                le=1,
+                description="Drop memories whose relevance is below this; omit for the server's default.",
+            ),
         ] = None,
         explain: Annotated[
             bool, Field(description="Add each memory's score breakdown (ranks, rerank, multipliers).")
@@ -177,7 +186,9 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
                 min_relevance=min_relevance,
             )
         )
-        views = [recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance) for h in hits]
+        views = [
+            recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance) for h in hits
+        ]
         return _result(RecallOut.model_validate({"memories": views}))
 
     @server.tool(
@@ -200,7 +211,9 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             Literal["natural", "harsh"],
             Field(description="natural: the world changed; harsh: the user corrected a wrong fact."),
         ] = "natural",
-        occurred_at: Annotated[str | None, Field(description="ISO-8601 time of an event; default now.")] = None,
+        occurred_at: Annotated[
+            str | None, Field(description="ISO-8601 time of an event; default now.")
+        ] = None,
         confidence: Annotated[float | None, Field(ge=0, le=1, description="How certain the fact is.")] = None,
         fact_type: Annotated[
             Literal["preference", "identity", "constraint", "world"] | None,
@@ -209,7 +222,9 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         steps: Annotated[
             list[str | Step] | None, Field(description="Procedural only: the playbook's steps, in order.")
         ] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="Free-form JSON to keep with it.")] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Free-form JSON to keep with it.")
+        ] = None,
         playbook_id: Annotated[
             str | None, Field(description="Episodic only: the id of the playbook this event reports on.")
         ] = None,
@@ -247,11 +262,16 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
                 outcome=outcome,
             )
         )
-        return _result(WriteOut(id=result.id, memory_type=result.memory_type.value, superseded=list(result.superseded)))
+        return _result(
+            WriteOut(id=result.id, memory_type=result.memory_type.value, superseded=list(result.superseded))
+        )
 
     @server.tool(
         annotations=ToolAnnotations(
-            title="Forget memory", read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+            title="Forget memory",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=True,
             open_world_hint=False,
         ),
     )

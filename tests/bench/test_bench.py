@@ -16,6 +16,7 @@ import pytest
 from atlas_mcp.bench import corpus, realtext
 from atlas_mcp.bench.seed import memory_vectors
 from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
@@ -64,7 +65,7 @@ def test_write_many_matches_one_by_one_writes(tmp_path):
         for memory in memories:
             single.write(memory)
         user = corpus.tenant_id(0)
-        assert bulk.list(user, limit=100) == single.list(user, limit=100)
+        assert bulk.list(ListQuery(user, limit=100)) == single.list(ListQuery(user, limit=100))
         for query in corpus.queries(3, 8):
             hits = [MemoryService(e).recall(user, query, k=10, touch=False) for e in (bulk, single)]
             assert [h.memory.id for h in hits[0]] == [h.memory.id for h in hits[1]]

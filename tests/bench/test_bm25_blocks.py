@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 
 from atlas_mcp.bench import corpus
+from atlas_mcp.domain.lexical import detect_language
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.engines.base import RecallPlan
+from atlas_mcp.engines.base import ListQuery, RecallPlan
 from atlas_mcp.engines.embedded import rows, schema
-from atlas_mcp.engines.embedded.engine import EmbeddedEngine, fts_query
+from atlas_mcp.engines.embedded.engine import STEM_WEIGHT, TERM_WEIGHT, EmbeddedEngine, fts_query
 from atlas_mcp.inference.embedder import default_embedder
 
 WHOLE_INDEX = (
-    "SELECT m.id, bm25(memories_fts, 1.0, 0.0) AS score FROM memories_fts "
+    f"SELECT m.id, bm25(memories_fts, {TERM_WEIGHT}, {STEM_WEIGHT}, 0.0) AS score FROM memories_fts "
     "JOIN memories m ON m.rowid = memories_fts.rowid "
     "WHERE memories_fts MATCH ? AND (m.user_id = ? OR (? AND m.user_id IS NULL)) "
     "AND m.memory_type IN ({types}) AND (? OR m.superseded_by IS NULL) ORDER BY score LIMIT ?"
@@ -36,7 +37,14 @@ def _oracle(conn: sqlite3.Connection, plan: RecallPlan) -> list[tuple[str, float
     types = sorted(t.value for t in plan.memory_types)
     sql = WHOLE_INDEX.format(types=",".join("?" * len(types)))
     catalog = MemoryType.CATALOG in plan.memory_types
-    params = (f"{{search_text}}: ({fts_query(plan.query)})", plan.user_id, catalog, *types, plan.include_superseded, plan.window)
+    params = (
+        fts_query(plan.query, detect_language(plan.query)),
+        plan.user_id,
+        catalog,
+        *types,
+        plan.include_superseded,
+        plan.window,
+    )
     return [(r[0], -r[1]) for r in conn.execute(sql, params)]
 
 
@@ -61,7 +69,11 @@ def store(tmp_path_factory):
 
 def test_blocks_rank_exactly_like_the_whole_index(store):
     queries = corpus.queries(11, 40) + ["restart the router", "the", "Lisbon", "ramen tacos lunch"]
-    kinds = [frozenset(MemoryType), frozenset({MemoryType.SEMANTIC}), frozenset(MemoryType) - {MemoryType.CATALOG}]
+    kinds = [
+        frozenset(MemoryType),
+        frozenset({MemoryType.SEMANTIC}),
+        frozenset(MemoryType) - {MemoryType.CATALOG},
+    ]
     checked = 0
     for query in queries:
         for user in (corpus.tenant_id(0), corpus.tenant_id(2)):
@@ -86,7 +98,12 @@ def test_each_owner_lives_in_its_own_rowid_block(store):
 def _interleaved(seed: int, count: int, tenants: int, step: int) -> list[Memory]:
     items = corpus.specs(seed, count)
     per_tenant = [corpus.tenant_memories(t, items) for t in range(tenants)]
-    return [m for start in range(0, count, step) for memories in per_tenant for m in memories[start : start + step]]
+    return [
+        m
+        for start in range(0, count, step)
+        for memories in per_tenant
+        for m in memories[start : start + step]
+    ]
 
 
 def _store_at_version_2(path, memories: list[Memory]) -> None:
@@ -94,18 +111,22 @@ def _store_at_version_2(path, memories: list[Memory]) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     schema.migrate(conn, upto=2)
     vectors = np.random.default_rng(len(memories)).standard_normal((len(memories), 384)).astype(np.float32)
-    columns = (*rows.COLUMNS, "embedding", "embedding_model")
+    old_columns = [c for c in rows.COLUMNS if not c.startswith("lexical_")]  # added by migration 7
+    columns = (*old_columns, "embedding", "embedding_model")
     sql = f"INSERT INTO memories ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     model = default_embedder().model_id
     conn.execute("BEGIN")
-    for memory, vector in zip(memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), strict=True):
-        conn.execute(sql, (*rows.to_row(memory).values(), vector.tobytes(), model))
+    for memory, vector in zip(
+        memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), strict=True
+    ):
+        row = rows.to_row(memory)
+        conn.execute(sql, (*(row[c] for c in old_columns), vector.tobytes(), model))
     conn.execute("COMMIT")
     conn.close()
 
 
 def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path):
-    """Migrations 3 (owner blocks) and 4 (filters in the index) turn an old store into exactly
+    """Migrations 3 (owner blocks), 4 (filters in the index) and 7 (analysed text) turn an old store into exactly
     the store the current code writes: same blocks, same order, same BM25 scores."""
     memories = _interleaved(12, 60, 2, 20)
     _store_at_version_2(tmp_path / "old.db", memories)
@@ -120,7 +141,7 @@ def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path):
         assert [migrated.lexical(p) for p in plans] == [fresh.lexical(p) for p in plans]
         assert any(migrated.lexical(p) for p in plans)
         _load(migrated, corpus.tenant_memories(5, corpus.specs(12, 3)))
-        assert migrated.list(corpus.tenant_id(5), limit=10)
+        assert migrated.list(ListQuery(corpus.tenant_id(5), limit=10))
     finally:
         migrated.close()
         fresh.close()

@@ -78,7 +78,11 @@ def test_recall_prints_a_table_and_the_breakdown_when_asked(seeded: Seeded):
     explained = run("recall", "--user", "sarah", "hub firmware", "--explain")
     assert "why: score = match × decay × use × prior × track × time" in explained
     top = run_json("recall", "--user", "sarah", "hub firmware", "--explain")["memories"][0]
-    assert " match " in explained and " reranker " in explained and f"  {top['explain']['reranker']}  " in explained
+    assert (
+        " match " in explained
+        and " reranker " in explained
+        and f"  {top['explain']['reranker']}  " in explained
+    )
     nothing = run("recall", "--user", "bob", "hub firmware", "--type", "procedural")
     assert "no memories matched" in nothing
     unknown = CliRunner().invoke(cli, ["recall", "--user", "nobody", "hub firmware", "--type", "semantic"])
@@ -131,11 +135,13 @@ def test_memories_show_treats_another_users_memory_as_not_found(seeded: Seeded):
 def test_stats_counts_per_user_and_type_and_measures_the_store(seeded: Seeded, tmp_path: Path):
     found = run_json("stats")
     assert found["users"]["sarah"] == {
-        "counts": {"episodic": 1, "semantic": 3, "procedural": 1}, "superseded": 2
+        "counts": {"episodic": 1, "semantic": 3, "procedural": 1},
+        "superseded": 2,
     }
     assert found["users"]["bob"] == {"counts": {"semantic": 1}, "superseded": 0}
     assert found["catalog"] == 1
     database = tmp_path / "data" / "atlas.db"
     assert found["location"] == str(database) and found["size_bytes"] >= database.stat().st_size > 0
+    assert found["embedding_model"] == "all-MiniLM-L6-v2-onnx-int8"  # the operator sees the vector space
     table = run("stats")
     assert "sarah" in table and "(catalog)" in table and "MiB" in table

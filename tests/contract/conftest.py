@@ -32,8 +32,13 @@ else:
 
 
 @pytest.fixture(params=sorted(ENGINE_FACTORIES))
-def contract_service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryService]:
-    engine = ENGINE_FACTORIES[request.param](tmp_path)
-    service = MemoryService(engine)
+def contract_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
+    return ENGINE_FACTORIES[request.param](tmp_path)
+
+
+@pytest.fixture
+def contract_service(contract_engine: Engine) -> Iterator[MemoryService]:
+    """The service in front of ``contract_engine`` (the same engine within a test)."""
+    service = MemoryService(contract_engine)
     yield service
     service.close()

@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 
 from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.errors import BackendUnavailable, Conflict, NotFound
 from atlas_mcp.mcp.server import build_server
 from atlas_mcp.service import MemoryService
@@ -35,7 +36,9 @@ def test_a_user_key_cannot_write(es_engine):
 
     u1 = es_engine.cluster.as_user(es_engine.keys.key_for("u1"))
     alias = es_engine.layout.alias(MemoryType.SEMANTIC)
-    result = u1.bulk(operations=[{"index": {"_index": alias, "_id": "y"}}, {"memory_type": "semantic", "text": "x"}])
+    result = u1.bulk(
+        operations=[{"index": {"_index": alias, "_id": "y"}}, {"memory_type": "semantic", "text": "x"}]
+    )
     with pytest.raises(AuthorizationException):
         u1.indices.create(index="anything")
     (item,) = result["items"]
@@ -70,7 +73,7 @@ def test_a_failed_supersession_item_leaves_nothing_behind(service, es_engine, fa
     with pytest.raises(BackendUnavailable, match="nothing was changed"):
         service.write("u1", "The user lives and works in Zurich", supersedes_id=[first.id, second.id])
     fake_es._bulk_item = real
-    stored = es_engine.list("u1")
+    stored = es_engine.list(ListQuery("u1"))
     assert sorted(m.id for m in stored) == sorted([first.id, second.id])
     assert all(m.superseded_by is None for m in stored)
 
@@ -122,7 +125,7 @@ def test_update_changes_the_searchable_text_and_counts(service, es_engine):
 def test_catalog_is_shared_and_cannot_take_a_user_id(service, es_engine):
     mine = service.write("u1", "u1 fact")
     service.load_catalog([{"id": "cat-1", "title": "Zigbee", "text": "Use channel 25"}])
-    assert [m.id for m in es_engine.list(None)] == ["cat-1"]
+    assert [m.id for m in es_engine.list(ListQuery(None))] == ["cat-1"]
     assert es_engine.get("u2", ["cat-1"], include_catalog=True)[0].user_id is None
     assert es_engine.get("u2", ["cat-1"]) == []
     with pytest.raises(Conflict, match="taken by a user memory"):
@@ -144,8 +147,8 @@ def test_list_since_and_oldest_first_see_microseconds(service, es_engine):
     for n, at in enumerate(stamps):
         svc = MemoryService(es_engine, clock=lambda at=at: at)
         ids.append(svc.write("u1", f"event {n}", "episodic").id)
-    assert [m.id for m in es_engine.list("u1", oldest_first=True)] == ids
-    assert [m.id for m in es_engine.list("u1", since=stamps[0], oldest_first=True)] == ids[1:]
+    assert [m.id for m in es_engine.list(ListQuery("u1", oldest_first=True))] == ids
+    assert [m.id for m in es_engine.list(ListQuery("u1", since=stamps[0], oldest_first=True))] == ids[1:]
 
 
 def test_stats_count_per_owner_and_type(service, es_engine, fake_es):
@@ -156,8 +159,11 @@ def test_stats_count_per_owner_and_type(service, es_engine, fake_es):
     service.load_catalog([{"id": "c1", "title": "t", "text": "x"}])
     stats = es_engine.stats()
     counts = {(c.user_id, c.memory_type): (c.count, c.superseded) for c in stats.counts}
-    assert counts == {(None, MemoryType.CATALOG): (1, 0), ("u1", MemoryType.SEMANTIC): (2, 1),
-                      ("u2", MemoryType.EPISODIC): (1, 0)}
+    assert counts == {
+        (None, MemoryType.CATALOG): (1, 0),
+        ("u1", MemoryType.SEMANTIC): (2, 1),
+        ("u2", MemoryType.EPISODIC): (1, 0),
+    }
     assert "127.0.0.1" in stats.location and "secret" not in stats.location and stats.size_bytes > 0
 
 

@@ -65,12 +65,16 @@ async def test_recall_memory_carries_relevance_and_honours_min_relevance():
         async with Client(build_server(service, "sarah")) as client:
             await client.call_tool("write_memory", {"text": "My gym locker code is 4471."})
             await client.call_tool("write_memory", {"text": "The code for my bike lock is 4417."})
-            found = (await client.call_tool("recall_memory", {"query": "what's my gym locker code?"})).structured_content
+            found = (
+                await client.call_tool("recall_memory", {"query": "what's my gym locker code?"})
+            ).structured_content
             top = found["memories"][0]
             assert "4471" in top["text"] and 0.0 <= top["relevance"] <= 1.0
             nothing = await client.call_tool("recall_memory", {"query": "What is the capital of Peru?"})
             assert nothing.structured_content["memories"] == []
-            everything = await client.call_tool("recall_memory", {"query": "What is the capital of Peru?", "min_relevance": 0})
+            everything = await client.call_tool(
+                "recall_memory", {"query": "What is the capital of Peru?", "min_relevance": 0}
+            )
             assert len(everything.structured_content["memories"]) == 2
 
 
@@ -79,13 +83,20 @@ async def test_an_agent_reports_a_playbook_outcome_with_write_memory():
         async with Client(build_server(service, "sarah")) as client:
             trigger = "When the kitchen sink drains slowly."
             made = await client.call_tool(
-                "write_memory", {"text": trigger, "memory_type": "procedural", "steps": ["plunge", "clean the trap"]}
+                "write_memory",
+                {"text": trigger, "memory_type": "procedural", "steps": ["plunge", "clean the trap"]},
             )
             playbook = made.structured_content["id"]
-            report = {"text": "Plunged the sink; it drains again.", "memory_type": "episodic",
-                      "playbook_id": playbook, "outcome": "success"}
+            report = {
+                "text": "Plunged the sink; it drains again.",
+                "memory_type": "episodic",
+                "playbook_id": playbook,
+                "outcome": "success",
+            }
             assert not (await client.call_tool("write_memory", report)).is_error
-            recalled = await client.call_tool("recall_memory", {"query": "the sink drains slowly", "memory_types": ["procedural"]})
+            recalled = await client.call_tool(
+                "recall_memory", {"query": "the sink drains slowly", "memory_types": ["procedural"]}
+            )
             (view,) = recalled.structured_content["memories"]
             assert (view["id"], view["success_count"], view["failure_count"]) == (playbook, 1, 0)
             wrong = await client.call_tool("write_memory", report | {"memory_type": "semantic"})

@@ -69,7 +69,10 @@ def test_order_words(query, order):
 
 def test_time_phrases_leave_the_topic():
     intent = time_intent("What did the garage do to the car last week?", NOW)
-    assert intent.without_phrases("What did the garage do to the car last week?") == "What did the garage do to the car ?"
+    assert (
+        intent.without_phrases("What did the garage do to the car last week?")
+        == "What did the garage do to the car ?"
+    )
     assert topic_words("What did I do last weekend?", time_intent("What did I do last weekend?", NOW)) == []
     assert topic_words("ok thanks!", time_intent("ok thanks!", NOW)) == []
     assert topic_words("What's my gym locker code?", time_intent("x", NOW)) == ["gym", "locker", "code"]
@@ -78,7 +81,10 @@ def test_time_phrases_leave_the_topic():
 def test_a_window_fit_is_bounded_and_falls_with_distance():
     window = (NOW - timedelta(days=2), NOW)
     assert window_fit(NOW - timedelta(days=1), window, 0.25) == 1.0
-    near, far = window_fit(NOW - timedelta(days=3), window, 0.25), window_fit(NOW - timedelta(days=60), window, 0.25)
+    near, far = (
+        window_fit(NOW - timedelta(days=3), window, 0.25),
+        window_fit(NOW - timedelta(days=60), window, 0.25),
+    )
     assert 0.25 < near <= 0.5 and far == 0.25
 
 
@@ -92,7 +98,9 @@ def test_the_use_boost_saturates():
 def test_coverage_weights_rare_words_above_common_ones():
     memories = [
         Memory(str(i), MemoryType.SEMANTIC, "u", text, NOW)
-        for i, text in enumerate(["my gym locker code is 4471", "my bike lock code is 4417", "code review at 10"])
+        for i, text in enumerate(
+            ["my gym locker code is 4471", "my bike lock code is 4417", "code review at 10"]
+        )
     ]
     locker, bike, review = coverages(["gym", "locker", "code"], memories)
     assert locker == pytest.approx(1.0)
@@ -117,7 +125,9 @@ def test_a_question_about_nothing_stored_returns_nothing_by_default(service):
     assert service.recall("u", "What is the capital of Peru?") == []
     assert service.recall("u", "hi") == []
     everything = service.recall("u", "What is the capital of Peru?", min_relevance=0.0)
-    assert len(everything) == 10 and all(0.0 <= h.relevance < service.policy.min_relevance for h in everything)
+    assert len(everything) == 10 and all(
+        0.0 <= h.relevance < service.policy.min_relevance for h in everything
+    )
     hits = service.recall("u", "Who is my husband?")
     assert "Daniel" in hits[0].memory.text and hits[0].relevance >= service.policy.min_relevance
 
@@ -134,7 +144,10 @@ def test_small_talk_earns_no_use_and_answers_earn_a_bounded_one(service):
 
 def test_most_recent_prefers_the_newest_matching_event(service):
     service, clock = service
-    for days, text in ((190, "Went to the dentist for a scale and polish."), (21, "Dentist appointment: a crown.")):
+    for days, text in (
+        (190, "Went to the dentist for a scale and polish."),
+        (21, "Dentist appointment: a crown."),
+    ):
         clock.set(NOW - timedelta(days=days))
         service.write("u", text, "episodic")
     clock.set(NOW)
@@ -152,7 +165,10 @@ def test_an_agent_reports_playbook_outcomes_and_the_track_record_moves_ranking(s
     for playbook, outcome in ((helm, "failure"), (helm, "failure"), (revert, "success")):
         service.write("u", f"Rollback {outcome}.", "episodic", playbook_id=playbook, outcome=outcome)
     assert (service.get("u", helm).failure_count, service.get("u", revert).success_count) == (2, 1)
-    ranked = [h.memory.id for h in service.recall("u", "how do I roll back a bad deploy?", memory_types=["procedural"])]
+    ranked = [
+        h.memory.id
+        for h in service.recall("u", "how do I roll back a bad deploy?", memory_types=["procedural"])
+    ]
     assert ranked[:2] == [revert, helm]
 
 
@@ -173,9 +189,14 @@ def test_an_outcome_needs_an_event_and_a_playbook_of_the_caller(service):
 
 def test_explicit_memory_types_are_the_whole_filter(service):
     service, _ = service
-    service.load_catalog([{"id": "cat-sink", "title": "Unblocking a sink", "text": "Use a plunger on a blocked sink."}])
+    service.load_catalog(
+        [{"id": "cat-sink", "title": "Unblocking a sink", "text": "Use a plunger on a blocked sink."}]
+    )
     service.write("u", "When the kitchen sink is blocked.", "procedural", steps=["plunge", "clean the trap"])
-    types = {h.memory.memory_type for h in service.recall("u", "blocked sink", memory_types=["procedural"], min_relevance=0)}
+    types = {
+        h.memory.memory_type
+        for h in service.recall("u", "blocked sink", memory_types=["procedural"], min_relevance=0)
+    }
     assert types == {MemoryType.PROCEDURAL}
     both = service.recall("u", "blocked sink", memory_types=["procedural", "catalog"], min_relevance=0)
     assert {h.memory.memory_type for h in both} == {MemoryType.PROCEDURAL, MemoryType.CATALOG}
@@ -183,7 +204,9 @@ def test_explicit_memory_types_are_the_whole_filter(service):
 
 def test_a_long_note_does_not_win_a_query_it_does_not_match(service):
     service, _ = service
-    note = " ".join(f"Item {i}: the team discussed the budget, the roadmap and the hiring plan." for i in range(30))
+    note = " ".join(
+        f"Item {i}: the team discussed the budget, the roadmap and the hiring plan." for i in range(30)
+    )
     long_note = service.write("u", note, "episodic").id
     husband = service.write("u", "My husband is Daniel; he teaches chemistry.", fact_type="identity").id
     hits = [h.memory.id for h in service.recall("u", "What's my husband called?", min_relevance=0.0)]

@@ -1,4 +1,5 @@
-"""Import direction: the domain knows nothing of engines, MCP or settings; engines know no MCP."""
+"""Import direction: the domain knows nothing of engines, MCP or settings; engines know no MCP;
+inference (models) knows no engine."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "atlas_mcp"
 
 FORBIDDEN = {
-    "domain": ("atlas_mcp.engines", "atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.config", "atlas_mcp.service", "mcp"),
+    "domain": (
+        "atlas_mcp.engines",
+        "atlas_mcp.mcp",
+        "atlas_mcp.cli",
+        "atlas_mcp.config",
+        "atlas_mcp.service",
+        "mcp",
+    ),
     "engines": ("atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.service", "mcp"),
-    "inference": ("atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.service", "mcp"),
+    "inference": ("atlas_mcp.engines", "atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.service", "mcp"),
 }
 
 

@@ -85,3 +85,10 @@ def test_a_playbook_view_shows_its_last_success():
     view = memory_view(_full(MemoryType.PROCEDURAL))
     assert view["last_success_at"] == (T0 + timedelta(days=3)).isoformat()
     assert "last_success_at" in MemoryOut.model_fields
+
+
+def test_an_engine_reranked_hit_explains_itself_without_a_fusion_score():
+    why = Explanation(None, None, None, None, 0.9, "engine", Multipliers(), 0.9)
+    view = recalled_view(_full(MemoryType.SEMANTIC), 0.9, why)
+    assert view["explain"]["rrf_score"] is None
+    assert RecallOut.model_validate({"memories": [view]}).memories[0].explain.rrf_score is None

@@ -78,7 +78,9 @@ def _wait_until_repaired(path: Path, timeout_s: float = 60.0) -> None:
 
 
 def _hit(service: MemoryService, query: str, memory_id: str):
-    return {h.memory.id: h for h in service.recall(USER, query, min_relevance=0.0, touch=False)}.get(memory_id)
+    return {h.memory.id: h for h in service.recall(USER, query, min_relevance=0.0, touch=False)}.get(
+        memory_id
+    )
 
 
 def _found_by_vector(service: MemoryService, memory_id: str) -> bool:

@@ -74,8 +74,12 @@ def test_track_record_is_smoothed_around_one():
 
 def test_multipliers_per_type():
     old_event = Memory(
-        id="e", memory_type=MemoryType.EPISODIC, user_id="u", text="t",
-        created_at=NOW, occurred_at=NOW - timedelta(days=2005),
+        id="e",
+        memory_type=MemoryType.EPISODIC,
+        user_id="u",
+        text="t",
+        created_at=NOW,
+        occurred_at=NOW - timedelta(days=2005),
     )
     assert multipliers(old_event, NOW, POLICY).decay == pytest.approx(0.5)
     used_fact = fact(use_count=500, last_used_at=NOW)
@@ -84,8 +88,13 @@ def test_multipliers_per_type():
     entry = Memory(id="c", memory_type=MemoryType.CATALOG, user_id=None, text="t", created_at=NOW)
     assert multipliers(entry, NOW, POLICY).catalog_prior == 0.85
     playbook = Memory(
-        id="p", memory_type=MemoryType.PROCEDURAL, user_id="u", text="t", created_at=NOW,
-        success_count=3, failure_count=1,
+        id="p",
+        memory_type=MemoryType.PROCEDURAL,
+        user_id="u",
+        text="t",
+        created_at=NOW,
+        success_count=3,
+        failure_count=1,
     )
     factors = multipliers(playbook, NOW, POLICY)
     assert factors.track_record == pytest.approx(track_record(3, 1, POLICY))
@@ -93,11 +102,10 @@ def test_multipliers_per_type():
 
 
 def test_harsh_contradiction_costs_point_one_clamped_at_zero():
-    assert penalised_confidence(0.9, Contradiction.HARSH, True, 0.1) == pytest.approx(0.8)
-    assert penalised_confidence(None, Contradiction.HARSH, True, 0.1) == pytest.approx(0.9)
-    assert penalised_confidence(0.05, Contradiction.HARSH, True, 0.1) == 0.0
-    assert penalised_confidence(0.9, Contradiction.NATURAL, True, 0.1) == 0.9
-    assert penalised_confidence(0.9, Contradiction.HARSH, False, 0.1) == 0.9
+    assert penalised_confidence(0.9, Contradiction.HARSH, 0.1) == pytest.approx(0.8)
+    assert penalised_confidence(None, Contradiction.HARSH, 0.1) == pytest.approx(0.9)
+    assert penalised_confidence(0.05, Contradiction.HARSH, 0.1) == 0.0
+    assert penalised_confidence(0.9, Contradiction.NATURAL, 0.1) == 0.9
 
 
 def test_supersession_targets_must_be_live_own_same_type():

@@ -21,6 +21,8 @@ class OtherModel:
     def embed_batch(self, texts):
         return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
 
+    embed_queries = embed_batch
+
 
 def test_store_is_wal_and_survives_reopen(tmp_path: Path):
     path = tmp_path / "atlas.db"
@@ -53,21 +55,25 @@ def test_model_file_is_verified_by_sha256(tmp_path: Path):
 
 
 def test_embeddings_are_normalised_and_semantic():
-    vectors = default_embedder().embed_batch(["I moved to Berlin", "The user lives in Berlin", "Quarterly tax report"])
+    vectors = default_embedder().embed_batch(
+        ["I moved to Berlin", "The user lives in Berlin", "Quarterly tax report"]
+    )
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert vectors[0] @ vectors[1] > 0.5 > vectors[0] @ vectors[2]
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    ("text", "terms", "stems"),
     [
-        ('hub "E42" NEAR(x', '"hub" OR "e42" OR "near" OR "x"'),
-        ("AND OR NOT", '"and" OR "or" OR "not"'),
-        ("*** ::: ;;;", None),
-        ("Café naïve", '"café" OR "naïve"'),
+        ('hub "E42" NEAR(x', '"hub" OR "e42" OR "near" OR "x"', '"hub" OR "e42" OR "near" OR "x"'),
+        ("AND OR NOT", '"and" OR "or" OR "not"', '"and" OR "or" OR "not"'),
+        ("*** ::: ;;;", None, None),
+        ("Café naïve", '"café" OR "naïve"', '"café" OR "naïv"'),
+        ("重置 Hub", '"重置" OR "hub"', '"重置" OR "重" OR "置" OR "hub"'),
     ],
 )
-def test_fts_query_quotes_every_word(text, expected):
+def test_fts_query_quotes_every_term_and_stem(text, terms, stems):
+    expected = f"({{lexical_terms}}: ({terms}) OR {{lexical_stems}}: ({stems}))" if terms else None
     assert fts_query(text) == expected
 
 

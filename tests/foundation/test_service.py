@@ -25,11 +25,16 @@ def test_write_then_recall_in_the_next_call(service: MemoryService):
 
 
 def test_each_type_keeps_its_own_fields(service: MemoryService):
-    event = service.write("sarah", "Hub went offline after the storm", "episodic",
-                          occurred_at="2026-03-01T08:00:00Z")
+    event = service.write(
+        "sarah", "Hub went offline after the storm", "episodic", occurred_at="2026-03-01T08:00:00Z"
+    )
     fact = service.write("sarah", "Sarah prefers email over phone", fact_type="preference", confidence=0.8)
-    playbook = service.write("sarah", "Hub offline after power cut", "procedural",
-                             steps=["Unplug the hub for 30 s", {"instruction": "Re-pair the sensors", "tool": "ask_user"}])
+    playbook = service.write(
+        "sarah",
+        "Hub offline after power cut",
+        "procedural",
+        steps=["Unplug the hub for 30 s", {"instruction": "Re-pair the sensors", "tool": "ask_user"}],
+    )
     event_m, fact_m, play_m = (service.get("sarah", r.id) for r in (event, fact, playbook))
     assert event_m.occurred_at == datetime(2026, 3, 1, 8, tzinfo=UTC)
     assert (fact_m.confidence, fact_m.fact_type, fact_m.use_count) == (0.8, "preference", 0)
@@ -54,7 +59,10 @@ def test_supersession_hides_old_fact_unless_asked(service: MemoryService):
     new = service.write("sarah", "Sarah moved to Munich", supersedes_id=old.id)
     assert new.superseded == (old.id,)
     assert old.id not in ids(service.recall("sarah", "where does Sarah live?"))
-    history = {h.memory.id: h.memory for h in service.recall("sarah", "where does Sarah live?", include_superseded=True)}
+    history = {
+        h.memory.id: h.memory
+        for h in service.recall("sarah", "where does Sarah live?", include_superseded=True)
+    }
     assert history[old.id].superseded_by == new.id
     assert history[old.id].superseded_at is not None
     assert history[new.id].supersedes == (old.id,)
@@ -75,8 +83,13 @@ def test_harsh_contradiction_costs_confidence_clamped(service: MemoryService):
     a = service.write("sarah", "Sarah is allergic to nuts", confidence=0.95)
     b = service.write("sarah", "Sarah is not allergic to nuts", supersedes_id=a.id, contradiction="harsh")
     assert service.get("sarah", b.id).confidence == pytest.approx(0.9)
-    c = service.write("sarah", "Sarah is allergic to peanuts only", supersedes_id=b.id,
-                      contradiction="harsh", confidence=0.05)
+    c = service.write(
+        "sarah",
+        "Sarah is allergic to peanuts only",
+        supersedes_id=b.id,
+        contradiction="harsh",
+        confidence=0.05,
+    )
     assert service.get("sarah", c.id).confidence == 0.0
     d = service.write("sarah", "Sarah's allergy was resolved", supersedes_id=c.id, contradiction="natural")
     assert service.get("sarah", d.id).confidence == 1.0
@@ -116,7 +129,9 @@ def test_users_never_see_each_other(service: MemoryService):
 
 
 def test_catalog_is_shared_but_not_writable_by_users(service: MemoryService):
-    service.load_catalog([{"id": "cat-hub", "title": "Hub X firmware 2.5", "text": "Fixes error E42 on Hub X"}])
+    service.load_catalog(
+        [{"id": "cat-hub", "title": "Hub X firmware 2.5", "text": "Fixes error E42 on Hub X"}]
+    )
     for user in ("sarah", "james"):
         assert "cat-hub" in ids(service.recall(user, "error E42"))
     assert "cat-hub" not in ids(service.recall("sarah", "error E42", include_catalog=False))
@@ -138,7 +153,9 @@ def test_catalog_reload_replaces_by_id_and_bad_line_loads_nothing(service: Memor
 
 
 def test_user_memory_wins_near_tie_with_catalog(service: MemoryService):
-    service.load_catalog([{"id": "cat-1", "title": "Thermostat", "text": "The thermostat schedule is set in the app"}])
+    service.load_catalog(
+        [{"id": "cat-1", "title": "Thermostat", "text": "The thermostat schedule is set in the app"}]
+    )
     own = service.write("sarah", "The thermostat schedule is set in the app")
     hits = service.recall("sarah", "thermostat schedule")
     assert ids(hits)[:2] == [own.id, "cat-1"]
@@ -146,17 +163,20 @@ def test_user_memory_wins_near_tie_with_catalog(service: MemoryService):
 
 def test_newer_of_two_competing_events_wins(service: MemoryService):
     now = datetime.now(UTC)
-    old = service.write("sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=1500))
-    new = service.write("sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=2))
+    old = service.write(
+        "sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=1500)
+    )
+    new = service.write(
+        "sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=2)
+    )
     assert ids(service.recall("sarah", "hub error E42"))[:2] == [new.id, old.id]
 
 
 def test_successful_playbook_outranks_failing_twin(service: MemoryService):
     good = service.write("sarah", "Reset the hub: hold the button", "procedural", steps=["hold the button"])
     bad = service.write("sarah", "Reset the hub: hold the button", "procedural", steps=["hold the button"])
-    engine = service.engine
-    engine.update("sarah", service.get("sarah", good.id).evolve(success_count=5))
-    engine.update("sarah", service.get("sarah", bad.id).evolve(failure_count=5))
+    service.update("sarah", service.get("sarah", good.id).evolve(success_count=5))
+    service.update("sarah", service.get("sarah", bad.id).evolve(failure_count=5))
     assert ids(service.recall("sarah", "how do I reset the hub"))[:2] == [good.id, bad.id]
 
 
@@ -216,3 +236,16 @@ def test_memory_type_filter(service: MemoryService):
     event = service.write("sarah", "Sarah went to a jazz concert", "episodic")
     assert ids(service.recall("sarah", "jazz", memory_types=["episodic"])) == [event.id]
     assert ids(service.recall("sarah", "jazz", memory_types=["semantic"], include_catalog=False)) == [fact.id]
+
+
+def test_update_changes_only_mutable_fields_of_the_callers_memory(service: MemoryService):
+    fact = service.write("sarah", "Sarah drinks tea", confidence=0.7)
+    stored = service.get("sarah", fact.id)
+    updated = service.update("sarah", stored.evolve(confidence=0.9, use_count=3))
+    assert service.get("sarah", fact.id) == updated and (updated.confidence, updated.use_count) == (0.9, 3)
+    with pytest.raises(InvalidInput, match="supersedes"):
+        service.update("sarah", stored.evolve(supersedes=("x",)))
+    with pytest.raises(InvalidInput, match="confidence"):
+        service.update("sarah", stored.evolve(confidence=1.5))
+    with pytest.raises(NotFound):
+        service.update("james", stored)

@@ -16,7 +16,7 @@ from atlas_mcp.domain.model import utcnow
 TOKENS = {"sarah": "sarah-inspector-token", "bob": "bob-inspector-token"}
 XSS_TEXT = (
     "Sarah's note <script>document.title='pwned'</script>"
-    "<img src=x onerror=\"document.title='pwned'\"> & \"quotes\""
+    '<img src=x onerror="document.title=\'pwned\'"> & "quotes"'
 )
 BOB_TEXT = "Bob's bank PIN hint is the cat's birthday"
 
@@ -55,7 +55,7 @@ def _seed(data_dir) -> dict:
         new = write(
             "sarah", "Sarah's smart hub runs firmware 3.0", supersedes_id=mid, source_episodes=[episode]
         ).id
-        service.engine.update("sarah", service.get("sarah", new).evolve(use_count=6))  # recalled before
+        service.update("sarah", service.get("sarah", new).evolve(use_count=6))  # recalled before
         long_ago = now - timedelta(days=400)
         write("sarah", "Sarah first set up the hub in her flat in Porto", "episodic", occurred_at=long_ago)
         write("sarah", "Sarah prefers short answers with the exact commands", fact_type="preference")
@@ -64,7 +64,7 @@ def _seed(data_dir) -> dict:
             steps=["Unplug the hub for ten seconds", "Hold reset while plugging it in", "Retry the update"],
         ).id  # fmt: skip
         stored = service.get("sarah", playbook)
-        service.engine.update("sarah", stored.evolve(success_count=4, failure_count=1, last_success_at=now))
+        service.update("sarah", stored.evolve(success_count=4, failure_count=1, last_success_at=now))
         xss = write("sarah", XSS_TEXT, "episodic").id
         bobs = write("bob", BOB_TEXT).id
         service.load_catalog(

@@ -14,6 +14,7 @@ from elasticsearch_engine.fake_es import FakeElasticsearch
 from elasticsearch_engine.harness import bootstrapped_engine
 from mcp import Client
 
+from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.mcp.server import build_server
 from atlas_mcp.service import MemoryService
 
@@ -24,7 +25,9 @@ QUEUE_FULL = {"error": {"type": "es_rejected_execution_exception", "reason": "qu
 @pytest.fixture
 def es(tmp_path: Path):
     fake = FakeElasticsearch().start()
-    engine = bootstrapped_engine(fake, tmp_path / "keys.json", users=("u1",), request_timeout=0.3, max_retries=2)
+    engine = bootstrapped_engine(
+        fake, tmp_path / "keys.json", users=("u1",), request_timeout=0.3, max_retries=2
+    )
     yield fake, engine
     engine.close()
     fake.stop()
@@ -39,14 +42,16 @@ async def test_faults_are_tool_errors_or_safe_retries(es) -> None:
     async with Client(build_server(MemoryService(engine), "u1")) as session:
         kept = await session.call_tool("write_memory", {"text": "The user's boat is called Wren"})
         assert not kept.is_error
-        before = [m.id for m in engine.list("u1")]
+        before = [m.id for m in engine.list(ListQuery("u1"))]
 
         fake.fail("PUT", r"^/_bulk$", 503, UNAVAILABLE, times=99)
-        result = await session.call_tool("write_memory", {"text": "The user sold the boat", "supersedes_id": kept.structured_content["id"]})
+        result = await session.call_tool(
+            "write_memory", {"text": "The user sold the boat", "supersedes_id": kept.structured_content["id"]}
+        )
         assert result.is_error and "overloaded" in _text(result)
         fake.faults.clear()
-        assert [m.id for m in engine.list("u1")] == before, "a failed write left something behind"
-        assert engine.list("u1")[0].superseded_by is None, "half a supersession was applied"
+        assert [m.id for m in engine.list(ListQuery("u1"))] == before, "a failed write left something behind"
+        assert engine.list(ListQuery("u1"))[0].superseded_by is None, "half a supersession was applied"
 
         fake.fail("POST", r"/_search$", delay=1.0, times=3)
         result = await session.call_tool("recall_memory", {"query": "boat"})

@@ -21,7 +21,7 @@ from .test_portability import _open, build_rich_store, everything
 
 def _export(engine) -> str:
     out = io.StringIO()
-    portability.export_memories(engine, out, portability.owners(engine))
+    portability.export_memories(engine, out, portability.owners(engine.stats()))
     return out.getvalue()
 
 
@@ -41,7 +41,9 @@ def test_embedded_to_elasticsearch_and_back(tmp_path: Path, fake_es: FakeElastic
     original = everything(source)
     service = _open(source)
     try:
-        (tmp_path / "embedded.jsonl").write_text(_export(service.engine))
+        out = io.StringIO()
+        service.export_memories(out, portability.owners(service.stats()))
+        (tmp_path / "embedded.jsonl").write_text(out.getvalue())
     finally:
         service.close()
 
@@ -49,7 +51,9 @@ def test_embedded_to_elasticsearch_and_back(tmp_path: Path, fake_es: FakeElastic
     try:
         report = portability.import_memories(es, _records(tmp_path / "embedded.jsonl"))
         assert report.imported == len(original) and report.re_embedded
-        assert {m.id: m for o in portability.owners(es) for m in portability.iter_memories(es, o)} == original
+        assert {
+            m.id: m for o in portability.owners(es.stats()) for m in portability.iter_memories(es, o)
+        } == original
         again = portability.import_memories(es, _records(tmp_path / "embedded.jsonl"))
         assert again.skipped == len(original) - 1  # all but the catalog entry, which is upserted
         (tmp_path / "es.jsonl").write_text(_export(es))
@@ -60,7 +64,7 @@ def test_embedded_to_elasticsearch_and_back(tmp_path: Path, fake_es: FakeElastic
     assert {line["embedding_model"] for line in lines} != {None}
     target = _open(tmp_path / "target")
     try:
-        portability.import_memories(target.engine, _records(tmp_path / "es.jsonl"))
+        target.import_memories(_records(tmp_path / "es.jsonl"))
     finally:
         target.close()
     assert everything(tmp_path / "target") == original

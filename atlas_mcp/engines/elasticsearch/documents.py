@@ -27,7 +27,7 @@ def to_source(memory: Memory) -> dict[str, Any]:
 
 
 def from_source(memory_id: str, source: Mapping[str, Any]) -> Memory:
-    return codec.decode({n: source.get(n) for n in codec.NAMES} | {"id": memory_id})
+    return codec.decode({**source, "id": memory_id})
 
 
 def superseded_doc(by: str, at: datetime) -> dict[str, Any]:

@@ -9,7 +9,6 @@ query would silently lift the restriction.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import tempfile
@@ -82,14 +81,6 @@ def invalidate_body(ids: list[str]) -> dict[str, Any]:
     """``DELETE /_security/api_key``: these keys, if the caller owns them (``owner: true`` is
     what a least-privilege administrator with ``manage_own_api_key`` must send)."""
     return {"ids": list(ids), "owner": True}
-
-
-def key_id(encoded: str) -> str | None:
-    """The id part of an encoded ``base64(id:key)`` API key."""
-    try:
-        return base64.b64decode(encoded, validate=True).decode().split(":", 1)[0] or None
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +156,11 @@ class KeyStore:
     def _write(self, keys: dict[str, StoredKey]) -> None:
         """Atomic replace; the file is created 0600 and never exists with wider permissions."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"users": {u: {"id": k.id, "encoded": k.encoded, "created_at": k.created_at} for u, k in keys.items()}}
+        data = {
+            "users": {
+                u: {"id": k.id, "encoded": k.encoded, "created_at": k.created_at} for u, k in keys.items()
+            }
+        }
         fd, tmp = tempfile.mkstemp(prefix=".es-keys-", dir=self.path.parent)
         try:
             os.fchmod(fd, 0o600)

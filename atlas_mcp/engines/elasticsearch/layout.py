@@ -46,9 +46,3 @@ class IndexLayout:
     @property
     def state_concrete(self) -> str:
         return f"{self.state_alias}-v{self.version}"
-
-    def kind_of(self, index: str) -> MemoryType | None:
-        for kind in ALL_TYPES:
-            if index == self.alias(kind) or index.startswith(self.stem(kind)):
-                return kind
-        return None

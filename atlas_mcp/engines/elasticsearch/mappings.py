@@ -15,6 +15,12 @@ from .layout import ALL_TYPES, IndexLayout
 
 CONTENT = "content"
 SEMANTIC = "content_semantic"
+# ``content`` analysed once more per language family, with analyzers every distribution ships:
+# ``cjk`` cuts Chinese/Japanese/Korean into bigrams (``standard`` makes each character a
+# token), and the Snowball-based language analyzers stem and drop stop words. BM25 asks all
+# of them and keeps the best field, so each text matches through the analyzer fitting it.
+LANGUAGE_ANALYZERS = ("cjk", "english", "german", "spanish", "french")
+CONTENT_FIELDS = (CONTENT, *(f"{CONTENT}.{a}" for a in LANGUAGE_ANALYZERS))
 
 _KEYWORD = {"type": "keyword"}
 _DATE = {"type": "date"}
@@ -60,7 +66,11 @@ def mapping(kind: MemoryType, inference_id: str) -> dict[str, Any]:
         "dynamic": "strict",
         "properties": {
             "memory_type": {"type": "constant_keyword", "value": kind.value},
-            CONTENT: {"type": "text", "copy_to": SEMANTIC},
+            CONTENT: {
+                "type": "text",
+                "copy_to": SEMANTIC,
+                "fields": {a: {"type": "text", "analyzer": a} for a in LANGUAGE_ANALYZERS},
+            },
             SEMANTIC: {"type": "semantic_text", "inference_id": inference_id},
             **_COMMON,
             **own,

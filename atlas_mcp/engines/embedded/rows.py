@@ -8,19 +8,22 @@ from typing import Any
 
 from ...domain import codec
 from ...domain.model import Memory
+from .schema import lexical_columns
 
 _JSON_KINDS = (codec.Kind.STRINGS, codec.Kind.STEPS, codec.Kind.MAPPING)
 _JSON_COLUMNS = frozenset(f.name for f in codec.FIELDS if f.kind in _JSON_KINDS)
 # Columns a Memory round-trips through (everything but rowid and the embedding); search_text
-# is derived from the others, so it is written but never read.
-COLUMNS = (*codec.NAMES, "search_text")
+# and its analysed forms (what FTS5 indexes) are derived from the others, so written but never read.
+_DERIVED = ("search_text", "lexical_terms", "lexical_stems")
+COLUMNS = (*codec.NAMES, *_DERIVED)
 READ_COLUMNS = codec.NAMES
 SELECT_COLUMNS = ", ".join(READ_COLUMNS)
-MUTABLE = ("search_text", *codec.MUTABLE)  # the columns update() may change
+MUTABLE = (*_DERIVED, *codec.MUTABLE)  # the columns update() may change
 
 
 def to_row(memory: Memory) -> dict[str, Any]:
-    values = codec.encode(memory) | {"search_text": memory.search_text()}
+    search_text = memory.search_text()
+    values = codec.encode(memory) | {"search_text": search_text} | lexical_columns(search_text)
     return {c: _json(values[c]) if c in _JSON_COLUMNS else values[c] for c in COLUMNS}
 
 

@@ -1,14 +1,17 @@
 """SQLite schema and its migrations, applied in order on open (tracked by ``user_version``).
 
 One file holds every user's memories; ``user_id IS NULL`` marks a shared catalog entry.
-``memories_fts`` is an external-content FTS5 index over ``search_text``, kept in step by
-triggers, so a row and its index entry commit in the same transaction.
+``memories_fts`` is an external-content FTS5 index over ``search_text`` as
+``domain.lexical`` analyses it (the ``lexical_*`` columns), kept in step by triggers, so a
+row and its index entry commit in the same transaction.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+
+from ...domain.lexical import analyse
 
 PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -180,6 +183,62 @@ def _m006_passages_for_long_texts(conn: sqlite3.Connection) -> None:
     )
 
 
+_LEXICAL_COLUMNS = ("lexical_terms", "lexical_stems")
+_M007 = """
+DROP TRIGGER memories_ai;
+DROP TRIGGER memories_ad;
+DROP TRIGGER memories_au;
+DROP TABLE memories_fts;
+"""
+_M007_INDEX = """
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    lexical_terms, lexical_stems, recall_filter, content='memories', content_rowid='rowid',
+    tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, lexical_terms, lexical_stems, recall_filter)
+    VALUES (new.rowid, new.lexical_terms, new.lexical_stems, new.recall_filter);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, lexical_terms, lexical_stems, recall_filter)
+    VALUES ('delete', old.rowid, old.lexical_terms, old.lexical_stems, old.recall_filter);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF lexical_terms, lexical_stems, superseded_by ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, lexical_terms, lexical_stems, recall_filter)
+    VALUES ('delete', old.rowid, old.lexical_terms, old.lexical_stems, old.recall_filter);
+    INSERT INTO memories_fts(rowid, lexical_terms, lexical_stems, recall_filter)
+    VALUES (new.rowid, new.lexical_terms, new.lexical_stems, new.recall_filter);
+END;
+"""
+
+
+def _m007_analysed_text(conn: sqlite3.Connection) -> None:
+    """Index the text as ``domain.lexical`` analyses it, in every language: surface words and
+    CJK bigrams, and stems in the text's own language. FTS5's porter tokenizer stemmed every
+    language as English and kept a Chinese or Japanese phrase as one token, so BM25 never
+    matched it. Existing rows are analysed here, once, and the index rebuilt from them."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(memories)")}
+    for column in _LEXICAL_COLUMNS:
+        if column not in present:  # a store rolled back to an older version keeps its columns
+            conn.execute(f"ALTER TABLE memories ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    _run_script(conn, _M007)
+    analysed = [
+        (*lexical_columns(text).values(), rowid)
+        for rowid, text in conn.execute("SELECT rowid, search_text FROM memories").fetchall()
+    ]
+    # Filled before the index and its triggers exist: an update trigger would ask FTS5 to
+    # delete entries it never held, which corrupts an external-content index.
+    conn.executemany("UPDATE memories SET lexical_terms = ?, lexical_stems = ? WHERE rowid = ?", analysed)
+    _run_script(conn, _M007_INDEX)
+    conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
+
+
+def lexical_columns(search_text: str) -> dict[str, str]:
+    """The two analysed columns FTS5 indexes for a row (its tokenizer then only splits on spaces)."""
+    analysis = analyse(search_text)
+    return {"lexical_terms": " ".join(analysis.terms), "lexical_stems": " ".join(analysis.stems)}
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _m001_initial,
     _m002_user_state,
@@ -187,6 +246,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _m004_filters_in_the_index,
     _m005_pending_embeddings,
     _m006_passages_for_long_texts,
+    _m007_analysed_text,
 )
 
 

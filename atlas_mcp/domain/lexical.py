@@ -1,0 +1,202 @@
+"""Lexical analysis for every language: one analysis for what is indexed and what is asked.
+
+A text is cut into Latin-like words and CJK runs. Words keep their surface form (lowercased by
+the index) in ``terms``, and their Snowball stem, in the language the text is written in, in
+``stems``; stop words of that language never reach ``stems``, so they cannot make matches.
+Recall matches on ``stems``; ``terms`` only breaks ties towards the exact word. Chinese and
+Japanese have no spaces: each run of one script becomes overlapping character bigrams, plus
+single Han characters in ``stems``, which match whole words without a segmenter
+(Elasticsearch's ``cjk`` analyzer does the same). A mixed text ("Atlas 帮我重置了 Halo Hub")
+gets both, so it matches from either side.
+
+The language is chosen from the text itself in microseconds: kana means Japanese, Hangul
+Korean, Han Chinese; Latin-script words vote by their stop words and telltale letters
+(ß, ñ, ç, …), English when nothing votes.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache, lru_cache
+
+from .stopwords import CJK_STOP_CHARACTERS, STOP_WORDS
+
+DEFAULT_LANGUAGE = "en"
+SNOWBALL = {"en": "english", "de": "german", "es": "spanish", "fr": "french", "it": "italian",
+            "pt": "portuguese", "nl": "dutch"}  # fmt: skip
+LATIN_LANGUAGES = tuple(SNOWBALL)
+# A Chinese or Japanese word is about 1.5 characters: a CJK character counts 2/3 of a word.
+CJK_WORDS_PER_CHARACTER = 2 / 3
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_HIRAGANA = "\u3040-\u309f"
+_KATAKANA = "\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+_HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+_CJK = _HAN + _HIRAGANA + _KATAKANA
+# One token: a run of one CJK script, a Hangul word, or a word (apostrophes inside kept, so
+# "what's" and "l'homme" can be split by language, not into a stray "s" or "l").
+_TOKEN = re.compile(
+    rf"[{_HAN}]+|[{_HIRAGANA}]+|[{_KATAKANA}ー]+|[{_HANGUL}]+|[^\W_{_CJK}{_HANGUL}]+(?:['’][^\W_{_CJK}{_HANGUL}]+)*"
+)
+_CJK_RUN = re.compile(rf"[{_CJK}]")
+_HAN_CHAR = re.compile(rf"[{_HAN}]")
+_KANA = re.compile(rf"[{_HIRAGANA}{_KATAKANA}]")
+_HANGUL_CHAR = re.compile(rf"[{_HANGUL}]")
+_TELLTALES = {"de": "ßäöü", "es": "ñ¿¡", "fr": "çœèêëîûù", "pt": "ãõ", "it": "ìò"}
+_ELISIONS = frozenset(
+    [
+        "l",
+        "d",
+        "j",
+        "m",
+        "n",
+        "s",
+        "t",
+        "c",
+        "qu",
+        "lorsqu",
+        "puisqu",
+        "jusqu",
+        "quoiqu",
+        "un",
+        "dell",
+        "all",
+        "dall",
+        "nell",
+        "sull",
+        "col",
+    ]
+)
+_ENGLISH_CLITICS = frozenset(["s", "re", "ve", "ll", "d", "m", "t"])
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """What one text contributes to the index (or asks of it)."""
+
+    language: str
+    terms: tuple[str, ...]  # surface words and CJK bigrams
+    stems: tuple[str, ...]  # stems of content words, CJK bigrams and Han characters
+
+
+def detect_language(text: str) -> str:
+    """ISO 639-1 code of the text's main language (see the module docstring for how)."""
+    if _KANA.search(text):
+        return "ja"
+    if _CJK_RUN.search(text):
+        return "zh" if _cjk_share(text) >= 0.5 else _latin_language(text)
+    if _HANGUL_CHAR.search(text):
+        return "ko"
+    return _latin_language(text)
+
+
+def analyse(text: str, language: str | None = None, *, drop_stop_words: bool = False) -> Analysis:
+    """Index-side analysis (stop words stay in ``terms``); a query drops them everywhere."""
+    language = language or detect_language(text)
+    words = _latin_language_for(language)
+    stop = STOP_WORDS.get(words, frozenset())
+    terms: list[str] = []
+    stems: list[str] = []
+    for token in _TOKEN.findall(text):
+        if _CJK_RUN.match(token):
+            bigrams = list(_bigrams(token))
+            terms.extend(bigrams)
+            stems.extend(bigrams)
+            if _HAN_CHAR.match(token):  # kana runs are mostly endings and particles
+                stems.extend(c for c in token if c not in CJK_STOP_CHARACTERS)
+            continue
+        word = _strip_clitics(token.lower(), words)
+        if not word:
+            continue
+        if word in stop and not _shouted(token):
+            if not drop_stop_words:
+                terms.append(word)
+            continue
+        terms.append(word)
+        stems.append(_stem(words, word))
+    return Analysis(language, tuple(terms), tuple(stems))
+
+
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` without its language's stop words, in order (CJK runs whole)."""
+    language = _latin_language_for(detect_language(text))
+    stop = STOP_WORDS.get(language, frozenset())
+    out = []
+    for token in _TOKEN.findall(text):
+        word = token if _CJK_RUN.match(token) else _strip_clitics(token, language)
+        if word and (_CJK_RUN.match(word) or _shouted(word) or word.lower() not in stop):
+            out.append(word)
+    return out
+
+
+def word_count(text: str) -> float:
+    """Length in words, fair to scripts without spaces: whitespace-separated words as ever,
+    but a CJK character counts 2/3 of a word (so a Chinese sentence is not "one word")."""
+    count = 0.0
+    for chunk in text.split():
+        cjk = len(_CJK_RUN.findall(chunk))
+        count += cjk * CJK_WORDS_PER_CHARACTER + (1.0 if len(chunk) > cjk else 0.0)
+    return count
+
+
+def _latin_language(text: str) -> str:
+    lowered = text.lower()
+    votes = dict.fromkeys(LATIN_LANGUAGES, 0.0)
+    for token in _TOKEN.findall(lowered):
+        for language in LATIN_LANGUAGES:
+            if token in STOP_WORDS[language]:
+                votes[language] += 1.0
+    for language, letters in _TELLTALES.items():
+        if any(c in lowered for c in letters):
+            votes[language] += 1.5
+    best = max(votes, key=lambda lang: (votes[lang], lang == DEFAULT_LANGUAGE))
+    return best if votes[best] > votes[DEFAULT_LANGUAGE] else DEFAULT_LANGUAGE
+
+
+def _latin_language_for(language: str) -> str:
+    """The language whose stop words and stemmer apply to the Latin words of a text."""
+    return language if language in SNOWBALL else DEFAULT_LANGUAGE
+
+
+def _cjk_share(text: str) -> float:
+    letters = [c for c in text if c.isalpha()]
+    return sum(1 for c in letters if _CJK_RUN.match(c)) / len(letters) if letters else 0.0
+
+
+def _bigrams(run: str) -> Iterable[str]:
+    if len(run) == 1:
+        return (run,)
+    return (run[i : i + 2] for i in range(len(run) - 1))
+
+
+def _strip_clitics(word: str, language: str) -> str:
+    """ "what's" → "what", "don't" → "do", "l'homme" → "homme", "dell'arte" → "arte"."""
+    parts = re.split(r"['’]", word)
+    if len(parts) == 1:
+        return word
+    head, tail = parts[0], parts[-1]
+    if head.lower() in _ELISIONS and language != "en":
+        return tail
+    if tail.lower() in _ENGLISH_CLITICS:
+        return head[:-1] if tail.lower() == "t" and head.lower().endswith("n") else head
+    return "".join(parts)  # "o'clock", "rock'n'roll": one word
+
+
+def _shouted(token: str) -> bool:
+    """ "IT", "US": an acronym that spells a stop word is not one."""
+    return len(token) > 1 and token.isupper()
+
+
+@lru_cache(maxsize=1 << 16)
+def _stem(language: str, word: str) -> str:
+    return _stemmer(language).stemWord(unicodedata.normalize("NFC", word))
+
+
+@cache
+def _stemmer(language: str):
+    import snowballstemmer  # uses PyStemmer's C stemmers when installed
+
+    return snowballstemmer.stemmer(SNOWBALL[language])

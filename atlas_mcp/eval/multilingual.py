@@ -1,0 +1,57 @@
+"""The multilingual scenario set: one household's memories in en, de, es, fr and ja, asked in
+paraphrase, with product names inside the language, and across languages.
+
+Each language is its own tenant in one store, so the English column is every scenario's twin:
+the same facts and questions, measured in the same run. ``scenarios/multilingual.json`` says
+how the set is built.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..service import MemoryService
+from .harness import ManualClock
+from .metrics import Ranked, summarise
+
+SCENARIOS = Path(__file__).parent / "scenarios" / "multilingual.json"
+KS = (1, 3)
+COLUMNS = ("R@1", "R@3", "MRR")
+
+
+@dataclass(frozen=True, slots=True)
+class MultilingualResult:
+    groups: dict[str, dict[str, float]]  # "<lang>" and "<lang> <kind>" → metrics
+    failures: tuple[str, ...]
+
+
+def load(path: Path = SCENARIOS) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run(service: MemoryService, clock: ManualClock, scenarios: dict | None = None) -> MultilingualResult:
+    scenarios = scenarios or load()
+    results: list[Ranked] = []
+    failures = []
+    for language in scenarios["languages"]:
+        tenant = f"household-{language}"
+        ids = [service.write(tenant, text, "semantic").id for text in scenarios["memories"][language]]
+        clock()
+        for question in scenarios["questions"]:
+            hits = service.recall(tenant, question[language], max(KS), include_catalog=False, touch=False)
+            gold = ids[question["gold"]]
+            ranked = tuple(h.memory.id for h in hits)
+            results.append(Ranked(f"{language} {question['kind']}", (gold,), ranked))
+            if ranked[:1] != (gold,):
+                failures.append(
+                    f"[{language}] {question[language]!r} → {hits[0].memory.text if hits else None!r}"
+                )
+    groups = {}
+    for language in scenarios["languages"]:
+        groups[language] = summarise([r for r in results if r.group.split()[0] == language], KS)
+        for kind in sorted({q["kind"] for q in scenarios["questions"]}):
+            group = f"{language} {kind}"
+            groups[group] = summarise([r for r in results if r.group == group], KS)
+    return MultilingualResult(groups, tuple(failures))

@@ -1,0 +1,130 @@
+"""Lexical analysis in every language (domain.lexical) and the FTS index built from it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from atlas_mcp.domain.lexical import analyse, content_words, detect_language, word_count
+from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.query import lexical_query
+from atlas_mcp.engines.base import RecallPlan
+from atlas_mcp.engines.embedded import schema
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.service import MemoryService, RecallQuery
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("Where did I park the car?", "en"),
+        ("Welche Lebensmittel mag ich nicht?", "de"),
+        ("¿Qué dispositivo está en la versión 2.4?", "es"),
+        ("Où est-ce que j'ai garé la voiture ?", "fr"),
+        ("我的冰箱为什么一直响？", "zh"),
+        ("冷蔵庫の音がうるさいです", "ja"),
+        ("Atlas 帮我重置了 Halo Hub", "en"),  # mostly Latin letters: its words are English
+        ("I want to die laughing", "en"),  # one German-looking word does not make it German
+    ],
+)
+def test_language_is_detected_from_the_text(text, language):
+    assert detect_language(text) == language
+
+
+def test_contractions_leave_no_stray_letters():
+    assert lexical_query("What's the plumber called?") == "plumber called"
+    assert "s" not in analyse("What's Sarah's boiler?").terms
+    assert analyse("Je n'aime pas l'hiver", "fr").stems == ("aim", "hiv")
+
+
+def test_stop_words_are_those_of_the_query_language():
+    assert lexical_query("Qué dispositivo está en la versión 2.4") == "dispositivo versión 2 4"
+    assert lexical_query("Welche Lebensmittel mag ich nicht?") == "Lebensmittel mag"
+    assert lexical_query("Is my IT hub showing E-214?") == "IT hub showing E 214"  # shouted: kept
+    assert lexical_query("who am I") == "who am I"  # nothing but stop words: keep them all
+
+
+def test_stems_use_the_texts_own_language():
+    assert analyse("Ich esse gern Haselnüsse").stems[-1] == analyse("eine Haselnuss", "de").stems[-1]
+    assert analyse("called").terms == ("called",) and analyse("called").stems == ("call",)
+
+
+def test_cjk_runs_become_bigrams_and_han_characters():
+    analysis = analyse("王伟讨厌冰箱的嗡嗡声")
+    assert "冰箱" in analysis.terms and "王伟" in analysis.terms
+    assert "的" not in analysis.stems and "冰" in analysis.stems
+    assert analyse("猫").terms == ("猫",)
+    japanese = analyse("冷蔵庫がうるさい")
+    assert "冷蔵" in japanese.terms and "うる" in japanese.terms
+    assert "う" not in japanese.stems  # kana are endings and particles, not content alone
+
+
+def test_word_count_is_fair_to_scripts_without_spaces():
+    english = word_count("The fridge hum bothers Wang Wei a lot")
+    chinese = word_count("冰箱的嗡嗡声让王伟很烦")
+    assert english == 8
+    assert 6 <= chinese <= 9  # 11 characters ≈ 7 words, not 1
+    assert content_words("Atlas 帮我重置了 Halo Hub") == ["Atlas", "帮我重置了", "Halo", "Hub"]
+
+
+def _lexical_ids(engine: EmbeddedEngine, service: MemoryService, user: str, query: str) -> list[str]:
+    plan = service.recall_plan(RecallQuery(user, query, 10, include_catalog=False))
+    return [memory_id for memory_id, _ in engine.lexical(plan)]
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    yield engine, MemoryService(engine)
+    engine.close()
+
+
+def test_chinese_and_mixed_memories_match_from_either_side(store):
+    engine, service = store
+    fridge = service.write("wang", "王伟不喜欢冰箱的嗡嗡声").id
+    hub = service.write("wang", "Atlas 帮我重置了 Halo Hub").id
+    service.write("wang", "王伟现在住在上海")
+    assert _lexical_ids(engine, service, "wang", "冰箱太吵了")[0] == fridge
+    assert _lexical_ids(engine, service, "wang", "Halo Hub")[0] == hub
+    assert _lexical_ids(engine, service, "wang", "谁重置了网关？")[0] == hub
+
+
+def test_a_stem_match_ranks_below_the_word_itself(store):
+    engine, service = store
+    plumber = service.write("sam", "Remember to call the plumber on Monday").id
+    named = service.write("sam", "The new plumber is called Marek").id
+    assert _lexical_ids(engine, service, "sam", "What's the plumber called?")[:2] == [named, plumber]
+    assert _lexical_ids(engine, service, "sam", "What's the name?") == []  # no stray "s" matches
+
+
+def test_european_memories_match_inflected_questions(store):
+    engine, service = store
+    nuts = service.write("lena", "Lena verträgt keine Haselnüsse").id
+    service.write("lena", "Lena wohnt seit März in Leipzig")
+    version = service.write("lucia", "El termostato del salón está en la versión 2.4").id
+    service.write("lucia", "La versión de la app es nueva")
+    assert _lexical_ids(engine, service, "lena", "Welche Haselnuss verträgt sie nicht?")[0] == nuts
+    assert _lexical_ids(engine, service, "lucia", "¿Qué termostatos tengo?")[0] == version
+
+
+def test_a_store_from_before_migration_7_is_analysed_on_open(tmp_path: Path):
+    path = tmp_path / "atlas.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    schema.migrate(conn, upto=6)
+    conn.execute(
+        "INSERT INTO memories (rowid, id, user_id, memory_type, text, search_text, created_at, "
+        "embedding, embedding_model) VALUES (?, 'm1', 'wang', 'semantic', ?, ?, ?, ?, ?)",
+        ((1 << schema.SLOT_BITS) + 1, "王伟不喜欢冰箱的嗡嗡声", "王伟不喜欢冰箱的嗡嗡声",
+         "2026-01-01T00:00:00+00:00", b"\0" * 4 * 384, default_embedder().model_id),
+    )  # fmt: skip
+    conn.execute("INSERT INTO owner_slots(owner, slot) VALUES ('wang', 1)")
+    conn.close()
+    engine = EmbeddedEngine(path, default_embedder())
+    try:
+        plan = RecallPlan("wang", "冰箱", frozenset(MemoryType), False, 10, 30)
+        assert [i for i, _ in engine.lexical(plan)] == ["m1"]
+    finally:
+        engine.close()
