@@ -146,10 +146,7 @@ def scenarios_command(json_file, config_file) -> None:
     """Run the built-in smart-home scenario suite; reports R@1, Hit@1, R@5 and MRR per kind."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = scenario_suite.run(service, clock)
-    click.echo(table(result.groups, scenario_suite.COLUMNS))
-    for line in result.failures:
-        click.echo(f"miss: {line}")
-    _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})
+    _report_suite(result, scenario_suite.COLUMNS, json_file)
 
 
 @eval_.command("mixed")
@@ -212,7 +209,12 @@ def multilingual_command(json_file, config_file) -> None:
     """One household in en, de, es, fr and ja: R@1, R@3 and MRR per language and kind."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = multilingual.run(service, clock)
-    click.echo(table(result.groups, multilingual.COLUMNS))
+    _report_suite(result, multilingual.COLUMNS, json_file)
+
+
+def _report_suite(result, columns, json_file) -> None:
+    """A scenario suite's table, its misses, and the JSON file if one was asked for."""
+    click.echo(table(result.groups, columns))
     for line in result.failures:
         click.echo(f"miss: {line}")
     _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})
