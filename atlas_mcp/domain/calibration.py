@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from .lexical import detect_language
 from .model import Memory
@@ -122,6 +123,21 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+def _words_in(text: str, words: list[str]) -> set[str]:
+    """``set(tokens(text)) & set(words)`` without tokenising all of ``text``: one C-speed scan
+    for the words (plural ``s`` allowed), then ``tokens``' own rule on the few tokens found."""
+    found = set()
+    for token in _finder(tuple(words)).findall(text):
+        found.update(tokens(token))
+    return found & set(words)
+
+
+@lru_cache(maxsize=256)
+def _finder(words: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+    return re.compile(rf"(?<![^\W_])(?:{alternatives})s?(?![^\W_])", re.IGNORECASE)
+
+
 def topic_words(query: str, intent: TimeIntent) -> list[str]:
     """The query's content words, without its time phrases: what a memory must be about."""
     content = lexical_query(intent.without_phrases(query))
@@ -134,7 +150,7 @@ def coverages(words: list[str], memories: Sequence[Memory]) -> list[float]:
     """Rarity-weighted share of ``words`` each memory contains; rarity is counted in the pool."""
     if not words or not memories:
         return [0.0] * len(memories)
-    bags = [set(tokens(m.search_text())) for m in memories]
+    bags = [_words_in(m.search_text(), words) for m in memories]
     counts = Counter(w for bag in bags for w in words if w in bag)
     weight = {w: math.log(1 + len(bags) / (1 + counts[w])) for w in words}
     total = sum(weight.values())

@@ -6,8 +6,9 @@ and a BM25 score; they are put on one scale as z-scores over the pool and summed
 because a conversation answers across turns: a question matches one turn and the answer sits
 in the next, or several turns of one exchange each carry part of it.
 
-- *standalone*: a fact, playbook or catalog entry answers on its own, so it is its own
-  neighbour and its own episode (``standalone_context``);
+- *standalone*: a fact, playbook or catalog entry answers on its own, and so does an event
+  with no other turn of its episode in the pool: it is its own neighbour and its own episode
+  (``standalone_context``);
 - *episodes*: events of one user whose ``occurred_at`` lie within ``episode_gap_minutes`` of
   the previous one, in time order (then write order) — one sitting, one conversation;
 - *context*: an event gains ``context_weight`` × the best score of its neighbours in the pool
@@ -130,8 +131,13 @@ def context_relevance(query: str, pool: Sequence[Signals], policy: ScoringPolicy
     memories = [s.memory for s in pool]
     score = fused_scores(pool, policy)
     groups = episodes(memories, timedelta(minutes=policy.episode_gap_minutes))
-    standalone = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.EPISODIC]
-    score = with_context(score, groups, policy, standalone if policy.standalone_context else ())
+    standalone: list[int] = []
+    if policy.standalone_context:
+        # A lone event (no other turn of its episode in the pool) answers on its own, like a fact.
+        standalone = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.EPISODIC]
+        standalone += [group[0] for group in groups if len(group) == 1]
+        groups = [group for group in groups if len(group) > 1]
+    score = with_context(score, groups, policy, standalone)
     if policy.speaker_weight:
         for i, memory in enumerate(memories):
             name = speaker(memory.text) if memory.memory_type is MemoryType.EPISODIC else None

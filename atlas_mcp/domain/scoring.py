@@ -55,7 +55,7 @@ class ScoringPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     rrf_rank_constant: int = Field(30, ge=1)
-    rrf_window: int = Field(200, ge=1, description="candidates per branch and fused pool size")
+    rrf_window: int = Field(300, ge=1, description="candidates per branch and fused pool size")
     lexical_content_words: bool = Field(
         True, description="BM25 matches the query's content words only (domain.query)"
     )
@@ -112,10 +112,10 @@ class ScoringPolicy(BaseModel):
     )
     # Time in the query (``domain.when``).
     time_window_floor: float = Field(
-        0.25, gt=0, le=1, description="the fit of a memory far outside the period a query names"
+        0.1, gt=0, le=1, description="the fit of a memory far outside the period a query names"
     )
     time_order_floor: float = Field(
-        0.5, gt=0, le=1, description="'most recent' / 'first time': the fit of the opposite end"
+        0.25, gt=0, le=1, description="'most recent' / 'first time': the fit of the opposite end"
     )
     time_order_days: float = Field(
         45.0, gt=0, description="'most recent': a match this much older than the newest fits ~0.68"
@@ -217,20 +217,27 @@ def order_fits(
     """'Most recent X' / 'first X': the newest (oldest) of the best matches fits 1.0, the others less.
 
     Only the ``time_order_pool`` best-matching memories set the anchor, so "my most recent trip
-    to the dentist" prefers the newest dentist visit, not the newest memory of any kind.
+    to the dentist" prefers the newest dentist visit, not the newest memory of any kind. When
+    events are among those matches, the question is about something that happened: a fact's
+    date only says when it was learnt, so facts then fit as the opposite end does.
     """
     if not memories:
         return []
     best = sorted(range(len(memories)), key=lambda i: -match[i])[: policy.time_order_pool]
     dates = [time_reference(m) for m in memories]
-    dated = [dates[i] for i in best if dates[i] is not None]
+    events = [m.memory_type is MemoryType.EPISODIC for m in memories]
+    about_events = any(events[i] and dates[i] is not None for i in best)
+    dated = [dates[i] for i in best if dates[i] is not None and (events[i] or not about_events)]
     if not dated:
         return [1.0] * len(memories)
     anchor = max(dated) if order is Order.NEWEST else min(dated)
     fits = []
-    for when in dates:
+    for when, event in zip(dates, events, strict=True):
         if when is None:
             fits.append(1.0)
+            continue
+        if about_events and not event:
+            fits.append(policy.time_order_floor)
             continue
         days = abs((anchor - when).total_seconds()) / SECONDS_PER_DAY
         fits.append(

@@ -21,7 +21,7 @@ ABLATIONS: dict[str, str] = {
     "length": "no length prior (length_weight 0)",
     "speaker": "no speaker bonus (speaker_weight 0)",
     "content-words": "BM25 matches every query word, function words too (lexical_content_words off)",
-    "pool": "80 candidates per branch (the foundation's window) instead of 200",
+    "pool": "80 candidates per branch (the foundation's window) instead of 300",
     "caps": "no bounds on the length and episode priors (as before issue 12)",
     "standalone": "facts, playbooks and catalog entries get no context bonus (events only, as before)",
     "time": "no time expressions: 'last weekend', 'most recent' are plain words",

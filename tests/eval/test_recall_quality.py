@@ -3,11 +3,15 @@ calibrated relevance with its floor, playbook outcomes from the agent, the type 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from atlas_mcp.domain.calibration import coverages, topic_words
+from atlas_mcp.domain.calibration import _words_in, coverages, tokens, topic_words
+from atlas_mcp.domain.lexical import word_count
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy, use_boost
 from atlas_mcp.domain.when import Order, time_intent, window_fit
@@ -93,6 +97,43 @@ def test_the_use_boost_saturates():
     assert use_boost(0, policy) == 1.0
     assert use_boost(5, policy) < use_boost(50, policy) <= 1 + policy.use_count_weight
     assert use_boost(10_000, policy) == pytest.approx(1 + policy.use_count_weight)
+
+
+_PIECES = st.sampled_from(
+    [
+        "bus",
+        "buses",
+        "class",
+        "Classes",
+        "birthday",
+        "Birthdays",
+        "s",
+        "ss",
+        "mañana",
+        "x_y",
+        "3",
+        "猫",
+        "会议",
+    ]
+)
+_SEPARATORS = st.sampled_from([" ", "-", "", ". ", "\n"])
+
+
+@given(st.lists(_PIECES, max_size=12), st.lists(_PIECES, min_size=1, max_size=4), _SEPARATORS)
+def test_the_fast_word_scan_finds_what_tokenising_finds(pieces, asked, separator):
+    text = separator.join(pieces)
+    words = [w for piece in asked for w in tokens(piece)]
+    assert _words_in(text, words) == set(tokens(text)) & set(words)
+
+
+@given(st.lists(_PIECES, max_size=12), _SEPARATORS)
+def test_word_count_counts_cjk_characters_as_two_thirds_of_a_word(pieces, separator):
+    text = separator.join(pieces)
+    expected = 0.0
+    for chunk in text.split():
+        cjk = len(re.findall(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]", chunk))
+        expected += cjk * 2 / 3 + (1.0 if len(chunk) > cjk else 0.0)
+    assert word_count(text) == pytest.approx(expected)
 
 
 def test_coverage_weights_rare_words_above_common_ones():
