@@ -38,8 +38,9 @@ def test_locomo_dev_split_meets_the_recall_targets():
     print("\n" + table(result.groups, ["R@5", "R@10", "Hit@10"]))
     answerable = result.groups["answerable (1-4)"]
     assert answerable["n"] == 760
-    assert answerable["R@5"] >= 0.65
-    assert answerable["R@10"] >= 0.75
+    # Issue 12's bar: never below the dev-split numbers it started from (0.668 / 0.755).
+    assert answerable["R@5"] >= 0.668
+    assert answerable["R@10"] >= 0.755
     assert result.groups["multi-hop"]["R@10"] >= 0.45
     for group, (r5, r10) in BM25_BASELINE.items():
         assert result.groups[group]["R@5"] >= r5, group
