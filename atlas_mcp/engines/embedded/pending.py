@@ -40,10 +40,11 @@ from .passages import embed_memories, to_blob
 
 log = get_logger(__name__)
 
-# Sized by measurement (docs/performance.md): at ~4 ms per text in batches of 32 on 2 cores,
-# 128 rows drain in ~0.5 s, so a recall right after any burst waits at most that long, and
-# a bigger backlog does not raise throughput (the worker is busy either way).
-BACKLOG_LIMIT = 128
+# Sized by measurement (docs/performance.md): the model costs ~7-10 ms of CPU per write text,
+# so 64 rows (two batches: one embedding, one waiting) drain in ~0.3-0.8 s and bound the
+# recall right after any burst. 128 doubled that wait (1.6-1.8 s vs 0.5-0.8 s on busy cores)
+# for the same writes/s: the worker is busy either way.
+BACKLOG_LIMIT = 64
 # How long a recall waits for its owner's rows that nobody else is embedding: long enough for
 # one batch (a few rows another process wrote just now), short enough that the first recall
 # after a crash mid-burst answers within the 1.5 s start budget (0.5 s missed it).
