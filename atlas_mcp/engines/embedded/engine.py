@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +44,7 @@ from .vectors import (
 )
 
 BUSY_TIMEOUT_S = 30.0
+QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
 MAX_QUERY_TERMS = 64
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
 # dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
@@ -107,6 +109,7 @@ class EmbeddedEngine:
         self._check_model()
         # Never embeds anything here: rows a crash left pending are repaired in the background.
         self._deferred = DeferredEmbeddings(embedder, self._transaction, self._lock, self._on_stored)
+        self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -146,6 +149,21 @@ class EmbeddedEngine:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+
+    @contextmanager
+    def synchronous(self, mode: str) -> Iterator[None]:
+        """Commits made inside wait for the disk as SQLite's ``synchronous=mode`` says
+        (``FULL``: an fsync per commit, the store's setting; ``NORMAL``: none, in WAL mode a
+        commit then survives a process crash but not a power loss until the next FULL commit
+        syncs the log). For bookkeeping that may lag a power loss, and for measuring the cost."""
+        if mode not in schema.SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous mode must be one of {schema.SYNCHRONOUS_MODES}")
+        with self._lock:
+            self._conn.execute(f"PRAGMA synchronous={mode}")
+            try:
+                yield
+            finally:
+                self._conn.execute(f"PRAGMA synchronous={schema.SYNCHRONOUS}")
 
     # -- writes ------------------------------------------------------------------------
 
@@ -256,7 +274,9 @@ class EmbeddedEngine:
         if not ids:
             return
         marks = ",".join("?" * len(ids))
-        with self._transaction() as conn:
+        # Every recall touches: its fsync cost 1-4 ms a recall, for statistics that may lag a
+        # power loss (a process crash loses nothing).
+        with self.synchronous("NORMAL"), self._transaction() as conn:
             conn.execute(
                 f"UPDATE memories SET last_used_at = ?, use_count = use_count + 1 "
                 f"WHERE {_BY_ID_FOR_OWNER} = ? AND id IN ({marks})",
@@ -354,13 +374,15 @@ class EmbeddedEngine:
         The snapshot (one read transaction) means the FTS index, the vector cache and the rows
         loaded at the end agree even while other processes write.
         """
-        query_vector = embed_query(self.embedder, plan.query)
+        # The model runs beside the pending-row check and BM25 (both release the GIL): on
+        # 2 cores that hides most of the query embedding, the largest single stage.
+        query_vector = self._query_vectors.submit(embed_query, self.embedder, plan.query)
         for owner in self._owners(plan):  # same-turn visibility: the owner's pending rows first
             self._deferred.settle(owner)
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
-            scores = [similarities(v.vectors, query_vector, self.threads) for v in visible]
             lexical = self._bm25(conn, plan, visible)
+            scores = [similarities(v.vectors, query_vector.result(), self.threads) for v in visible]
             dense = _merge_dense(visible, scores, plan.window)
             fused = reciprocal_rank_fusion(
                 [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
@@ -448,6 +470,7 @@ class EmbeddedEngine:
 
     def close(self) -> None:
         self._deferred.close()  # drains briefly; what is left stays pending for the next open
+        self._query_vectors.shutdown()
         with self._lock:
             self._conn.close()
 
