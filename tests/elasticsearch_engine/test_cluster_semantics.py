@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from atlas_mcp.domain.model import MemoryType
-from atlas_mcp.domain.scoring import multipliers
+from atlas_mcp.domain.scoring import ScoringPolicy, multipliers
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
@@ -77,7 +77,10 @@ def test_the_reranker_scores_its_own_window(es_engine, fake_es):
     MemoryService(es_engine).recall("u1", "anything", touch=False)
     (search,) = fake_es.requests_to("POST", r"/_search$")
     reranker = search.json()["retriever"]["text_similarity_reranker"]
-    assert reranker["rank_window_size"] == 80 and reranker["retriever"]["rrf"]["rank_window_size"] == 200
+    assert (
+        reranker["rank_window_size"] == 80
+        and reranker["retriever"]["rrf"]["rank_window_size"] == ScoringPolicy().rrf_window
+    )
 
 
 # 2 -- recall without server-side rerank ------------------------------------------------------

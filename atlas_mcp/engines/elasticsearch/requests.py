@@ -3,7 +3,7 @@
 With a rerank endpoint, recall is one search over the selected aliases::
 
     text_similarity_reranker            (rerank endpoint over ``content``, window 80)
-      └─ rrf  rank_constant 30, window 200
+      └─ rrf  rank_constant 30, window 300
            ├─ standard: function_score(multi_match BM25 on the content words)  × priors
            └─ standard: function_score(semantic)                               × priors
 
