@@ -60,6 +60,11 @@ class Answer:
     returned: tuple[str, ...]  # keys with the defaults (relevance floor)
     broken: str | None = None  # the rule it broke, if any
     features: tuple[Features, ...] = ()  # of ``ranked``: what calibration refits from
+    scores: tuple[float, ...] = ()  # of ``ranked``: the final (ordering) score
+
+    def lead(self, key: str, other: str) -> float:
+        """How many times ``other``'s score ``key`` scores (both must be ranked)."""
+        return self.scores[self.ranked.index(key)] / self.scores[self.ranked.index(other)]
 
     @property
     def answerable(self) -> bool:
@@ -176,6 +181,7 @@ class _Asker:
             returned=tuple(self.keys.get(h.memory.id, h.memory.id) for h in served),
             broken=_broken_rule(question, ranked, [h.memory.memory_type.value for h in ranking]),
             features=tuple(h.explanation.features for h in ranking),
+            scores=tuple(h.score for h in ranking),
         )
 
     def small_talk(self, user: str, lines: Sequence[str], count: int) -> None:

@@ -11,6 +11,7 @@ from mcp import Client
 
 from atlas_mcp.eval import mixed_suite
 from atlas_mcp.eval.harness import scratch_service
+from atlas_mcp.eval.scenario_suite import questions
 from atlas_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.slow
@@ -59,10 +60,17 @@ def test_small_talk_does_not_change_what_questions_return(result):
 
 
 def test_reported_outcomes_move_a_playbook_up(result):
-    before = {a.query: a.ranked[0] for a in result.playbook_before}
     after = {a.query: a.ranked[0] for a in result.answers if a.kind == "playbook"}
     assert after == {a.query: a.expect[0] for a in result.answers if a.kind == "playbook"}
-    assert any(before[q] != after[q] for q in after)  # the track record, not luck, decided
+    # The track record, not the text, moved them: each expected playbook leads its failing
+    # twin by more after the reports (their texts differ only in the steps).
+    asked = {q["query"]: q for _, q in questions(mixed_suite.load())}
+    for first in result.playbook_before:
+        (later,) = [a for a in result.answers if a.query == first.query]
+        (twin,) = asked[first.query]["outranks"]
+        gain = later.lead(later.expect[0], twin) / first.lead(first.expect[0], twin)
+        print(f"{first.query!r}: lead over the failing twin ×{gain:.2f} after the reports")
+        assert gain >= 1.15
 
 
 async def test_recall_memory_carries_relevance_and_honours_min_relevance():
