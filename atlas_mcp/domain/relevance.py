@@ -14,8 +14,8 @@ in the next, or several turns of one exchange each carry part of it.
 - *context*: an event gains ``context_weight`` × the best score of its neighbours in the pool
   that sit next to it in its episode;
 - *episode*: an event gains ``episode_weight`` × z(best score in its episode);
-- *length*: ``length_weight`` × z(log words), capped, so short chit-chat turns rank lower but a
-  long note cannot win on length;
+- *length*: ``length_weight`` × z(log words) of events among events, capped, so short chit-chat
+  turns rank lower but a long note cannot win on length;
 - *speaker*: ``speaker_weight`` when the query names the event's speaker ("Sarah: …").
 
 The result is ``exp((s − s_best) / relevance_temperature)``: 1.0 for the best candidate and a
@@ -89,12 +89,15 @@ def fused_scores(pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
     bm25 = np.array([s.bm25 or 0.0 for s in pool], dtype=np.float64)
     score = policy.dense_weight * zscores(dense, policy.dense_min_spread)
     score += policy.bm25_weight * zscores(bm25, policy.bm25_min_spread)
-    if policy.length_weight:
-        # Every type: a one-word "ok!" rarely answers, and neither does a one-word fact. Capped
-        # above, so a long note gains at most ``length_weight`` × ``length_z_cap``.
-        words = np.array([math.log1p(word_count(s.memory.text)) for s in pool])  # fair to CJK
+    events = np.array([s.memory.memory_type is MemoryType.EPISODIC for s in pool])
+    if events.any() and policy.length_weight:
+        # Events only, among events: a chat turn of one word ("ok!") rarely answers, while a
+        # fact or playbook was written to be short and complete (on facts, the prior put "Lena
+        # prefers green tea to coffee" above "Lena is allergic to hazelnuts" for "which foods
+        # should Lena avoid?"). Capped, so a long note gains at most length_weight × cap.
+        words = np.array([math.log1p(word_count(s.memory.text)) for s in pool])[events]  # fair to CJK
         z = np.clip(zscores(words, policy.length_min_spread), -policy.length_z_floor, policy.length_z_cap)
-        score += policy.length_weight * z
+        score[events] += policy.length_weight * z
     return score
 
 

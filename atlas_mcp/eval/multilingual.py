@@ -35,15 +35,22 @@ def run(service: MemoryService, clock: ManualClock, scenarios: dict | None = Non
     scenarios = scenarios or load()
     results: list[Ranked] = []
     failures = []
+    kept: dict[str, list[bool]] = {language: [] for language in scenarios["languages"]}
     for language in scenarios["languages"]:
         tenant = f"household-{language}"
         ids = [service.write(tenant, text, "semantic").id for text in scenarios["memories"][language]]
         clock()
         for question in scenarios["questions"]:
-            hits = service.recall(tenant, question[language], max(KS), include_catalog=False, touch=False)
+            # R@k measures the ranking (no floor); ``kept`` says whether the default floor keeps it.
+            hits = service.recall(
+                tenant, question[language], max(KS), include_catalog=False, touch=False, min_relevance=0.0
+            )
             gold = ids[question["gold"]]
             ranked = tuple(h.memory.id for h in hits)
             results.append(Ranked(f"{language} {question['kind']}", (gold,), ranked))
+            kept[language].append(
+                any(h.memory.id == gold and h.relevance >= service.policy.min_relevance for h in hits[:1])
+            )
             if ranked[:1] != (gold,):
                 failures.append(
                     f"[{language}] {question[language]!r} → {hits[0].memory.text if hits else None!r}"
@@ -51,6 +58,7 @@ def run(service: MemoryService, clock: ManualClock, scenarios: dict | None = Non
     groups = {}
     for language in scenarios["languages"]:
         groups[language] = summarise([r for r in results if r.group.split()[0] == language], KS)
+        groups[language]["kept"] = sum(kept[language]) / len(kept[language])
         for kind in sorted({q["kind"] for q in scenarios["questions"]}):
             group = f"{language} {kind}"
             groups[group] = summarise([r for r in results if r.group == group], KS)
