@@ -101,7 +101,9 @@ def run(
     ranked, latencies = [], []
     for question in split.questions:
         started = time.perf_counter()
-        hits = service.recall(_tenant(split, question.user), question.text, max(ks), touch=False)
+        hits = service.recall(  # R@k measures the ranking: no relevance floor
+            _tenant(split, question.user), question.text, max(ks), touch=False, min_relevance=0.0
+        )
         latencies.append((time.perf_counter() - started) * 1000)
         ranked.append(Ranked(split.language, question.gold, tuple(ids.get(h.memory.id, "?") for h in hits)))
         progress(1)
