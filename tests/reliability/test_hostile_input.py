@@ -113,7 +113,9 @@ def test_bytes_no_client_would_send(store, stdio_server: StdioWire) -> None:
     is_error, payload = tool_payload(stdio_server.response(424242, timeout=60))
     assert not is_error, payload
     assert snapshot(db)[payload["id"]]["text"] == "invalid \ufffd\ufffd bytes in a fact"
-    is_error, payload = tool_payload(stdio_server.call_tool("recall_memory", {"query": "chess"}))
+    # Ask for what was just written (the hostile-arguments test may have forgotten the rest, and
+    # recall returns nothing for a query nothing stored matches).
+    is_error, payload = tool_payload(stdio_server.call_tool("recall_memory", {"query": "bytes in a fact"}))
     assert not is_error and payload["memories"], "the server stopped answering after junk input"
     assert stdio_server.alive
 
