@@ -34,7 +34,9 @@ class UserConfig(BaseModel):
     token: str | None = Field(None, repr=False)
     token_sha256: str | None = None
     es_api_key: str | None = Field(
-        None, repr=False, description="this user's DLS-scoped Elasticsearch API key (encoded); else the secrets file"
+        None,
+        repr=False,
+        description="this user's DLS-scoped Elasticsearch API key (encoded); else the secrets file",
     )
 
     def token_digest(self) -> str | None:
@@ -49,7 +51,9 @@ class EmbeddingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: Literal["minilm-l6-int8", "multilingual-e5-small"] = "minilm-l6-int8"
-    threads: int = Field(2, ge=1, description="threads for one embedding (onnxruntime intra-op) and for the cosine scan")
+    threads: int = Field(
+        2, ge=1, description="threads for one embedding (onnxruntime intra-op) and for the cosine scan"
+    )
 
 
 class RerankSettings(BaseModel):
@@ -68,7 +72,9 @@ class OAuthSettings(BaseModel):
 
     issuer: str | None = Field(None, description="the authorization server's issuer URL (the iss claim)")
     jwks_url: str | None = Field(None, description="where the issuer publishes its signing keys")
-    resource_url: str | None = Field(None, description="this server's public MCP URL, e.g. https://mem.example/mcp")
+    resource_url: str | None = Field(
+        None, description="this server's public MCP URL, e.g. https://mem.example/mcp"
+    )
     audience: str | None = Field(None, description="the aud tokens must carry; default resource_url")
     user_claim: str = Field("sub", min_length=1, description="the claim that names the memory user")
     required_scopes: list[str] = Field(default_factory=list)
@@ -98,8 +104,9 @@ class ConsolidationSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     provider: Literal["sampling", "openai", "elasticsearch"] | None = Field(
-        None, description="sampling: the connected MCP client's model; openai: any /chat/completions; "
-        "elasticsearch: an inference chat_completion endpoint"
+        None,
+        description="sampling: the connected MCP client's model; openai: any /chat/completions; "
+        "elasticsearch: an inference chat_completion endpoint",
     )
     base_url: str | None = Field(
         None, description="openai: e.g. https://api.openai.com/v1; elasticsearch: the cluster URL"
@@ -118,10 +125,15 @@ class ConsolidationSettings(BaseModel):
     min_fact_confidence: float = Field(0.6, ge=0, le=1, description="facts below are dropped")
     min_procedure_confidence: float = Field(0.8, ge=0, le=1, description="new playbooks below are dropped")
     duplicate_similarity: float | None = Field(
-        None, gt=0, le=1, description="cosine at or above which a new fact repeats an old one; "
-        "unset = the value calibrated for the embedding model"
+        None,
+        gt=0,
+        le=1,
+        description="cosine at or above which a new fact repeats an old one; "
+        "unset = the value calibrated for the embedding model",
     )
-    every_hours: float = Field(24.0, gt=0, description="schedule: consolidate a user with new episodes this often")
+    every_hours: float = Field(
+        24.0, gt=0, description="schedule: consolidate a user with new episodes this often"
+    )
     after_episodes: int = Field(20, ge=1, description="schedule: or as soon as this many new episodes exist")
     poll_seconds: float = Field(60.0, gt=0, description="schedule: how often the HTTP server checks")
 
@@ -131,7 +143,9 @@ class ConsolidationSettings(BaseModel):
             return None
         key = os.environ.get(self.api_key_env)
         if not key:
-            raise ConfigurationError(f"[consolidation] api_key_env names {self.api_key_env!r}, but it is not set")
+            raise ConfigurationError(
+                f"[consolidation] api_key_env names {self.api_key_env!r}, but it is not set"
+            )
         return key
 
     @model_validator(mode="after")
@@ -166,14 +180,21 @@ class ElasticsearchSettings(BaseModel):
         ".jina-reranker-v2-base-multilingual", description="empty = no server-side rerank"
     )
     rerank_score_scale: Literal["auto", "probability", "logit"] = Field(
-        "auto", description="auto: read from the endpoint (GET _inference: service and model); "
-        "logit: raw logits, squashed by a sigmoid"
+        "auto",
+        description="auto: read from the endpoint (GET _inference: service and model); "
+        "logit: raw logits, squashed by a sigmoid",
     )
-    rerank_window: int = Field(80, ge=1, description="how many fused candidates the server-side reranker scores")
+    rerank_window: int = Field(
+        80, ge=1, description="how many fused candidates the server-side reranker scores"
+    )
     index_prefix: str = Field("atlas", pattern=r"^[a-z0-9][a-z0-9_\-]{0,40}$")
-    secrets_file: Path | None = Field(None, description="per-user keys (mode 0600); default data_dir/es-keys.json")
+    secrets_file: Path | None = Field(
+        None, description="per-user keys (mode 0600); default data_dir/es-keys.json"
+    )
     refresh: Literal["true", "wait_for"] = Field("true", description="how writes become visible to recall")
-    key_expiration: str | None = Field(None, description="lifetime of minted user keys, e.g. 90d; none = no expiry")
+    key_expiration: str | None = Field(
+        None, description="lifetime of minted user keys, e.g. 90d; none = no expiry"
+    )
 
 
 class Settings(BaseSettings):
@@ -190,11 +211,14 @@ class Settings(BaseSettings):
     port: int = Field(8765, ge=0, le=65535)
     insecure_no_auth: bool = False
     allowed_hosts: list[str] = Field(
-        default_factory=list, description="Host headers HTTP accepts (DNS-rebinding guard); loopback by default"
+        default_factory=list,
+        description="Host headers HTTP accepts (DNS-rebinding guard); loopback by default",
     )
     allowed_origins: list[str] = Field(default_factory=list, description="Origin headers HTTP accepts")
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest HTTP request body")
-    rate_limit_per_minute: int = Field(600, ge=0, description="HTTP requests per user per minute; 0 = no limit")
+    rate_limit_per_minute: int = Field(
+        600, ge=0, description="HTTP requests per user per minute; 0 = no limit"
+    )
     rate_limit_burst: int = Field(120, ge=1, description="HTTP requests a user may send at once")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     scoring: ScoringPolicy = Field(default_factory=ScoringPolicy)
@@ -215,7 +239,9 @@ class Settings(BaseSettings):
             return []
         if self.insecure_no_auth:
             if self.host not in LOOPBACK_HOSTS:
-                raise ConfigurationError("--insecure-no-auth is allowed only on a loopback host (127.0.0.1, ::1)")
+                raise ConfigurationError(
+                    "--insecure-no-auth is allowed only on a loopback host (127.0.0.1, ::1)"
+                )
             return []
         if not (self.token_digests() or self.oauth.enabled):
             raise ConfigurationError(
@@ -226,7 +252,8 @@ class Settings(BaseSettings):
         for user_id, user in sorted(self.users.items()):
             if why := tokens.weakness(user.token, user.token_sha256):
                 raise ConfigurationError(
-                    f"refusing to serve user {user_id!r}: {why}; " + tokens.HOW_TO_MAKE_ONE.format(user=user_id)
+                    f"refusing to serve user {user_id!r}: {why}; "
+                    + tokens.HOW_TO_MAKE_ONE.format(user=user_id)
                 )
         if self.host in LOOPBACK_HOSTS:
             return []
@@ -314,7 +341,9 @@ def _setting_names(table: list[Any]) -> list[str]:
     """The keys a settings table takes (``[]`` = the top level), for "did you mean"."""
     model: Any = Settings
     for part in table:
-        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        field = (
+            model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        )
         if field is None:
             return []
         model = field.annotation

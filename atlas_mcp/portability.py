@@ -69,7 +69,9 @@ def from_record(record: Any) -> Memory:
         raise InvalidInput(f"unknown fields {sorted(unknown)}")
     kind = inputs.memory_type(record.get("memory_type"), MemoryType)
     owner = record.get("user_id")
-    if (owner is None) != (kind is MemoryType.CATALOG) or not (owner is None or isinstance(owner, str) and owner):
+    if (owner is None) != (kind is MemoryType.CATALOG) or not (
+        owner is None or isinstance(owner, str) and owner
+    ):
         raise InvalidInput("user_id must be a non-empty string, and null exactly for catalog entries")
     values: dict[str, Any] = {
         "id": inputs.memory_id(record.get("id")),

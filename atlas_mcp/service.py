@@ -107,7 +107,10 @@ class MemoryService:
         source_episodes: Iterable[str] = (),
     ) -> WriteResult:
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
-        inputs.applicable(kind, {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps})
+        inputs.applicable(
+            kind,
+            {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps},
+        )
         memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
@@ -196,7 +199,9 @@ class MemoryService:
         """Store new values of one of the caller's memories' mutable fields (consolidation:
         counts, steps, confidence, provenance); identity, type, owner and links stay."""
         stored = self.get(user_id, changed.id, include_catalog=False)
-        fixed = [n for n in codec.NAMES if n not in codec.MUTABLE and getattr(changed, n) != getattr(stored, n)]
+        fixed = [
+            n for n in codec.NAMES if n not in codec.MUTABLE and getattr(changed, n) != getattr(stored, n)
+        ]
         if fixed:
             raise InvalidInput(f"{', '.join(fixed)} of memory {changed.id!r} cannot change")
         memory = changed.evolve(
@@ -299,7 +304,9 @@ class MemoryService:
         kinds = None
         if memory_types is not None:
             kinds = frozenset(inputs.memory_type(t, MemoryType) for t in memory_types)
-        return self._engine.list(ListQuery(user_id, kinds, include_superseded, limit, offset, since, oldest_first))
+        return self._engine.list(
+            ListQuery(user_id, kinds, include_superseded, limit, offset, since, oldest_first)
+        )
 
     def get_many(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         """The caller's memories among ``ids`` (unknown ids skipped), in the order asked."""

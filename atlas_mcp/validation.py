@@ -55,7 +55,7 @@ def _clauses(errors: list[dict[str, Any]], depth: int = 0) -> list[str]:
     if None in groups or (len(groups) == 1 and len(errors) == 1 and len(errors[0]["loc"]) <= depth + 1):
         return [f"{_where(e['loc'])} {_said(e)}" for e in errors]
     if depth > 0 and len(groups) > 1 and all(isinstance(k, str) and _BRANCH.match(k) for k in groups):
-        unbranched = [{**e, "loc": e["loc"][:depth] + e["loc"][depth + 1:]} for e in errors]
+        unbranched = [{**e, "loc": e["loc"][:depth] + e["loc"][depth + 1 :]} for e in errors]
         deeper = [e for e in unbranched if len(e["loc"]) > depth]
         if deeper:
             return _clauses(deeper, depth)

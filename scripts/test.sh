@@ -32,6 +32,11 @@ if ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
   fi
 fi
 
+# Lint before the tests, so pytest's summary stays the last thing printed.
+say "ruff check and ruff format --check (style gate; fix with: .venv/bin/ruff format . && .venv/bin/ruff check --fix .)"
+.venv/bin/ruff check --quiet .
+.venv/bin/ruff format --check --quiet .
+
 say "running pytest $*"
 set +e
 .venv/bin/python -m pytest "$@"

@@ -46,7 +46,9 @@ async def burst(client: Client, writes: list[dict], in_flight: int = IN_FLIGHT) 
     return latencies
 
 
-async def bursts_then_recall(server: measure.ServerRun, sizes: tuple[int, ...], seed: int) -> list[dict[str, Any]]:
+async def bursts_then_recall(
+    server: measure.ServerRun, sizes: tuple[int, ...], seed: int
+) -> list[dict[str, Any]]:
     """Per burst size: the burst's pace and the latency of the recall that follows it at once."""
     out = []
     query = corpus.queries(seed + 3, 1)[0]

@@ -129,8 +129,18 @@ def _playbook(r: random.Random) -> tuple[str, str, tuple[str, ...]]:
         f"{verb} {obj}"
         for verb, obj in zip(
             r.sample(("Check", "Stop", "Back up", "Restart", "Verify", "Notify", "Re-run"), k=4),
-            r.sample(("the logs", "the service", "the config", "the on-call channel", "the health check",
-                      "the last deploy", "the disk space"), k=4),
+            r.sample(
+                (
+                    "the logs",
+                    "the service",
+                    "the config",
+                    "the on-call channel",
+                    "the health check",
+                    "the last deploy",
+                    "the disk space",
+                ),
+                k=4,
+            ),
             strict=True,
         )
     )[: r.randint(2, 4)]

@@ -32,8 +32,12 @@ def es_client_overhead(seed: int, samples: int = 200) -> dict[str, Any] | None:
     inference = requests.Inference("atlas-embedding", "atlas-rerank")  # the one-search recall
     memories = corpus.tenant_memories(0, corpus.specs(seed, HITS))
     hits = [
-        {"_index": layout.concrete(m.memory_type), "_id": m.id, "_score": 1.0 / (rank + 30),
-         "_source": documents.to_source(m)}
+        {
+            "_index": layout.concrete(m.memory_type),
+            "_id": m.id,
+            "_score": 1.0 / (rank + 30),
+            "_source": documents.to_source(m),
+        }
         for rank, m in enumerate(memories)
     ]
     response = json.dumps({"hits": {"total": {"value": HITS}, "hits": hits}}).encode()

@@ -81,9 +81,7 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[fl
 
 @asynccontextmanager
 async def stdio_session(run: ServerRun):
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", SERVER_MODULE, "serve"], env=run.env()
-    )
+    params = StdioServerParameters(command=sys.executable, args=["-m", SERVER_MODULE, "serve"], env=run.env())
     async with Client(params) as client:
         yield client
 
@@ -211,8 +209,17 @@ def http_server(run: ServerRun) -> Iterator[str]:
     exactly what the limiter exists to refuse."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", SERVER_MODULE, "serve", "--transport", "http", "--port", str(port),
-         "--insecure-no-auth"],
+        [
+            sys.executable,
+            "-m",
+            SERVER_MODULE,
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--insecure-no-auth",
+        ],
         env=run.env() | {"ATLAS_RATE_LIMIT_PER_MINUTE": "0"},
     )
     base = f"http://127.0.0.1:{port}"
@@ -224,7 +231,9 @@ def http_server(run: ServerRun) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def wait_healthy(base: str, process: subprocess.Popen, timeout_s: float = 60.0, log: Path | None = None) -> None:
+def wait_healthy(
+    base: str, process: subprocess.Popen, timeout_s: float = 60.0, log: Path | None = None
+) -> None:
     """Block until the server at ``base`` answers ``/healthz``; fail saying why if it exits first."""
     import httpx2
 

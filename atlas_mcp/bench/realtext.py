@@ -59,7 +59,9 @@ def read(path: Path) -> RealText:
         for key, by_speaker in conversation.get("observation", {}).items():
             age = _age_days(body[key.replace("_observation", "_date_time")])
             for facts in by_speaker.values():
-                base += [MemorySpec(MemoryType.SEMANTIC, f[0], age, fact_type=FactType.WORLD.value) for f in facts]
+                base += [
+                    MemorySpec(MemoryType.SEMANTIC, f[0], age, fact_type=FactType.WORLD.value) for f in facts
+                ]
         for key, summary in conversation.get("session_summary", {}).items():
             age = _age_days(body[key.replace("_summary", "_date_time")])
             base.append(MemorySpec(MemoryType.EPISODIC, summary, age))

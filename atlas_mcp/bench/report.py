@@ -16,7 +16,10 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("recall p50", lambda r: _ms(r["recall_ms"]["p50"])),
     ("recall p95", lambda r: _ms(r["recall_ms"]["p95"])),
     ("recall p99", lambda r: _ms(r["recall_ms"]["p99"])),
-    ("server CPU/recall", lambda r: _ms(r["recall_server_cpu_ms"]) if r.get("recall_server_cpu_ms") else "n/a"),
+    (
+        "server CPU/recall",
+        lambda r: _ms(r["recall_server_cpu_ms"]) if r.get("recall_server_cpu_ms") else "n/a",
+    ),
     ("recall after write p95", lambda r: _ms(r["recall_after_write_ms"]["p95"])),
     ("write p50", lambda r: _ms(r["write_ms"]["p50"])),
     ("write p95", lambda r: _ms(r["write_ms"]["p95"])),
@@ -49,7 +52,11 @@ def burst_lines(report: dict[str, Any]) -> list[str]:
             f"burst of {b['writes']:,} writes: acknowledged {b['acknowledged_per_s']:.0f}/s, "
             f"{b['writes_per_s_with_embeddings']:.0f}/s with embeddings, write p95 {b['write_ms']['p95']:.1f} ms, "
             f"recall right after {b['recall_right_after_ms']:.0f} ms"
-            + (f", server CPU {b['server_cpu_ms_per_write']:.1f} ms/write" if "server_cpu_ms_per_write" in b else "")
+            + (
+                f", server CPU {b['server_cpu_ms_per_write']:.1f} ms/write"
+                if "server_cpu_ms_per_write" in b
+                else ""
+            )
         )
     if kill := found.get("kill"):
         lines.append(
@@ -107,7 +114,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     if all(r.get("recall_server_cpu_ms") for r in report["sizes"]):
         cpu = [r["recall_server_cpu_ms"] for r in report["sizes"]]
         latency.plot(sizes, cpu, "*:", label="server CPU per recall (contention-free cost)")
-    latency.set(xscale="log", yscale="log", xlabel="memories per tenant", ylabel="ms (through a stdio MCP client)")
+    latency.set(
+        xscale="log", yscale="log", xlabel="memories per tenant", ylabel="ms (through a stdio MCP client)"
+    )
     latency.set_title("Latency vs. corpus size")
     latency.grid(True, which="both", alpha=0.3)
     top = max(line.get_ydata().max() for line in latency.get_lines())

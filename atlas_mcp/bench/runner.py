@@ -78,11 +78,18 @@ def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
     report: dict[str, Any] = {
         "conditions": conditions(),
         "config": {
-            "sizes": list(config.sizes), "tenants": config.tenants, "queries": config.queries,
-            "writes": config.writes, "clients": config.clients, "seed": config.seed,
-            "http": config.http, "engine": "embedded", "embedding_model": embedder.model_id,
+            "sizes": list(config.sizes),
+            "tenants": config.tenants,
+            "queries": config.queries,
+            "writes": config.writes,
+            "clients": config.clients,
+            "seed": config.seed,
+            "http": config.http,
+            "engine": "embedded",
+            "embedding_model": embedder.model_id,
             "real_text": str(config.real_text) if config.real_text else None,
-            "bursts": list(config.bursts), "kill_burst": config.kill_burst,
+            "bursts": list(config.bursts),
+            "kill_burst": config.kill_burst,
         },
         "sizes": [],
     }

@@ -69,7 +69,9 @@ def seed_store(
     return SeedResult(path, count, embed_seconds, load_seconds)
 
 
-def memory_vectors(embedder: Embedder, texts: list[str], cache_dir: Path | None) -> tuple[list[np.ndarray], bool]:
+def memory_vectors(
+    embedder: Embedder, texts: list[str], cache_dir: Path | None
+) -> tuple[list[np.ndarray], bool]:
     """Per text, its passages' vectors (``passages.py``); the cache is keyed by passage text."""
     distinct = list(dict.fromkeys(texts))
     pieces = {text: passages(embedder, text) for text in distinct}
@@ -82,9 +84,7 @@ def memory_vectors(embedder: Embedder, texts: list[str], cache_dir: Path | None)
     return [by_text[t] for t in texts], embedded
 
 
-def _pool_vectors(
-    embedder: Embedder, texts: list[str], cache_dir: Path | None
-) -> tuple[np.ndarray, bool]:
+def _pool_vectors(embedder: Embedder, texts: list[str], cache_dir: Path | None) -> tuple[np.ndarray, bool]:
     """Vectors for ``texts``; with a cache, only texts it has not seen are embedded."""
     if cache_dir is None:
         return embed_distinct(embedder, texts), True

@@ -50,30 +50,70 @@ def _real_text(_ctx: click.Context, _param: click.Parameter, value: str) -> Path
 
 
 @click.command()
-@click.option("--memories", default="1000,10000", callback=_sizes, show_default=True,
-              help="Corpus sizes per tenant, comma-separated.")
-@click.option("--tenants", type=click.IntRange(1), default=3, show_default=True,
-              help="Tenants in the store, each holding that many memories; tenant 0 is measured.")
+@click.option(
+    "--memories",
+    default="1000,10000",
+    callback=_sizes,
+    show_default=True,
+    help="Corpus sizes per tenant, comma-separated.",
+)
+@click.option(
+    "--tenants",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Tenants in the store, each holding that many memories; tenant 0 is measured.",
+)
 @click.option("--queries", type=click.IntRange(10), default=200, show_default=True, help="Recalls to time.")
 @click.option("--writes", type=click.IntRange(1), default=100, show_default=True, help="Writes to time.")
-@click.option("--clients", type=click.IntRange(1), default=4, show_default=True,
-              help="Concurrent MCP clients for the throughput measurement.")
+@click.option(
+    "--clients",
+    type=click.IntRange(1),
+    default=4,
+    show_default=True,
+    help="Concurrent MCP clients for the throughput measurement.",
+)
 @click.option("--seed", type=int, default=7, show_default=True, help="Corpus seed.")
-@click.option("--real-text", default="auto", callback=_real_text, show_default=True,
-              help="LoCoMo JSON for the real-text corpus; auto: ../shared's dev split if present; none: skip.")
-@click.option("--bursts", "burst_sizes", default="100,1000,5000", callback=_bursts, show_default=True,
-              help="Write bursts to time the recall right after (empty: skip).")
-@click.option("--kill-burst", type=click.IntRange(0), default=5_000, show_default=True,
-              help="Writes in the burst the server is killed in the middle of (0: skip).")
+@click.option(
+    "--real-text",
+    default="auto",
+    callback=_real_text,
+    show_default=True,
+    help="LoCoMo JSON for the real-text corpus; auto: ../shared's dev split if present; none: skip.",
+)
+@click.option(
+    "--bursts",
+    "burst_sizes",
+    default="100,1000,5000",
+    callback=_bursts,
+    show_default=True,
+    help="Write bursts to time the recall right after (empty: skip).",
+)
+@click.option(
+    "--kill-burst",
+    type=click.IntRange(0),
+    default=5_000,
+    show_default=True,
+    help="Writes in the burst the server is killed in the middle of (0: skip).",
+)
 @click.option("--http", is_flag=True, help="Also measure over streamable HTTP (one server, many clients).")
 @click.option("--json", "json_file", type=OutputFile(), help="Write the report here.")
-@click.option("--plot", "plot_file", type=OutputFile(),
-              help="Draw latency vs. size to this PNG (needs the 'plot' extra).")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=lambda: Path(user_cache_dir("atlas-mcp", appauthor=False)) / "bench",
-              show_default="user cache dir", help="Where corpus embeddings are kept between runs.")
-@click.option("--work-dir", type=EXISTING_DIR,
-              help="Where the temporary stores go (default: the system temp dir).")
+@click.option(
+    "--plot",
+    "plot_file",
+    type=OutputFile(),
+    help="Draw latency vs. size to this PNG (needs the 'plot' extra).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=lambda: Path(user_cache_dir("atlas-mcp", appauthor=False)) / "bench",
+    show_default="user cache dir",
+    help="Where corpus embeddings are kept between runs.",
+)
+@click.option(
+    "--work-dir", type=EXISTING_DIR, help="Where the temporary stores go (default: the system temp dir)."
+)
 def bench(
     memories, tenants, queries, writes, clients, seed, real_text, burst_sizes, kill_burst, http, json_file, plot_file,
     cache_dir, work_dir,

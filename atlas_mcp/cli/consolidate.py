@@ -17,11 +17,15 @@ from .options import OutputFile, config_option, settings_from, user_option
 @user_option
 @click.option("--dry-run", is_flag=True, help="Ask the LLM and show what would be written; write nothing.")
 @click.option(
-    "--replay", "replay_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    "--replay",
+    "replay_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Answer from a recording (JSONL made by --record) instead of asking an LLM.",
 )
 @click.option(
-    "--record", "record_file", type=OutputFile(),
+    "--record",
+    "record_file",
+    type=OutputFile(),
     help="Append every LLM answer to this JSONL file, for --replay.",
 )
 @config_option

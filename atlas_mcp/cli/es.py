@@ -72,12 +72,16 @@ def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
 
     settings = settings_from(config_file)
     if dry_run:
-        _echo_json(admin.user_key_plan(_layout(settings), user_id, settings.elasticsearch.key_expiration).to_dict())
+        _echo_json(
+            admin.user_key_plan(_layout(settings), user_id, settings.elasticsearch.key_expiration).to_dict()
+        )
         return
     cluster = _cluster(settings, admin=True)
     keys = key_store(settings)
     try:
-        stored = admin.add_user(cluster, keys, _layout(settings), user_id, settings.elasticsearch.key_expiration)
+        stored = admin.add_user(
+            cluster, keys, _layout(settings), user_id, settings.elasticsearch.key_expiration
+        )
     finally:
         cluster.close()
     click.echo(f"minted key {stored.id} for {user_id}; stored in {keys.path} (mode 0600)")
@@ -139,9 +143,12 @@ def es_query(text, user, k, memory_types, no_catalog, include_superseded, config
     plan = plan_recall(settings.scoring, settings.limits, asked)
     inference = Inference.from_config(settings.elasticsearch)
     if inference.rerank_id is None:  # the two branches of one _msearch, fused by atlas
-        _echo_json([{"method": "POST", "path": r.path, "body": r.body} for r in branch_requests(plan, _layout(settings))])
+        _echo_json(
+            [
+                {"method": "POST", "path": r.path, "body": r.body}
+                for r in branch_requests(plan, _layout(settings))
+            ]
+        )
         return
     request = recall_request(plan, _layout(settings), settings.scoring, inference, utcnow())
     _echo_json({"method": "POST", "path": request.path, "body": request.body})
-
-

@@ -49,12 +49,21 @@ def eval_() -> None:
 
 @eval_.command("locomo")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k.")
+@click.option(
+    "--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k."
+)
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
-@click.option("--ablate", multiple=True, type=click.Choice(sorted(ablation.ABLATIONS)),
-              help="Switch a technique off (repeatable: all named are switched off together).")
-@click.option("--ablation-table", is_flag=True,
-              help="Also score every single ablation on the same store and print R@k per category.")
+@click.option(
+    "--ablate",
+    multiple=True,
+    type=click.Choice(sorted(ablation.ABLATIONS)),
+    help="Switch a technique off (repeatable: all named are switched off together).",
+)
+@click.option(
+    "--ablation-table",
+    is_flag=True,
+    help="Also score every single ablation on the same store and print R@k per category.",
+)
 @config_option
 def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_file) -> None:
     """Run the LoCoMo retrieval protocol on PATH (e.g. locomo10.json); see docs/quality.md."""
@@ -81,9 +90,16 @@ def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_fil
 
 @eval_.command("madial")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k.")
-@click.option("--language", "languages", multiple=True, type=click.Choice(madial.LANGUAGES),
-              help="Only this language (repeatable); default: both.")
+@click.option(
+    "--k", "ks", default="5,10", callback=_ks, show_default=True, help="Cut-offs for R@k and Hit@k."
+)
+@click.option(
+    "--language",
+    "languages",
+    multiple=True,
+    type=click.Choice(madial.LANGUAGES),
+    help="Only this language (repeatable); default: both.",
+)
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
 def madial_command(folder: Path, ks, languages, json_file, config_file) -> None:
@@ -92,14 +108,19 @@ def madial_command(folder: Path, ks, languages, json_file, config_file) -> None:
     results = {}
     for split in splits:  # one store per language: BM25 statistics stay within a language
         steps = len(split.episodes) + len(split.questions)
-        with scratch_service(settings_from(config_file)) as (service, clock), _progress(steps, split.language) as bar:
+        with (
+            scratch_service(settings_from(config_file)) as (service, clock),
+            _progress(steps, split.language) as bar,
+        ):
             results[split.language] = madial.run(service, clock, split, ks, bar.update)
     columns = [f"{m}@{k}" for m in ("R", "Hit") for k in ks] + ["MRR"]
     click.echo(table({lang: r.metrics for lang, r in results.items()}, columns))
     for lang, r in results.items():
         latencies = sorted(r.recall_latencies_ms)
-        click.echo(f"{lang}: recall p50 {statistics.median(latencies):.1f} ms, "
-                   f"p95 {latencies[int(0.95 * len(latencies))]:.1f} ms")
+        click.echo(
+            f"{lang}: recall p50 {statistics.median(latencies):.1f} ms, "
+            f"p95 {latencies[int(0.95 * len(latencies))]:.1f} ms"
+        )
     if {"en", "zh"} <= results.keys():
         for k in ks:
             en, zh = results["en"].metrics[f"R@{k}"], results["zh"].metrics[f"R@{k}"]
@@ -114,10 +135,7 @@ def scenarios_command(json_file, config_file) -> None:
     """Run the built-in smart-home scenario suite; reports R@1, Hit@1, R@5 and MRR per kind."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = scenario_suite.run(service, clock)
-    click.echo(table(result.groups, scenario_suite.COLUMNS))
-    for line in result.failures:
-        click.echo(f"miss: {line}")
-    _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})
+    _report_suite(result, scenario_suite.COLUMNS, json_file)
 
 
 @eval_.command("multilingual")
@@ -127,7 +145,12 @@ def multilingual_command(json_file, config_file) -> None:
     """One household in en, de, es, fr and ja: R@1, R@3 and MRR per language and kind."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = multilingual.run(service, clock)
-    click.echo(table(result.groups, multilingual.COLUMNS))
+    _report_suite(result, multilingual.COLUMNS, json_file)
+
+
+def _report_suite(result, columns, json_file) -> None:
+    """A scenario suite's table, its misses, and the JSON file if one was asked for."""
+    click.echo(table(result.groups, columns))
     for line in result.failures:
         click.echo(f"miss: {line}")
     _write_json(json_file, {"groups": result.groups, "failures": list(result.failures)})

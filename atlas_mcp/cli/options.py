@@ -35,13 +35,18 @@ EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 
 def config_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "--config", "config_file", type=click.Path(dir_okay=False), envvar=None,
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False),
+        envvar=None,
         help="TOML settings file (default: $ATLAS_CONFIG).",
     )(fn)
 
 
 def user_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--user", "user", default=None, help="User id to act as (default: settings' user).")(fn)
+    return click.option("--user", "user", default=None, help="User id to act as (default: settings' user).")(
+        fn
+    )
 
 
 def settings_from(config_file: str | None, **flags: Any) -> Settings:
@@ -57,7 +62,9 @@ def require_known_user(service: MemoryService, user_id: str) -> None:
     if user_id in owners:
         return
     close = difflib.get_close_matches(user_id, owners, n=1)
-    hint = f"did you mean {close[0]!r}?" if close else f"users with memories: {', '.join(owners[:20]) or 'none'}"
+    hint = (
+        f"did you mean {close[0]!r}?" if close else f"users with memories: {', '.join(owners[:20]) or 'none'}"
+    )
     raise click.ClickException(f"unknown user {user_id!r}: no memories are stored for it ({hint})")
 
 

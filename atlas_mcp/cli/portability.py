@@ -13,7 +13,9 @@ from .options import OutputFile, config_option, require_known_user, service_sess
 
 @click.command("export")
 @click.argument("file", type=OutputFile())
-@click.option("--user", "user", default=None, help="Export only this user's memories (default: everyone + catalog).")
+@click.option(
+    "--user", "user", default=None, help="Export only this user's memories (default: everyone + catalog)."
+)
 @config_option
 def export(file: Path, user: str | None, config_file: str | None) -> None:
     """Write memories to FILE.jsonl, one per line with every field (ids, links, provenance, model)."""

@@ -23,7 +23,9 @@ log = get_logger(__name__)
 @click.option("--host", default=None, help="HTTP bind address (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="HTTP port (default 8765).")
 @click.option(
-    "--insecure-no-auth", is_flag=True, default=None,
+    "--insecure-no-auth",
+    is_flag=True,
+    default=None,
     help="Serve HTTP without tokens (loopback hosts only; for local experiments).",
 )
 @config_option
@@ -66,7 +68,9 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port))
     except OSError as exc:
-        reason = (exc.strerror or str(exc)).split(" (while attempting")[0]  # create_server appends the address
+        reason = (exc.strerror or str(exc)).split(" (while attempting")[
+            0
+        ]  # create_server appends the address
         hint = ": another server is using it, choose another --port" if exc.errno == errno.EADDRINUSE else ""
         raise ConfigurationError(f"cannot listen on {host}:{port}: {reason}{hint}") from exc
 

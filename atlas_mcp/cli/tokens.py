@@ -16,4 +16,4 @@ def users_token(user_id: str) -> None:
     """
     token, digest = new_token()
     click.echo(f"token for {user_id} (give it to the client; it is not stored anywhere):\n  {token}\n")
-    click.echo(f"add to the config file:\n[users.{user_id}]\ntoken_sha256 = \"{digest}\"")
+    click.echo(f'add to the config file:\n[users.{user_id}]\ntoken_sha256 = "{digest}"')

@@ -75,8 +75,12 @@ class RecordOutcome:
     refined_steps: tuple[Any, ...] | None = None
 
     def describe(self) -> str:
-        line = f'playbook {self.playbook.id} "{self.playbook.name}": {self.outcome} from {_ids(self.episodes)}'
-        return line + (f", steps refined to {len(self.refined_steps)}" if self.refined_steps is not None else "")
+        line = (
+            f'playbook {self.playbook.id} "{self.playbook.name}": {self.outcome} from {_ids(self.episodes)}'
+        )
+        return line + (
+            f", steps refined to {len(self.refined_steps)}" if self.refined_steps is not None else ""
+        )
 
 
 Action = WriteFact | ReinforceFact | WriteProcedure | MergeProcedure | RecordOutcome
@@ -109,7 +113,7 @@ class BatchReport:
         out = [f"user {self.user_id}: {self.episodes} episodes via {self.provider} ({mode})"]
         out += [f"  would {a.describe()}" for a in self.planned]
         out += [f"  {a.memory_id}: {a.action.describe()}" for a in self.applied]
-        out += [f"  kept out {r.section} \"{r.summary}\": {r.reason}" for r in self.rejected]
+        out += [f'  kept out {r.section} "{r.summary}": {r.reason}' for r in self.rejected]
         if not self.dry_run and self.watermark is not None:
             out.append(f"  watermark -> {self.watermark.isoformat()}")
         if self.more:

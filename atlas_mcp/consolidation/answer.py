@@ -113,7 +113,9 @@ def parse_answer(raw: str) -> Answer:
             try:
                 getattr(answer, section).append(model.model_validate(item))
             except ValidationError as exc:
-                reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors())
+                reason = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors()
+                )
                 answer.invalid.append(Rejected(section, _summary(item, position), f"invalid: {reason}"))
     return answer
 

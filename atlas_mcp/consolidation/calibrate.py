@@ -41,14 +41,14 @@ def read_pairs(path: Path) -> list[Pair]:
     return [Pair(**json.loads(line)) for line in lines if line.strip()]
 
 
-def sweep(pairs: Sequence[Pair], cosine: Callable[[str, str], float], thresholds: Sequence[float]) -> list[Row]:
+def sweep(
+    pairs: Sequence[Pair], cosine: Callable[[str, str], float], thresholds: Sequence[float]
+) -> list[Row]:
     scored = [(p, cosine(p.a, p.b)) for p in pairs]
     rows = []
     for t in thresholds:
         verdicts = [(p.duplicate, is_duplicate(p.b, p.a, s, t)) for p, s in scored]
-        rows.append(
-            Row(t, sum(d and v for d, v in verdicts), sum(v and not d for d, v in verdicts))
-        )
+        rows.append(Row(t, sum(d and v for d, v in verdicts), sum(v and not d for d, v in verdicts)))
     return rows
 
 
@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(config)
     embedder = open_embedder(settings.embedding.model, settings.embedding.threads)
     pairs = read_pairs(Path(args[0]))
-    rows = sweep(pairs, lambda a, b: float(embed_one(embedder, a) @ embed_one(embedder, b)), default_thresholds())
+    rows = sweep(
+        pairs, lambda a, b: float(embed_one(embedder, a) @ embed_one(embedder, b)), default_thresholds()
+    )
     total = sum(p.duplicate for p in pairs)
     click.echo(f"model {embedder.model_id}: {total} duplicate pairs, {len(pairs) - total} distinct pairs")
     for row in rows:

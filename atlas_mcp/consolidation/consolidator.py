@@ -78,7 +78,9 @@ async def _blocking(call: Callable[..., T], *args: Any) -> T:
 
 
 class Consolidator:
-    def __init__(self, service: MemoryService, settings: ConsolidationSettings, provider: LLMProvider) -> None:
+    def __init__(
+        self, service: MemoryService, settings: ConsolidationSettings, provider: LLMProvider
+    ) -> None:
         self.service = service
         self.settings = settings
         self.provider = provider
@@ -104,8 +106,12 @@ class Consolidator:
         report.rejected.extend(answer.invalid)
         await _blocking(self._settle, batch, answer, report)
         log.info(
-            "consolidated", user=user_id, episodes=report.episodes, dry_run=dry_run,
-            written=len(report.applied), kept_out=len(report.rejected),
+            "consolidated",
+            user=user_id,
+            episodes=report.episodes,
+            dry_run=dry_run,
+            written=len(report.applied),
+            kept_out=len(report.rejected),
         )
         return report
 
@@ -115,7 +121,11 @@ class Consolidator:
     def select_batch(self, user_id: str) -> Batch:
         limit = self.settings.batch_episodes
         found = self.service.list(
-            user_id, memory_types=["episodic"], since=self.watermark(user_id), oldest_first=True, limit=limit + 1
+            user_id,
+            memory_types=["episodic"],
+            since=self.watermark(user_id),
+            oldest_first=True,
+            limit=limit + 1,
         )
         episodes, more = found[:limit], len(found) > limit
         if more:
@@ -145,7 +155,9 @@ class Consolidator:
         """The user's live facts and playbooks nearest to the new episodes, best first."""
         best: dict[str, tuple[float, Memory]] = {}
         for episode in batch.episodes:
-            for hit in self._recall(batch.user_id, episode.text, ["semantic", "procedural"], CONTEXT_PER_EPISODE):
+            for hit in self._recall(
+                batch.user_id, episode.text, ["semantic", "procedural"], CONTEXT_PER_EPISODE
+            ):
                 if hit.memory.id not in best or best[hit.memory.id][0] < hit.score:
                     best[hit.memory.id] = (hit.score, hit.memory)
         ranked = [m for _, m in sorted(best.values(), key=lambda sm: -sm[0])]
@@ -155,9 +167,7 @@ class Consolidator:
 
     def _recall(self, user_id: str, text: str, kinds: list[str], k: int):
         query = text[: self.service.limits.max_query_chars]
-        return self.service.recall(
-            user_id, query, k, memory_types=kinds, include_catalog=False, touch=False
-        )
+        return self.service.recall(user_id, query, k, memory_types=kinds, include_catalog=False, touch=False)
 
     # -- deciding and applying ---------------------------------------------------------
 
@@ -198,11 +208,15 @@ class Consolidator:
     def _decide(self, user: str, section: str, item: Item, own: dict[str, Memory]) -> Action | Rejected:
         episodes = tuple(dict.fromkeys(item.supporting_episode_ids))
         if not episodes:
-            return Rejected(section, _summary(item), "no supporting episode ids: nothing the user said backs it")
+            return Rejected(
+                section, _summary(item), "no supporting episode ids: nothing the user said backs it"
+            )
         strangers = [e for e in episodes if e not in own]
         if strangers:
             return Rejected(
-                section, _summary(item), f"cites ids that are not this user's episodes: {', '.join(strangers[:3])}"
+                section,
+                _summary(item),
+                f"cites ids that are not this user's episodes: {', '.join(strangers[:3])}",
             )
         try:
             if isinstance(item, NewFact):
@@ -227,14 +241,22 @@ class Consolidator:
             self.service.check_supersession(user, MemoryType.SEMANTIC, targets)
         return WriteFact(
             inputs.clean_text(fact.text, "text", self.service.limits.max_text_chars),
-            fact.fact_type.value, fact.confidence, episodes, targets, fact.contradiction,
+            fact.fact_type.value,
+            fact.confidence,
+            episodes,
+            targets,
+            fact.contradiction,
         )
 
-    def _decide_procedure(self, user: str, proc: NewProcedure, episodes: tuple[str, ...]) -> Action | Rejected:
+    def _decide_procedure(
+        self, user: str, proc: NewProcedure, episodes: tuple[str, ...]
+    ) -> Action | Rejected:
         if proc.confidence < self.settings.min_procedure_confidence:
             return Rejected("new_procedures", proc.name, f"confidence {proc.confidence} is below the floor")
         steps = inputs.steps([_step(s) for s in proc.steps], self.service.limits)
-        probe = Memory("probe", MemoryType.PROCEDURAL, user, proc.trigger_text, datetime.min, name=proc.name, steps=steps)
+        probe = Memory(
+            "probe", MemoryType.PROCEDURAL, user, proc.trigger_text, datetime.min, name=proc.name, steps=steps
+        )
         twin = self._duplicate(user, probe.search_text(), "procedural", exclude=set())
         if twin is not None:
             if set(episodes) <= set(twin.source_episodes):
@@ -271,18 +293,31 @@ class Consolidator:
     def _apply(self, user: str, action: Action) -> str:
         if isinstance(action, WriteFact):
             return self.service.write(
-                user, action.text, "semantic",
-                supersedes_id=list(action.supersedes) or None, contradiction=action.contradiction,
-                confidence=action.confidence, fact_type=action.fact_type,
-                source_episodes=action.episodes, metadata=SOURCE_METADATA,
+                user,
+                action.text,
+                "semantic",
+                supersedes_id=list(action.supersedes) or None,
+                contradiction=action.contradiction,
+                confidence=action.confidence,
+                fact_type=action.fact_type,
+                source_episodes=action.episodes,
+                metadata=SOURCE_METADATA,
             ).id
         if isinstance(action, WriteProcedure):
             return self.service.write(
-                user, action.trigger_text, "procedural", name=action.name, steps=list(action.steps),
-                confidence=action.confidence, source_episodes=action.episodes, metadata=SOURCE_METADATA,
+                user,
+                action.trigger_text,
+                "procedural",
+                name=action.name,
+                steps=list(action.steps),
+                confidence=action.confidence,
+                source_episodes=action.episodes,
+                metadata=SOURCE_METADATA,
             ).id
         current = self.service.get(user, _target(action).id, include_catalog=False)  # fresh counts
-        changes: dict[str, Any] = {"source_episodes": tuple(dict.fromkeys((*current.source_episodes, *action.episodes)))}
+        changes: dict[str, Any] = {
+            "source_episodes": tuple(dict.fromkeys((*current.source_episodes, *action.episodes)))
+        }
         if isinstance(action, ReinforceFact):
             changes |= {"confidence": action.confidence, "last_used_at": self.service.clock()}
         elif isinstance(action, RecordOutcome):

@@ -168,8 +168,8 @@ def open_provider(
     """The configured provider; ``sessions`` is the server's SamplingSessions (sampling only)."""
     if settings.provider is None:
         raise ConfigurationError(
-            "consolidation is off: set [consolidation] provider = \"openai\", \"elasticsearch\" or "
-            "\"sampling\" (see docs/consolidation.md)"
+            'consolidation is off: set [consolidation] provider = "openai", "elasticsearch" or '
+            '"sampling" (see docs/consolidation.md)'
         )
     if settings.provider == "openai":
         return OpenAIProvider(settings, http_client)
@@ -179,7 +179,7 @@ def open_provider(
 
     if sessions is None:
         raise ConfigurationError(
-            "provider \"sampling\" asks a connected MCP client's model, so it runs only inside the "
+            'provider "sampling" asks a connected MCP client\'s model, so it runs only inside the '
             "server (atlas-mcp serve --transport http); use --replay, or an openai/elasticsearch provider"
         )
     return SamplingProvider(sessions, settings)

@@ -64,7 +64,11 @@ class SessionTracker:
         user = self._user(ctx)
         if user is not None:
             self.sessions.note(user, ctx.session)
-            if self.on_write and ctx.method == "tools/call" and (ctx.params or {}).get("name") == "write_memory":
+            if (
+                self.on_write
+                and ctx.method == "tools/call"
+                and (ctx.params or {}).get("name") == "write_memory"
+            ):
                 self.on_write(user)
         return result
 
@@ -101,7 +105,9 @@ class SamplingProvider:
                 )
         except Exception as exc:  # a closed stream, a refusal, a timeout: all mean "not now"
             self.sessions.forget(user_id, session)
-            raise ProviderUnavailable(f"sampling: the client did not answer ({type(exc).__name__}: {exc})") from exc
+            raise ProviderUnavailable(
+                f"sampling: the client did not answer ({type(exc).__name__}: {exc})"
+            ) from exc
         content = result.content
         if not isinstance(content, types.TextContent):
             raise ProviderUnavailable(f"sampling: expected text, got {type(content).__name__}")

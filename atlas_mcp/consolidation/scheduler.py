@@ -45,8 +45,12 @@ class ConsolidationScheduler:
         self._wake.set()
 
     async def run(self) -> None:
-        log.info("consolidation_scheduler", provider=self.settings.provider, every_hours=self.settings.every_hours,
-                 after_episodes=self.settings.after_episodes)
+        log.info(
+            "consolidation_scheduler",
+            provider=self.settings.provider,
+            every_hours=self.settings.every_hours,
+            after_episodes=self.settings.after_episodes,
+        )
         while True:
             with anyio.move_on_after(self.settings.poll_seconds):
                 await self._wake.wait()

@@ -35,9 +35,7 @@ class Candidate:
     embedding_pending: bool = False
 
 
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[str]], rank_constant: int, window: int
-) -> list[Fused]:
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rank_constant: int, window: int) -> list[Fused]:
     """Fuse ranked lists: score(d) = Σ 1 / (rank_constant + rank_i(d)) over lists holding d.
 
     Only the first ``window`` entries of each list take part, and the fused list is cut to

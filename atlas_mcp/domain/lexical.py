@@ -46,7 +46,30 @@ _HAN_CHAR = re.compile(rf"[{_HAN}]")
 _KANA = re.compile(rf"[{_HIRAGANA}{_KATAKANA}]")
 _HANGUL_CHAR = re.compile(rf"[{_HANGUL}]")
 _TELLTALES = {"de": "ßäöü", "es": "ñ¿¡", "fr": "çœèêëîûù", "pt": "ãõ", "it": "ìò"}
-_ELISIONS = frozenset(["l", "d", "j", "m", "n", "s", "t", "c", "qu", "lorsqu", "puisqu", "jusqu", "quoiqu", "un", "dell", "all", "dall", "nell", "sull", "col"])
+_ELISIONS = frozenset(
+    [
+        "l",
+        "d",
+        "j",
+        "m",
+        "n",
+        "s",
+        "t",
+        "c",
+        "qu",
+        "lorsqu",
+        "puisqu",
+        "jusqu",
+        "quoiqu",
+        "un",
+        "dell",
+        "all",
+        "dall",
+        "nell",
+        "sull",
+        "col",
+    ]
+)
 _ENGLISH_CLITICS = frozenset(["s", "re", "ve", "ll", "d", "m", "t"])
 
 
@@ -150,7 +173,7 @@ def _bigrams(run: str) -> Iterable[str]:
 
 
 def _strip_clitics(word: str, language: str) -> str:
-    """"what's" → "what", "don't" → "do", "l'homme" → "homme", "dell'arte" → "arte"."""
+    """ "what's" → "what", "don't" → "do", "l'homme" → "homme", "dell'arte" → "arte"."""
     parts = re.split(r"['’]", word)
     if len(parts) == 1:
         return word
@@ -163,7 +186,7 @@ def _strip_clitics(word: str, language: str) -> str:
 
 
 def _shouted(token: str) -> bool:
-    """"IT", "US": an acronym that spells a stop word is not one."""
+    """ "IT", "US": an acronym that spells a stop word is not one."""
     return len(token) > 1 and token.isupper()
 
 

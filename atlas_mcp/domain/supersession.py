@@ -16,7 +16,9 @@ from .model import Contradiction, Memory, MemoryType
 SUPERSEDABLE_TYPES = frozenset({MemoryType.SEMANTIC, MemoryType.PROCEDURAL})
 
 
-def penalised_confidence(confidence: float | None, contradiction: Contradiction, penalty: float) -> float | None:
+def penalised_confidence(
+    confidence: float | None, contradiction: Contradiction, penalty: float
+) -> float | None:
     """Harsh contradictions cost the superseding fact ``penalty`` confidence, clamped at 0."""
     if contradiction is not Contradiction.HARSH:
         return confidence

@@ -35,7 +35,9 @@ class ManualClock:
 
 
 @contextmanager
-def scratch_service(settings: Settings | None = None, **overrides: Any) -> Iterator[tuple[MemoryService, ManualClock]]:
+def scratch_service(
+    settings: Settings | None = None, **overrides: Any
+) -> Iterator[tuple[MemoryService, ManualClock]]:
     """A service over a fresh store, so an evaluation never touches real memories.
 
     ``overrides`` are settings fields (e.g. ``scoring=ScoringPolicy(...)``). The embedded store

@@ -62,9 +62,7 @@ async def _sweep(service: MemoryService, stored: list[StoredMemory], progress) -
 
 
 async def _recall_ids(session: Client, query: str, k: int) -> list[str]:
-    result = await session.call_tool(
-        "recall_memory", {"query": query, "k": k, "include_superseded": True}
-    )
+    result = await session.call_tool("recall_memory", {"query": query, "k": k, "include_superseded": True})
     if result.is_error:
         raise RuntimeError(f"recall_memory failed during the leak sweep: {result.content}")
     return [m["id"] for m in result.structured_content["memories"]]

@@ -101,7 +101,10 @@ def run(
 
 
 def rescore(
-    service: MemoryService, clock: ManualClock, conversations: Sequence[Conversation], ingested: LocomoResult,
+    service: MemoryService,
+    clock: ManualClock,
+    conversations: Sequence[Conversation],
+    ingested: LocomoResult,
     ks: Sequence[int],
 ) -> dict[str, dict[str, float]]:
     """Ask again with another service over the store ``ingested`` filled; grouped metrics."""
@@ -115,10 +118,17 @@ def ablation_table(full: LocomoResult, variants: dict[str, dict], ks: Sequence[i
     """R@k per category: the full system, then each ablation's value and its change."""
     k = max(ks)
     head = ["variant", *full.groups]
-    lines = [f"R@{k} with one technique switched off", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"R@{k} with one technique switched off",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     lines.append("| full | " + " | ".join(f"{g[f'R@{k}']:.3f}" for g in full.groups.values()) + " |")
     for name, groups in variants.items():
-        cells = [f"{groups[g][f'R@{k}']:.3f} ({groups[g][f'R@{k}'] - full.groups[g][f'R@{k}']:+.3f})" for g in full.groups]
+        cells = [
+            f"{groups[g][f'R@{k}']:.3f} ({groups[g][f'R@{k}'] - full.groups[g][f'R@{k}']:+.3f})"
+            for g in full.groups
+        ]
         lines.append(f"| −{name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -135,5 +145,7 @@ def to_json(result: LocomoResult, variants: dict[str, dict], ablated: list[str])
         "recall_ms": {"p50": latencies[len(latencies) // 2], "p95": latencies[int(0.95 * len(latencies))]}
         if latencies
         else {},
-        "questions": [{"category": q.group, "gold": list(q.gold), "ranked": list(q.ranked)} for q in result.questions],
+        "questions": [
+            {"category": q.group, "gold": list(q.gold), "ranked": list(q.ranked)} for q in result.questions
+        ],
     }

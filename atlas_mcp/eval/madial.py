@@ -92,7 +92,9 @@ def run(
     ids: dict[str, str] = {}
     for episode in sorted(split.episodes, key=lambda e: e.occurred_at):
         clock.set(episode.occurred_at)
-        written = service.write(_tenant(split, episode.user), episode.text, "episodic", occurred_at=episode.occurred_at)
+        written = service.write(
+            _tenant(split, episode.user), episode.text, "episodic", occurred_at=episode.occurred_at
+        )
         ids[written.id] = episode.memory_id
         progress(1)
     clock.set(max(e.occurred_at for e in split.episodes) + ASKED_AFTER_LAST_MEMORY)

@@ -43,7 +43,9 @@ def summarise(results: Sequence[Ranked], ks: Sequence[int]) -> dict[str, float]:
 
 def by_group(results: Sequence[Ranked], ks: Sequence[int], groups: dict[str, Sequence[str]]) -> dict:
     """``groups`` maps a row name to the result groups it pools, e.g. answerable → 4 categories."""
-    return {name: summarise([r for r in results if r.group in members], ks) for name, members in groups.items()}
+    return {
+        name: summarise([r for r in results if r.group in members], ks) for name, members in groups.items()
+    }
 
 
 def table(rows: dict[str, dict[str, float]], columns: Sequence[str]) -> str:

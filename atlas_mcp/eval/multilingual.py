@@ -45,7 +45,9 @@ def run(service: MemoryService, clock: ManualClock, scenarios: dict | None = Non
             ranked = tuple(h.memory.id for h in hits)
             results.append(Ranked(f"{language} {question['kind']}", (gold,), ranked))
             if ranked[:1] != (gold,):
-                failures.append(f"[{language}] {question[language]!r} → {hits[0].memory.text if hits else None!r}")
+                failures.append(
+                    f"[{language}] {question[language]!r} → {hits[0].memory.text if hits else None!r}"
+                )
     groups = {}
     for language in scenarios["languages"]:
         groups[language] = summarise([r for r in results if r.group.split()[0] == language], KS)

@@ -86,7 +86,10 @@ def ask(service: MemoryService, clock: ManualClock, suite: dict, stored: list[St
             ids[question["write"]["key"]] = write(service, user, question["write"], ids)
             keys[ids[question["write"]["key"]]] = question["write"]["key"]
         hits = service.recall(  # touch=False: asking must not refresh what it measures (decay)
-            user, question["query"], RECALL_K, include_superseded=question.get("include_superseded", False),
+            user,
+            question["query"],
+            RECALL_K,
+            include_superseded=question.get("include_superseded", False),
             touch=False,
         )
         ranked = tuple(keys.get(h.memory.id, h.memory.id) for h in hits)

@@ -116,7 +116,11 @@ class OnnxMiniLM:
             return [text]
         out = []
         for window in (encoding, *encoding.overflowing):
-            spans = [o for o, special in zip(window.offsets, window.special_tokens_mask, strict=True) if not special]
+            spans = [
+                o
+                for o, special in zip(window.offsets, window.special_tokens_mask, strict=True)
+                if not special
+            ]
             if spans:
                 out.append(text[spans[0][0] : spans[-1][1]])
         return out
@@ -163,7 +167,9 @@ def length_groups(lengths: np.ndarray) -> list[np.ndarray]:
     held = 0
     for index in np.argsort(lengths, kind="stable"):
         length = int(lengths[index])
-        if current and (len(current) == BATCH_SIZE or length * (len(current) + 1) > PADDING_SLACK * (held + length)):
+        if current and (
+            len(current) == BATCH_SIZE or length * (len(current) + 1) > PADDING_SLACK * (held + length)
+        ):
             groups.append(np.array(current))
             current, held = [], 0
         current.append(int(index))

@@ -149,9 +149,7 @@ async def healthz(_request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-def build_http_app(
-    server: MCPServer, settings: Settings, service: MemoryService | None = None
-) -> Starlette:
+def build_http_app(server: MCPServer, settings: Settings, service: MemoryService | None = None) -> Starlette:
     server.streamable_http_app(  # builds the session manager we mount below
         streamable_http_path=MCP_PATH,
         transport_security=transport_security(settings),
@@ -169,7 +167,9 @@ def build_http_app(
         lifespan=lambda _app: manager.run(),
     )
     tokens = None if settings.insecure_no_auth else TokenTable(settings.token_digests())
-    app.add_middleware(BearerAuth, tokens=tokens, anonymous_user=settings.user, **_auth_options(app, settings))
+    app.add_middleware(
+        BearerAuth, tokens=tokens, anonymous_user=settings.user, **_auth_options(app, settings)
+    )
     if service is not None:  # after BearerAuth: the inspector's gate must run before it
         mount_inspector(app, service, tokens.user_for if tokens else None)
     return app
@@ -202,4 +202,3 @@ def describe(settings: Settings) -> dict[str, Any]:
         "auth": "none (loopback only)" if settings.insecure_no_auth else "bearer",
         "oauth_issuer": settings.oauth.issuer,
     }
-

@@ -57,7 +57,9 @@ class Rejection:
 class JwtVerifier:
     def __init__(self, settings: OAuthSettings) -> None:
         self.settings = settings
-        self._keys = jwt.PyJWKClient(settings.jwks_url, cache_keys=True, lifespan=settings.jwks_cache_s, timeout=10)
+        self._keys = jwt.PyJWKClient(
+            settings.jwks_url, cache_keys=True, lifespan=settings.jwks_cache_s, timeout=10
+        )
 
     async def verify(self, token: str) -> str | Rejection:
         """The user a valid access token names, or why it is refused."""
@@ -74,7 +76,9 @@ class JwtVerifier:
             return Rejection(403, "insufficient_scope", f"the token lacks scope {' '.join(missing)}")
         user = claims.get(self.settings.user_claim)
         if not isinstance(user, str) or not _USER.match(user):
-            return Rejection(401, "invalid_token", f"the token has no usable {self.settings.user_claim!r} claim")
+            return Rejection(
+                401, "invalid_token", f"the token has no usable {self.settings.user_claim!r} claim"
+            )
         return user
 
     def _decode(self, token: str) -> dict:

@@ -43,7 +43,9 @@ class StrictToolServer(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | Any:
         if self._arguments is None:  # tools are all registered by the time the first call comes
-            self._arguments = {t.name: tuple(t.input_schema.get("properties", {})) for t in await self.list_tools()}
+            self._arguments = {
+                t.name: tuple(t.input_schema.get("properties", {})) for t in await self.list_tools()
+            }
         known = self._arguments.get(name)
         if known is not None and (problem := unknown_arguments(name, arguments, known)):
             raise ToolError(problem)

@@ -185,7 +185,9 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             Literal["natural", "harsh"],
             Field(description="natural: the world changed; harsh: the user corrected a wrong fact."),
         ] = "natural",
-        occurred_at: Annotated[str | None, Field(description="ISO-8601 time of an event; default now.")] = None,
+        occurred_at: Annotated[
+            str | None, Field(description="ISO-8601 time of an event; default now.")
+        ] = None,
         confidence: Annotated[float | None, Field(ge=0, le=1, description="How certain the fact is.")] = None,
         fact_type: Annotated[
             Literal["preference", "identity", "constraint", "world"] | None,
@@ -194,7 +196,9 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         steps: Annotated[
             list[str | Step] | None, Field(description="Procedural only: the playbook's steps, in order.")
         ] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="Free-form JSON to keep with it.")] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Free-form JSON to keep with it.")
+        ] = None,
     ) -> Annotated[CallToolResult, WriteOut]:
         """Store a long-term memory about the user; it is recallable on the very next call.
 
@@ -219,11 +223,16 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
                 metadata=metadata,
             )
         )
-        return _result(WriteOut(id=result.id, memory_type=result.memory_type.value, superseded=list(result.superseded)))
+        return _result(
+            WriteOut(id=result.id, memory_type=result.memory_type.value, superseded=list(result.superseded))
+        )
 
     @server.tool(
         annotations=ToolAnnotations(
-            title="Forget memory", read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+            title="Forget memory",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=True,
             open_world_hint=False,
         ),
     )

@@ -37,7 +37,14 @@ def _oracle(conn: sqlite3.Connection, plan: RecallPlan) -> list[tuple[str, float
     types = sorted(t.value for t in plan.memory_types)
     sql = WHOLE_INDEX.format(types=",".join("?" * len(types)))
     catalog = MemoryType.CATALOG in plan.memory_types
-    params = (fts_query(plan.query, detect_language(plan.query)), plan.user_id, catalog, *types, plan.include_superseded, plan.window)
+    params = (
+        fts_query(plan.query, detect_language(plan.query)),
+        plan.user_id,
+        catalog,
+        *types,
+        plan.include_superseded,
+        plan.window,
+    )
     return [(r[0], -r[1]) for r in conn.execute(sql, params)]
 
 
@@ -62,7 +69,11 @@ def store(tmp_path_factory):
 
 def test_blocks_rank_exactly_like_the_whole_index(store):
     queries = corpus.queries(11, 40) + ["restart the router", "the", "Lisbon", "ramen tacos lunch"]
-    kinds = [frozenset(MemoryType), frozenset({MemoryType.SEMANTIC}), frozenset(MemoryType) - {MemoryType.CATALOG}]
+    kinds = [
+        frozenset(MemoryType),
+        frozenset({MemoryType.SEMANTIC}),
+        frozenset(MemoryType) - {MemoryType.CATALOG},
+    ]
     checked = 0
     for query in queries:
         for user in (corpus.tenant_id(0), corpus.tenant_id(2)):
@@ -87,7 +98,12 @@ def test_each_owner_lives_in_its_own_rowid_block(store):
 def _interleaved(seed: int, count: int, tenants: int, step: int) -> list[Memory]:
     items = corpus.specs(seed, count)
     per_tenant = [corpus.tenant_memories(t, items) for t in range(tenants)]
-    return [m for start in range(0, count, step) for memories in per_tenant for m in memories[start : start + step]]
+    return [
+        m
+        for start in range(0, count, step)
+        for memories in per_tenant
+        for m in memories[start : start + step]
+    ]
 
 
 def _store_at_version_2(path, memories: list[Memory]) -> None:
@@ -100,7 +116,9 @@ def _store_at_version_2(path, memories: list[Memory]) -> None:
     sql = f"INSERT INTO memories ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     model = default_embedder().model_id
     conn.execute("BEGIN")
-    for memory, vector in zip(memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), strict=True):
+    for memory, vector in zip(
+        memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), strict=True
+    ):
         row = rows.to_row(memory)
         conn.execute(sql, (*(row[c] for c in old_columns), vector.tobytes(), model))
     conn.execute("COMMIT")

@@ -131,7 +131,8 @@ def test_memories_show_treats_another_users_memory_as_not_found(seeded: Seeded):
 def test_stats_counts_per_user_and_type_and_measures_the_store(seeded: Seeded, tmp_path: Path):
     found = run_json("stats")
     assert found["users"]["sarah"] == {
-        "counts": {"episodic": 1, "semantic": 3, "procedural": 1}, "superseded": 2
+        "counts": {"episodic": 1, "semantic": 3, "procedural": 1},
+        "superseded": 2,
     }
     assert found["users"]["bob"] == {"counts": {"semantic": 1}, "superseded": 0}
     assert found["catalog"] == 1

@@ -26,11 +26,18 @@ def test_anything_but_one_object_of_lists_is_malformed(raw):
 
 
 def test_invalid_items_are_reported_with_their_reason():
-    raw = json.dumps({
-        "new_facts": [{"text": "", "supporting_episode_ids": ["e1"]}, {"text": "ok", "supporting_episode_ids": ["e1"]}],
-        "new_procedures": [{"name": "p", "trigger_text": "t", "steps": [], "supporting_episode_ids": ["e1"]}],
-        "procedural_updates": [{"id": "p1", "outcome": "maybe", "supporting_episode_ids": ["e1"]}],
-    })
+    raw = json.dumps(
+        {
+            "new_facts": [
+                {"text": "", "supporting_episode_ids": ["e1"]},
+                {"text": "ok", "supporting_episode_ids": ["e1"]},
+            ],
+            "new_procedures": [
+                {"name": "p", "trigger_text": "t", "steps": [], "supporting_episode_ids": ["e1"]}
+            ],
+            "procedural_updates": [{"id": "p1", "outcome": "maybe", "supporting_episode_ids": ["e1"]}],
+        }
+    )
     answer = parse_answer(raw)
     assert [f.text for f in answer.new_facts] == ["ok"]
     assert [r.section for r in answer.invalid] == ["new_facts", "new_procedures", "procedural_updates"]
@@ -38,7 +45,18 @@ def test_invalid_items_are_reported_with_their_reason():
 
 
 def test_null_optionals_mean_their_defaults():
-    raw = json.dumps({"new_facts": [{"text": "x", "supporting_episode_ids": ["e"], "supersedes_id": None,
-                                     "contradiction": None, "fact_type": None}]})
+    raw = json.dumps(
+        {
+            "new_facts": [
+                {
+                    "text": "x",
+                    "supporting_episode_ids": ["e"],
+                    "supersedes_id": None,
+                    "contradiction": None,
+                    "fact_type": None,
+                }
+            ]
+        }
+    )
     [fact] = parse_answer(raw).new_facts
     assert fact.supersedes_id == [] and fact.contradiction == "natural" and fact.fact_type == "preference"

@@ -21,7 +21,11 @@ def consolidate(config, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATLAS_")}
     return subprocess.run(
         [sys.executable, "-m", "atlas_mcp", "consolidate", "--config", str(config), *args],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
 
 
@@ -38,13 +42,24 @@ def test_dry_run_then_record_then_replay_on_a_copy(persona, fake_llm, tmp_path):
     e = persona.episodes
     body = {
         "new_facts": [
-            {"text": "Sarah lives in Berlin.", "fact_type": "identity", "confidence": 0.95,
-             "supporting_episode_ids": [e[0]], "supersedes_id": persona.munich, "contradiction": "natural"},
-            {"text": "Sarah takes a pottery class on Thursday evenings.", "confidence": 0.9,
-             "supporting_episode_ids": [e[4]]},
+            {
+                "text": "Sarah lives in Berlin.",
+                "fact_type": "identity",
+                "confidence": 0.95,
+                "supporting_episode_ids": [e[0]],
+                "supersedes_id": persona.munich,
+                "contradiction": "natural",
+            },
+            {
+                "text": "Sarah takes a pottery class on Thursday evenings.",
+                "confidence": 0.9,
+                "supporting_episode_ids": [e[4]],
+            },
             {"text": "Sarah owns a boat.", "confidence": 0.9, "supporting_episode_ids": []},
         ],
-        "procedural_updates": [{"id": persona.hue_playbook, "outcome": "success", "supporting_episode_ids": [e[2]]}],
+        "procedural_updates": [
+            {"id": persona.hue_playbook, "outcome": "success", "supporting_episode_ids": [e[2]]}
+        ],
     }
     persona.service.close()
     data = tmp_path / "data"
@@ -58,7 +73,9 @@ def test_dry_run_then_record_then_replay_on_a_copy(persona, fake_llm, tmp_path):
     fake_llm.script(body)
     dry = consolidate(config, "--user", "sarah", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert "dry run, nothing written" in dry.stdout and 'would new fact "Sarah lives in Berlin."' in dry.stdout
+    assert (
+        "dry run, nothing written" in dry.stdout and 'would new fact "Sarah lives in Berlin."' in dry.stdout
+    )
     assert 'kept out new_facts "Sarah owns a boat."' in dry.stdout
     assert facts_of(data / "atlas.db") == facts_of(pristine / "atlas.db")
 

@@ -19,7 +19,12 @@ def answer(facts=(), procedures=(), updates=()) -> dict:
 
 
 def fact(text, episodes, **extra) -> dict:
-    return {"text": text, "fact_type": "preference", "confidence": 0.9, "supporting_episode_ids": episodes} | extra
+    return {
+        "text": text,
+        "fact_type": "preference",
+        "confidence": 0.9,
+        "supporting_episode_ids": episodes,
+    } | extra
 
 
 def consolidator(persona: Persona, settings: ConsolidationSettings) -> Consolidator:
@@ -27,15 +32,23 @@ def consolidator(persona: Persona, settings: ConsolidationSettings) -> Consolida
 
 
 def live_facts(persona: Persona) -> dict[str, object]:
-    return {m.text: m for m in persona.service.list("sarah", memory_types=["semantic"], include_superseded=False)}
+    return {
+        m.text: m for m in persona.service.list("sarah", memory_types=["semantic"], include_superseded=False)
+    }
 
 
-async def test_writes_grounded_facts_with_provenance_and_advances_the_watermark(persona, fake_llm, openai_settings):
+async def test_writes_grounded_facts_with_provenance_and_advances_the_watermark(
+    persona, fake_llm, openai_settings
+):
     e = persona.episodes
-    fake_llm.script(answer(facts=[
-        fact("Sarah prefers short answers without bullet points.", [e[3]]),
-        fact("Sarah takes a pottery class on Thursday evenings.", [e[4]], fact_type="world"),
-    ]))
+    fake_llm.script(
+        answer(
+            facts=[
+                fact("Sarah prefers short answers without bullet points.", [e[3]]),
+                fact("Sarah takes a pottery class on Thursday evenings.", [e[4]], fact_type="world"),
+            ]
+        )
+    )
     [report] = await consolidator(persona, openai_settings).run("sarah")
 
     facts = live_facts(persona)
@@ -47,12 +60,16 @@ async def test_writes_grounded_facts_with_provenance_and_advances_the_watermark(
     assert persona.service.get_state("sarah", WATERMARK_KEY) == newest.created_at.isoformat()
     assert persona.service.get_state("sarah", PENDING_KEY) is None
     # auditable: the fact leads back to the episode the user actually said it in
-    assert persona.service.get("sarah", pottery.source_episodes[0]).text.startswith("Sarah started a pottery class")
+    assert persona.service.get("sarah", pottery.source_episodes[0]).text.startswith(
+        "Sarah started a pottery class"
+    )
     hits = persona.service.recall("sarah", "when is Sarah's pottery class?", 3, memory_types=["semantic"])
     assert hits[0].memory.id == pottery.id
 
 
-async def test_the_prompt_carries_new_episodes_related_facts_and_playbooks(persona, fake_llm, openai_settings):
+async def test_the_prompt_carries_new_episodes_related_facts_and_playbooks(
+    persona, fake_llm, openai_settings
+):
     fake_llm.script(answer())
     await consolidator(persona, openai_settings).run("sarah")
 
@@ -72,13 +89,17 @@ async def test_items_without_provenance_or_with_foreign_or_unknown_ids_are_kept_
     persona, fake_llm, openai_settings
 ):
     e = persona.episodes
-    fake_llm.script(answer(facts=[
-        fact("Sarah loves jazz.", []),  # no provenance: invented
-        fact("Sarah drives a blue Tesla.", [persona.james_episode]),  # another user's episode
-        fact("Sarah likes hiking.", [e[0], "0123456789abcdef0123456789abcdef"]),  # one unknown id
-        fact("Sarah lives near the router.", [persona.munich]),  # a fact id is not an episode
-        {"text": "no ids field at all", "confidence": 0.9},
-    ]))
+    fake_llm.script(
+        answer(
+            facts=[
+                fact("Sarah loves jazz.", []),  # no provenance: invented
+                fact("Sarah drives a blue Tesla.", [persona.james_episode]),  # another user's episode
+                fact("Sarah likes hiking.", [e[0], "0123456789abcdef0123456789abcdef"]),  # one unknown id
+                fact("Sarah lives near the router.", [persona.munich]),  # a fact id is not an episode
+                {"text": "no ids field at all", "confidence": 0.9},
+            ]
+        )
+    )
     [report] = await consolidator(persona, openai_settings).run("sarah")
 
     assert report.applied == []
@@ -92,19 +113,32 @@ async def test_items_without_provenance_or_with_foreign_or_unknown_ids_are_kept_
 
 async def test_confidence_floor_drops_weak_facts_and_playbooks(persona, fake_llm, openai_settings):
     e = persona.episodes
-    fake_llm.script(answer(
-        facts=[fact("Sarah might like ceramics.", [e[4]], confidence=0.4)],
-        procedures=[{"name": "Pottery prep", "trigger_text": "before pottery", "steps": ["pack apron", "go"],
-                     "supporting_episode_ids": [e[4]], "confidence": 0.7}],
-    ))
+    fake_llm.script(
+        answer(
+            facts=[fact("Sarah might like ceramics.", [e[4]], confidence=0.4)],
+            procedures=[
+                {
+                    "name": "Pottery prep",
+                    "trigger_text": "before pottery",
+                    "steps": ["pack apron", "go"],
+                    "supporting_episode_ids": [e[4]],
+                    "confidence": 0.7,
+                }
+            ],
+        )
+    )
     [report] = await consolidator(persona, openai_settings).run("sarah")
     assert report.applied == [] and all("below the floor" in r.reason for r in report.rejected)
     assert len(report.rejected) == 2
 
 
-async def test_a_restated_fact_reinforces_the_existing_one_instead_of_duplicating(persona, fake_llm, openai_settings):
+async def test_a_restated_fact_reinforces_the_existing_one_instead_of_duplicating(
+    persona, fake_llm, openai_settings
+):
     e = persona.episodes
-    fake_llm.script(answer(facts=[fact("Sarah is vegetarian.", [e[1]], fact_type="constraint", confidence=0.7)]))
+    fake_llm.script(
+        answer(facts=[fact("Sarah is vegetarian.", [e[1]], fact_type="constraint", confidence=0.7)])
+    )
     [report] = await consolidator(persona, openai_settings).run("sarah")
 
     [applied] = report.applied
@@ -117,10 +151,20 @@ async def test_a_restated_fact_reinforces_the_existing_one_instead_of_duplicatin
 
 async def test_a_contradiction_supersedes_through_the_write_memory_path(persona, fake_llm, openai_settings):
     e = persona.episodes
-    fake_llm.script(answer(facts=[
-        fact("Sarah lives in Berlin, in Kreuzberg.", [e[0]], fact_type="identity", confidence=1.0,
-             supersedes_id=persona.munich, contradiction="harsh"),
-    ]))
+    fake_llm.script(
+        answer(
+            facts=[
+                fact(
+                    "Sarah lives in Berlin, in Kreuzberg.",
+                    [e[0]],
+                    fact_type="identity",
+                    confidence=1.0,
+                    supersedes_id=persona.munich,
+                    contradiction="harsh",
+                ),
+            ]
+        )
+    )
     [report] = await consolidator(persona, openai_settings).run("sarah")
 
     [applied] = report.applied
@@ -136,9 +180,13 @@ async def test_a_contradiction_supersedes_through_the_write_memory_path(persona,
 async def test_superseding_a_foreign_or_unknown_fact_is_rejected(persona, fake_llm, openai_settings, service):
     james_fact = service.write("james", "James lives in Leeds.").id
     e = persona.episodes
-    fake_llm.script(answer(facts=[
-        fact("Sarah lives in Berlin.", [e[0]], supersedes_id=james_fact),
-    ]))
+    fake_llm.script(
+        answer(
+            facts=[
+                fact("Sarah lives in Berlin.", [e[0]], supersedes_id=james_fact),
+            ]
+        )
+    )
     [report] = await consolidator(persona, openai_settings).run("sarah")
     assert report.applied == [] and "not found" in report.rejected[0].reason
     assert service.get("james", james_fact).superseded_by is None
@@ -154,18 +202,26 @@ async def test_malformed_json_writes_nothing_and_keeps_the_watermark(persona, fa
     assert persona.service.get_state("sarah", PENDING_KEY) is None
     assert set(live_facts(persona)) == {"Sarah lives in Munich.", "Sarah is vegetarian."}
 
-    fake_llm.script("```json\n" + json.dumps(answer(facts=[fact("Sarah skips bullet points.", [persona.episodes[3]])])) + "\n```")
+    fake_llm.script(
+        "```json\n"
+        + json.dumps(answer(facts=[fact("Sarah skips bullet points.", [persona.episodes[3]])]))
+        + "\n```"
+    )
     [report] = await subject.run("sarah")
     assert len(report.applied) == 1
 
 
 async def test_an_invalid_item_is_dropped_and_the_valid_ones_kept(persona, fake_llm, openai_settings):
     e = persona.episodes
-    fake_llm.script(answer(facts=[
-        fact("Sarah does pottery.", [e[4]], fact_type="hobby"),  # not a fact_type
-        fact("Sarah does pottery on Thursdays.", [e[4]], confidence=3),  # out of range
-        fact("Sarah takes a pottery class.", [e[4]]),
-    ]))
+    fake_llm.script(
+        answer(
+            facts=[
+                fact("Sarah does pottery.", [e[4]], fact_type="hobby"),  # not a fact_type
+                fact("Sarah does pottery on Thursdays.", [e[4]], confidence=3),  # out of range
+                fact("Sarah takes a pottery class.", [e[4]]),
+            ]
+        )
+    )
     [report] = await consolidator(persona, openai_settings).run("sarah")
     assert [a.action.text for a in report.applied] == ["Sarah takes a pottery class."]
     assert [r.reason.split(":")[0] for r in report.rejected] == ["invalid", "invalid"]
@@ -184,9 +240,19 @@ async def test_playbook_outcomes_move_the_track_record_once(persona, fake_llm, o
 
     # The same outcome cited again (say, by a later batch) is not counted twice.
     new = persona.service.write("sarah", "Sarah said the Hue fix still holds.", "episodic").id
-    fake_llm.script(answer(updates=[update | {"supporting_episode_ids": [e[2]]},
-                                    {"id": persona.hue_playbook, "outcome": "failure",
-                                     "supporting_episode_ids": [new], "refined_steps": ["Update the bridge firmware"]}]))
+    fake_llm.script(
+        answer(
+            updates=[
+                update | {"supporting_episode_ids": [e[2]]},
+                {
+                    "id": persona.hue_playbook,
+                    "outcome": "failure",
+                    "supporting_episode_ids": [new],
+                    "refined_steps": ["Update the bridge firmware"],
+                },
+            ]
+        )
+    )
     [report] = await consolidator(persona, openai_settings).run("sarah")
     playbook = persona.service.get("sarah", persona.hue_playbook)
     assert (playbook.success_count, playbook.failure_count) == (1, 1)
@@ -196,15 +262,23 @@ async def test_playbook_outcomes_move_the_track_record_once(persona, fake_llm, o
 
 async def test_recall_ranks_playbooks_by_their_track_record(service, fake_llm, openai_settings):
     steps = ["Restart the router", "Re-pair the bulbs"]
-    good = service.write("sarah", "When smart lights go offline", "procedural", name="Lights offline A", steps=steps).id
-    bad = service.write("sarah", "When smart lights go offline", "procedural", name="Lights offline B", steps=steps).id
+    good = service.write(
+        "sarah", "When smart lights go offline", "procedural", name="Lights offline A", steps=steps
+    ).id
+    bad = service.write(
+        "sarah", "When smart lights go offline", "procedural", name="Lights offline B", steps=steps
+    ).id
     outcomes = [service.write("sarah", f"Run {i} of the lights fix", "episodic").id for i in range(4)]
-    fake_llm.script(answer(updates=[
-        {"id": good, "outcome": "success", "supporting_episode_ids": [outcomes[0]]},
-        {"id": good, "outcome": "success", "supporting_episode_ids": [outcomes[1]]},
-        {"id": bad, "outcome": "failure", "supporting_episode_ids": [outcomes[2]]},
-        {"id": bad, "outcome": "failure", "supporting_episode_ids": [outcomes[3]]},
-    ]))
+    fake_llm.script(
+        answer(
+            updates=[
+                {"id": good, "outcome": "success", "supporting_episode_ids": [outcomes[0]]},
+                {"id": good, "outcome": "success", "supporting_episode_ids": [outcomes[1]]},
+                {"id": bad, "outcome": "failure", "supporting_episode_ids": [outcomes[2]]},
+                {"id": bad, "outcome": "failure", "supporting_episode_ids": [outcomes[3]]},
+            ]
+        )
+    )
     await Consolidator(service, openai_settings, open_provider(openai_settings)).run("sarah")
     hits = service.recall("sarah", "my smart lights went offline", 2, memory_types=["procedural"])
     assert [h.memory.id for h in hits] == [good, bad]
@@ -213,9 +287,13 @@ async def test_recall_ranks_playbooks_by_their_track_record(service, fake_llm, o
 
 async def test_a_new_playbook_is_written_once(persona, fake_llm, openai_settings):
     e = persona.episodes
-    procedure = {"name": "Prepare for pottery class", "trigger_text": "Before Sarah's Thursday pottery class",
-                 "steps": ["Pack the apron", {"instruction": "Leave at 18:30", "tool": "calendar"}],
-                 "supporting_episode_ids": [e[4]], "confidence": 0.9}
+    procedure = {
+        "name": "Prepare for pottery class",
+        "trigger_text": "Before Sarah's Thursday pottery class",
+        "steps": ["Pack the apron", {"instruction": "Leave at 18:30", "tool": "calendar"}],
+        "supporting_episode_ids": [e[4]],
+        "confidence": 0.9,
+    }
     fake_llm.script(answer(procedures=[procedure]), answer(procedures=[procedure]))
     await consolidator(persona, openai_settings).run("sarah")
     persona.service.write("sarah", "Sarah went to pottery again.", "episodic")
@@ -227,13 +305,19 @@ async def test_a_new_playbook_is_written_once(persona, fake_llm, openai_settings
     assert "already recorded" in report.rejected[0].reason
 
 
-async def test_rerunning_a_crashed_batch_writes_nothing_twice_and_asks_no_llm(persona, fake_llm, openai_settings):
+async def test_rerunning_a_crashed_batch_writes_nothing_twice_and_asks_no_llm(
+    persona, fake_llm, openai_settings
+):
     e = persona.episodes
-    fake_llm.script(answer(
-        facts=[fact("Sarah takes a pottery class on Thursdays.", [e[4]]),
-               fact("Sarah lives in Berlin.", [e[0]], supersedes_id=persona.munich)],
-        updates=[{"id": persona.hue_playbook, "outcome": "success", "supporting_episode_ids": [e[2]]}],
-    ))
+    fake_llm.script(
+        answer(
+            facts=[
+                fact("Sarah takes a pottery class on Thursdays.", [e[4]]),
+                fact("Sarah lives in Berlin.", [e[0]], supersedes_id=persona.munich),
+            ],
+            updates=[{"id": persona.hue_playbook, "outcome": "success", "supporting_episode_ids": [e[2]]}],
+        )
+    )
     subject = consolidator(persona, openai_settings)
     service = persona.service
     journal = None
@@ -273,14 +357,23 @@ async def test_a_rerun_with_nothing_new_asks_nothing(persona, fake_llm, openai_s
 
 async def test_dry_run_shows_the_plan_and_writes_nothing(persona, fake_llm, openai_settings):
     e = persona.episodes
-    fake_llm.script(answer(facts=[fact("Sarah lives in Berlin.", [e[0]], supersedes_id=persona.munich),
-                                  fact("Sarah is vegetarian.", [e[1]])]))
+    fake_llm.script(
+        answer(
+            facts=[
+                fact("Sarah lives in Berlin.", [e[0]], supersedes_id=persona.munich),
+                fact("Sarah is vegetarian.", [e[1]]),
+            ]
+        )
+    )
     before = persona.service.list("sarah")
     [report] = await consolidator(persona, openai_settings).run("sarah", dry_run=True)
 
     text = "\n".join(report.lines())
     assert "dry run, nothing written" in text
-    assert f'would new fact "Sarah lives in Berlin." (preference, 0.90) from [{e[0]}] superseding [{persona.munich}]' in text
+    assert (
+        f'would new fact "Sarah lives in Berlin." (preference, 0.90) from [{e[0]}] superseding [{persona.munich}]'
+        in text
+    )
     assert f"would reinforce fact {persona.vegetarian}" in text
     assert persona.service.list("sarah") == before
     assert persona.service.get_state("sarah", WATERMARK_KEY) is None
@@ -293,7 +386,10 @@ async def test_batches_follow_the_watermark_oldest_first(persona, fake_llm, open
     reports = await consolidator(persona, settings).run("sarah")
 
     assert [r.episodes for r in reports] == [2, 2, 1]
-    seen = [[x["id"] for x in json.loads(r["body"]["messages"][1]["content"])["new_episodes"]] for r in fake_llm.requests]
+    seen = [
+        [x["id"] for x in json.loads(r["body"]["messages"][1]["content"])["new_episodes"]]
+        for r in fake_llm.requests
+    ]
     assert seen == [persona.episodes[0:2], persona.episodes[2:4], persona.episodes[4:5]]
 
 

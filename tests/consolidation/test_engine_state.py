@@ -21,8 +21,14 @@ def test_state_is_per_user_durable_and_deletable(tmp_path):
     engine.set_state("james", "k", "x")
     engine.close()
     engine = EmbeddedEngine(path, default_embedder())
-    assert (engine.get_state("sarah", "k"), engine.get_state("james", "k"), engine.get_state("nobody", "k")) == (
-        "2", "x", None,
+    assert (
+        engine.get_state("sarah", "k"),
+        engine.get_state("james", "k"),
+        engine.get_state("nobody", "k"),
+    ) == (
+        "2",
+        "x",
+        None,
     )
     engine.set_state("sarah", "k", None)
     assert engine.get_state("sarah", "k") is None and engine.get_state("james", "k") == "x"
@@ -56,8 +62,14 @@ def test_list_since_reads_by_creation_oldest_first(engine):
         for i in range(5)
     ]
     service.write("james", "another user's event", "episodic")
-    found = engine.list(ListQuery("sarah", memory_types=frozenset({MemoryType.EPISODIC}), since=start + timedelta(seconds=1),
-                        oldest_first=True))
+    found = engine.list(
+        ListQuery(
+            "sarah",
+            memory_types=frozenset({MemoryType.EPISODIC}),
+            since=start + timedelta(seconds=1),
+            oldest_first=True,
+        )
+    )
     assert [m.id for m in found] == ids[2:]
     newest_first = engine.list(ListQuery("sarah", memory_types=frozenset({MemoryType.EPISODIC})))
     assert [m.id for m in newest_first] == ids  # by occurred_at, as before

@@ -56,7 +56,11 @@ def test_without_a_cosine_only_verbatim_repeats_are_duplicates():
 
 def test_distinctive_tokens_are_numbers_and_names_not_sentence_starts():
     assert distinctive_tokens("Priya said the hub runs 4.2.1 in Berlin.") == {"4.2.1", "berlin"}
-    assert distinctive_tokens("User's budget is 1500 euros, says Sarah's manager Priya.") == {"1500", "sarah", "priya"}
+    assert distinctive_tokens("User's budget is 1500 euros, says Sarah's manager Priya.") == {
+        "1500",
+        "sarah",
+        "priya",
+    }
 
 
 def test_threshold_comes_from_settings_then_calibration_then_a_strict_default():

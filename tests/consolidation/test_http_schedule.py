@@ -21,11 +21,25 @@ async def test_the_http_server_consolidates_after_m_new_episodes(fake_llm, tmp_p
     )
     with http_server(tmp_path / "data", config) as base:
         async with http_client(base + "/mcp", "sarah-token-4e1f0b") as client:
-            first = await call(client, "write_memory", text="I switched my phone plan to Fonic.", memory_type="episodic")
-            fake_llm.script({"new_facts": [{"text": "Sarah's phone plan is with Fonic.", "fact_type": "world",
-                                            "confidence": 0.9, "supporting_episode_ids": [first["id"]]}]})
+            first = await call(
+                client, "write_memory", text="I switched my phone plan to Fonic.", memory_type="episodic"
+            )
+            fake_llm.script(
+                {
+                    "new_facts": [
+                        {
+                            "text": "Sarah's phone plan is with Fonic.",
+                            "fact_type": "world",
+                            "confidence": 0.9,
+                            "supporting_episode_ids": [first["id"]],
+                        }
+                    ]
+                }
+            )
             assert fake_llm.requests == []  # one episode is below after_episodes
-            await call(client, "write_memory", text="The Fonic plan costs 9.99 a month.", memory_type="episodic")
+            await call(
+                client, "write_memory", text="The Fonic plan costs 9.99 a month.", memory_type="episodic"
+            )
             deadline = time.monotonic() + 60  # a bound, not a timing assertion
             facts: list = []
             while not facts and time.monotonic() < deadline:

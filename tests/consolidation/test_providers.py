@@ -17,14 +17,23 @@ from .fake_llm import es_stream
 
 @pytest.fixture
 def es_settings(fake_llm) -> ConsolidationSettings:
-    return ConsolidationSettings(provider="elasticsearch", base_url=fake_llm.url + "/", inference_id="chat-fast")
+    return ConsolidationSettings(
+        provider="elasticsearch", base_url=fake_llm.url + "/", inference_id="chat-fast"
+    )
 
 
 async def test_elasticsearch_provider_joins_the_streamed_deltas(persona, fake_llm, es_settings, monkeypatch):
     monkeypatch.setenv("ES_KEY", "es-key-1")
     settings = es_settings.model_copy(update={"api_key_env": "ES_KEY"})
-    body = {"new_facts": [{"text": "Sarah takes a pottery class on Thursdays.", "confidence": 0.9,
-                           "supporting_episode_ids": [persona.episodes[4]]}]}
+    body = {
+        "new_facts": [
+            {
+                "text": "Sarah takes a pottery class on Thursdays.",
+                "confidence": 0.9,
+                "supporting_episode_ids": [persona.episodes[4]],
+            }
+        ]
+    }
     fake_llm.script(body)
     [report] = await Consolidator(persona.service, settings, open_provider(settings)).run("sarah")
 

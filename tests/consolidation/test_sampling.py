@@ -39,16 +39,18 @@ class ScriptedSampler:
     async def __call__(self, context, params: types.CreateMessageRequestParams):
         self.requests.append(params)
         text = self.answers.pop(0)
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=text),
-                                         model="scripted")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=text), model="scripted"
+        )
 
 
 @pytest.fixture
 def serving(engine, tmp_path):
     clock = Clock()
     service = MemoryService(engine, clock=clock)
-    settings = load_settings(data_dir=tmp_path / "data", user="sarah",
-                             consolidation={"provider": "sampling", "after_episodes": 2})
+    settings = load_settings(
+        data_dir=tmp_path / "data", user="sarah", consolidation={"provider": "sampling", "after_episodes": 2}
+    )
     server = build_server(service, settings.user)
     scheduler = server_scheduler(server, service, settings)
     return server, scheduler, service, clock
@@ -66,17 +68,31 @@ async def test_the_scheduler_asks_the_connected_client_after_the_tool_calls(serv
     server, scheduler, service, clock = serving
     sampler = ScriptedSampler()
     async with Client(server, mode="legacy", sampling_callback=sampler) as client:
-        ids = await write_episodes(client, "I just adopted a greyhound called Pixel.", "Pixel only eats grain-free food.")
+        ids = await write_episodes(
+            client, "I just adopted a greyhound called Pixel.", "Pixel only eats grain-free food."
+        )
         assert sampler.requests == []  # writing never waits for an LLM
         sampler.answers += [
             "Sure! Here is what I found: {not json",
-            json.dumps({"new_facts": [
-                {"text": "Sarah has a greyhound called Pixel.", "fact_type": "identity", "confidence": 0.95,
-                 "supporting_episode_ids": [ids[0]]},
-                {"text": "Sarah's greyhound Pixel eats only grain-free food.", "fact_type": "constraint",
-                 "confidence": 0.9, "supporting_episode_ids": [ids[1]]},
-                {"text": "Sarah loves all dogs.", "confidence": 0.9, "supporting_episode_ids": []},
-            ]}),
+            json.dumps(
+                {
+                    "new_facts": [
+                        {
+                            "text": "Sarah has a greyhound called Pixel.",
+                            "fact_type": "identity",
+                            "confidence": 0.95,
+                            "supporting_episode_ids": [ids[0]],
+                        },
+                        {
+                            "text": "Sarah's greyhound Pixel eats only grain-free food.",
+                            "fact_type": "constraint",
+                            "confidence": 0.9,
+                            "supporting_episode_ids": [ids[1]],
+                        },
+                        {"text": "Sarah loves all dogs.", "confidence": 0.9, "supporting_episode_ids": []},
+                    ]
+                }
+            ),
         ]
         assert await scheduler.tick() == []  # malformed: logged, nothing written, watermark kept
         assert service.get_state("sarah", WATERMARK_KEY) is None
@@ -84,7 +100,9 @@ async def test_the_scheduler_asks_the_connected_client_after_the_tool_calls(serv
         clock.offset += timedelta(minutes=20)
         assert await scheduler.tick() == ["sarah"]
 
-        recalled = await client.call_tool("recall_memory", {"query": "what does my dog eat?", "memory_types": ["semantic"]})
+        recalled = await client.call_tool(
+            "recall_memory", {"query": "what does my dog eat?", "memory_types": ["semantic"]}
+        )
     top = recalled.structured_content["memories"][0]
     assert top["text"] == "Sarah's greyhound Pixel eats only grain-free food."
     assert top["source_episodes"] == [ids[1]]

@@ -75,18 +75,24 @@ def test_forget_and_list(contract_service, contract_engine):
 
 def test_catalog_visible_to_all_owned_by_none(contract_service, contract_engine):
     svc, engine = contract_service, contract_engine
-    svc.load_catalog([{"id": "cat-1", "title": "Zigbee channels", "text": "Use Zigbee channel 25 to avoid wifi"}])
+    svc.load_catalog(
+        [{"id": "cat-1", "title": "Zigbee channels", "text": "Use Zigbee channel 25 to avoid wifi"}]
+    )
     for user in ("u1", "u2"):
         hits = svc.recall(user, "zigbee channel")
         assert ids(hits)[0] == "cat-1" and hits[0].memory.memory_type is MemoryType.CATALOG
     assert engine.forget("u1", "cat-1") is False
 
 
-def test_a_supersession_that_lost_a_race_is_one_conflict_and_writes_nothing(contract_service, contract_engine):
+def test_a_supersession_that_lost_a_race_is_one_conflict_and_writes_nothing(
+    contract_service, contract_engine
+):
     svc, engine = contract_service, contract_engine
     old = svc.write("u1", "The user's car is blue")
     svc.write("u1", "The user's car is green", supersedes_id=old.id)  # another writer got there first
-    late = svc.get("u1", old.id).evolve(id="late-1", superseded_by=None, superseded_at=None, supersedes=(old.id,))
+    late = svc.get("u1", old.id).evolve(
+        id="late-1", superseded_by=None, superseded_at=None, supersedes=(old.id,)
+    )
     with pytest.raises(Conflict, match="changed at the same time; nothing was written"):
         engine.write(late, supersede=[old.id])  # the service checked before the other write landed
     assert engine.get("u1", ["late-1"]) == []

@@ -23,11 +23,17 @@ INFERENCE = rq.Inference(".jina-embeddings-v5-text-small", ".jina-reranker-v2-ba
 QUERY = "what firmware is my hub on?"
 
 
-def plan(types=tuple(MemoryType), include_superseded: bool = False, window: int = 200, k: int = 10) -> RecallPlan:
-    return RecallPlan("sarah", QUERY, frozenset(types), include_superseded, window, 30, lexical_query(QUERY), k)
+def plan(
+    types=tuple(MemoryType), include_superseded: bool = False, window: int = 200, k: int = 10
+) -> RecallPlan:
+    return RecallPlan(
+        "sarah", QUERY, frozenset(types), include_superseded, window, 30, lexical_query(QUERY), k
+    )
 
 
-def recall(inference: rq.Inference = INFERENCE, policy: ScoringPolicy | None = None, **kwargs: Any) -> rq.SearchRequest:
+def recall(
+    inference: rq.Inference = INFERENCE, policy: ScoringPolicy | None = None, **kwargs: Any
+) -> rq.SearchRequest:
     return rq.recall_request(plan(**kwargs), LAYOUT, policy or ScoringPolicy(), inference, NOW)
 
 
@@ -44,7 +50,9 @@ SEARCH_BODIES: dict[str, dict[str, Any]] = {
     **{f"recall/{name}": r.body for name, r in RECALL_VARIANTS.items()},
     **{f"branch/{name}": r.body for name, r in BRANCHES.items()},
     "list": rq.list_page_request(PIT, "sarah", False, 20).body,
-    "list-next": rq.list_page_request(PIT, "sarah", False, 20, after=[1767225600000000000, 1767225600000000000, 41]).body,
+    "list-next": rq.list_page_request(
+        PIT, "sarah", False, 20, after=[1767225600000000000, 1767225600000000000, 41]
+    ).body,
     "list-since": rq.list_page_request(PIT, "sarah", True, 50, NOW, True).body,
     "list-catalog": rq.list_page_request(PIT, None, True, 100).body,
     "stats": rq.stats_request(LAYOUT).body,
@@ -55,7 +63,9 @@ INDEX_BODIES: dict[str, dict[str, Any]] = mappings.all_index_bodies(LAYOUT, INFE
 
 BULK_LINES: list[dict[str, Any]] = [
     *rq.bulk_create("atlas-semantic", "m9", {"memory_type": "semantic", "text": "x"}),
-    *rq.bulk_update("atlas-semantic-v1", "m1", {"superseded_by": "m9", "superseded_at": NOW.isoformat()}, (42, 1)),
+    *rq.bulk_update(
+        "atlas-semantic-v1", "m1", {"superseded_by": "m9", "superseded_at": NOW.isoformat()}, (42, 1)
+    ),
     *rq.bulk_update("atlas-semantic-v1", "m2", {"use_count": 3}, None),
     *rq.bulk_index("atlas-catalog", "c1", {"memory_type": "catalog", "text": "y"}),
     *rq.bulk_index("atlas-semantic", "m1", {"memory_type": "semantic", "text": "z"}, (43, 3)),

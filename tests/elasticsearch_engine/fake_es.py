@@ -117,16 +117,33 @@ WRITER_PRIVILEGES = {"read", "create_doc", "index", "delete"}
 ADMIN_CLUSTER = {"manage_own_api_key", "monitor"}
 # Endpoints as GET _inference describes them: task type, service, model, and (rerank) score kind.
 ENDPOINTS: dict[str, dict[str, str]] = {
-    ".jina-embeddings-v5-text-small": {"task_type": "text_embedding", "service": "elastic",
-                                       "model_id": "jina-embeddings-v5-text-small"},
-    ".multilingual-e5-small-elasticsearch": {"task_type": "text_embedding", "service": "elasticsearch",
-                                             "model_id": ".multilingual-e5-small_linux-x86_64"},
-    ".elser-2-elasticsearch": {"task_type": "sparse_embedding", "service": "elasticsearch",
-                               "model_id": ".elser_model_2_linux-x86_64"},
-    ".jina-reranker-v2-base-multilingual": {"task_type": "rerank", "service": "elastic",
-                                            "model_id": "jina-reranker-v2-base-multilingual", "scores": "probability"},
-    ".rerank-v1-elasticsearch": {"task_type": "rerank", "service": "elasticsearch", "model_id": ".rerank-v1",
-                                 "scores": "logit"},
+    ".jina-embeddings-v5-text-small": {
+        "task_type": "text_embedding",
+        "service": "elastic",
+        "model_id": "jina-embeddings-v5-text-small",
+    },
+    ".multilingual-e5-small-elasticsearch": {
+        "task_type": "text_embedding",
+        "service": "elasticsearch",
+        "model_id": ".multilingual-e5-small_linux-x86_64",
+    },
+    ".elser-2-elasticsearch": {
+        "task_type": "sparse_embedding",
+        "service": "elasticsearch",
+        "model_id": ".elser_model_2_linux-x86_64",
+    },
+    ".jina-reranker-v2-base-multilingual": {
+        "task_type": "rerank",
+        "service": "elastic",
+        "model_id": "jina-reranker-v2-base-multilingual",
+        "scores": "probability",
+    },
+    ".rerank-v1-elasticsearch": {
+        "task_type": "rerank",
+        "service": "elasticsearch",
+        "model_id": ".rerank-v1",
+        "scores": "logit",
+    },
 }
 
 
@@ -178,7 +195,11 @@ class Principal:
             return self.cluster, self.index, None
         (descriptor,) = self.descriptors.values()  # atlas mints one descriptor with one entry
         (entry,) = descriptor["indices"]
-        return set(descriptor.get("cluster", [])), {n: set(entry["privileges"]) for n in entry["names"]}, entry.get("query")
+        return (
+            set(descriptor.get("cluster", [])),
+            {n: set(entry["privileges"]) for n in entry["names"]},
+            entry.get("query"),
+        )
 
 
 @dataclass
@@ -226,7 +247,10 @@ class FakeElasticsearch:
         version: str = "9.1.0",
         flavour: str = "default",
         licence: str = "trial",
-        inference_ids: Sequence[str] = (".jina-embeddings-v5-text-small", ".jina-reranker-v2-base-multilingual"),
+        inference_ids: Sequence[str] = (
+            ".jina-embeddings-v5-text-small",
+            ".jina-reranker-v2-base-multilingual",
+        ),
         max_result_window: int = 10_000,
     ) -> None:
         self.embed = embed or hashed_embedder()
@@ -259,7 +283,9 @@ class FakeElasticsearch:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -272,8 +298,17 @@ class FakeElasticsearch:
         assert self._server is not None
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def fail(self, method: str, path: str, status: int = 0, body: dict[str, Any] | None = None, *,
-             headers: dict[str, str] | None = None, delay: float = 0.0, times: int = 1) -> None:
+    def fail(
+        self,
+        method: str,
+        path: str,
+        status: int = 0,
+        body: dict[str, Any] | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        delay: float = 0.0,
+        times: int = 1,
+    ) -> None:
         """Queue a fault for requests whose path matches the regex ``path``."""
         self.faults.append(Fault(method, re.compile(path), status, body, headers or {}, delay, times))
 
@@ -286,7 +321,9 @@ class FakeElasticsearch:
     def handle(self, method: str, target: str, headers: dict[str, str], raw: bytes):
         parts = urlsplit(target)
         path = unquote(parts.path)
-        record = Recorded(method, path, dict(parse_qsl(parts.query)), {k.lower(): v for k, v in headers.items()}, raw)
+        record = Recorded(
+            method, path, dict(parse_qsl(parts.query)), {k.lower(): v for k, v in headers.items()}, raw
+        )
         with self._lock:
             self.requests.append(record)
             fault = self._take_fault(method, path)
@@ -325,8 +362,12 @@ class FakeElasticsearch:
             if key.id == WRITER_KEY[0]:
                 return self.writer
             return Principal("user", key.name, key.id, key.descriptors)
-        raise EsError(401, "security_exception", "unable to authenticate with provided credentials",
-                      {"WWW-Authenticate": 'ApiKey, Basic realm="security"'})
+        raise EsError(
+            401,
+            "security_exception",
+            "unable to authenticate with provided credentials",
+            {"WWW-Authenticate": 'ApiKey, Basic realm="security"'},
+        )
 
     # -- privileges ----------------------------------------------------------------------
 
@@ -336,21 +377,29 @@ class FakeElasticsearch:
 
     def _require(self, who: Principal, privilege: str, action: str) -> None:
         if not self._may(who, privilege):
-            raise EsError(403, "security_exception",
-                          f"action [{action}] is unauthorized for {self._who(who)}, this action is granted by the "
-                          f"cluster privileges [{privilege},all]")
+            raise EsError(
+                403,
+                "security_exception",
+                f"action [{action}] is unauthorized for {self._who(who)}, this action is granted by the "
+                f"cluster privileges [{privilege},all]",
+            )
 
     def _may_index(self, who: Principal, index: str, privilege: str) -> bool:
         _, patterns, _ = who.grants()
         wanted = {privilege} | INDEX_IMPLIED.get(privilege, set())
-        return any((fnmatch.fnmatch(index, p) or index == p) and held & wanted for p, held in patterns.items())
+        return any(
+            (fnmatch.fnmatch(index, p) or index == p) and held & wanted for p, held in patterns.items()
+        )
 
     def _require_index(self, who: Principal, names: Sequence[str], privilege: str, action: str) -> None:
         for name in names:
             if not self._may_index(who, name, privilege):
-                raise EsError(403, "security_exception",
-                              f"action [{action}] is unauthorized for {self._who(who)} on indices [{name}], this "
-                              f"action is granted by the index privileges [{privilege},all]")
+                raise EsError(
+                    403,
+                    "security_exception",
+                    f"action [{action}] is unauthorized for {self._who(who)} on indices [{name}], this "
+                    f"action is granted by the index privileges [{privilege},all]",
+                )
 
     @staticmethod
     def _who(who: Principal) -> str:
@@ -370,15 +419,21 @@ class FakeElasticsearch:
         if path == "/" and method in ("GET", "HEAD"):
             self._require(who, "monitor", "cluster:monitor/main")
             number = "8.11.0" if self.flavour == "serverless" else self.version
-            return 200, {"name": "fake", "cluster_name": "fake-cluster", "tagline": "You Know, for Search",
-                         "version": {"number": number, "build_flavor": self.flavour}}
+            return 200, {
+                "name": "fake",
+                "cluster_name": "fake-cluster",
+                "tagline": "You Know, for Search",
+                "version": {"number": number, "build_flavor": self.flavour},
+            }
         if path == "/_security/_authenticate":
             return 200, {"username": who.name, "authentication_type": "api_key" if who.key_id else "realm"}
         if path == "/_security/user/_has_privileges":
             return 200, self._has_privileges(who, body)
         if path == "/_license":
             if self.flavour == "serverless":
-                raise EsError(410, "api_not_available_exception", "Request for uri [/_license] is not available")
+                raise EsError(
+                    410, "api_not_available_exception", "Request for uri [/_license] is not available"
+                )
             self._require(who, "monitor", "cluster:monitor/xpack/license/get")
             return 200, {"license": {"type": self.licence, "status": "active"}}
         if m := re.fullmatch(r"/_inference/(?:[a-z_]+/)?([^/]+)", path):
@@ -396,10 +451,15 @@ class FakeElasticsearch:
             return 200, self._msearch(who, req.ndjson())
         if path == "/_pit" and method == "DELETE":
             found = self.pits.pop(body.get("id", ""), None)
-            return (200 if found is not None else 404), {"succeeded": found is not None, "num_freed": int(found is not None)}
+            return (200 if found is not None else 404), {
+                "succeeded": found is not None,
+                "num_freed": int(found is not None),
+            }
         if path == "/_search" and method in ("GET", "POST"):
             if "pit" not in body:
-                raise EsError(400, "action_request_validation_exception", "fake: a search without an index needs a pit")
+                raise EsError(
+                    400, "action_request_validation_exception", "fake: a search without an index needs a pit"
+                )
             return 200, self._search(who, None, body)
         if m := re.fullmatch(r"/_alias/([^/]+)", path):
             self._require_index(who, [m.group(1)], "view_index_metadata", "indices:admin/aliases/get")
@@ -412,20 +472,29 @@ class FakeElasticsearch:
             return 200, {"count": len(found["hits"]["hits"])}
         if m := re.fullmatch(r"/([^/_][^/]*)/_search", path):
             if "pit" in body:
-                raise EsError(400, "action_request_validation_exception",
-                              "[indices] cannot be used with point in time. Do not specify any index with point in time.")
+                raise EsError(
+                    400,
+                    "action_request_validation_exception",
+                    "[indices] cannot be used with point in time. Do not specify any index with point in time.",
+                )
             return 200, self._search(who, m.group(1), body)
         if m := re.fullmatch(r"/([^/_][^/]*)/_doc/([^/]+)", path):
             self._require_index(who, self._names(m.group(1)), "read", "indices:data/read/get")
             return self._get_doc(who, m.group(1), m.group(2))
         if m := re.fullmatch(r"/([^/_][^/]*)/_stats(?:/store)?", path):
             if self.flavour == "serverless":
-                raise EsError(410, "api_not_available_exception", f"Request for uri [{path}] is not available")
+                raise EsError(
+                    410, "api_not_available_exception", f"Request for uri [{path}] is not available"
+                )
             self._require_index(who, self._names(m.group(1)), "monitor", "indices:monitor/stats")
-            size = sum(len(json.dumps(d["source"])) for i in self._resolve(m.group(1)) for d in i.docs.values())
+            size = sum(
+                len(json.dumps(d["source"])) for i in self._resolve(m.group(1)) for d in i.docs.values()
+            )
             return 200, {"_all": {"total": {"store": {"size_in_bytes": size}}}}
         if m := re.fullmatch(r"/([^/_][^/]*)/_mapping", path):
-            self._require_index(who, self._names(m.group(1)), "view_index_metadata", "indices:admin/mappings/get")
+            self._require_index(
+                who, self._names(m.group(1)), "view_index_metadata", "indices:admin/mappings/get"
+            )
             return 200, {i.name: {"mappings": i.mappings} for i in self._resolve(m.group(1))}
         if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "PUT":
             self._require_index(who, [m.group(1)], "create_index", "indices:admin/create")
@@ -444,37 +513,64 @@ class FakeElasticsearch:
         if method == "DELETE":
             return 200, self._invalidate(who, body)
         if method == "GET":
-            return 200, {"api_keys": [self._key_info(k) for k in self._visible_keys(who)
-                                      if k.name == body.get("name", k.name)]}
+            return 200, {
+                "api_keys": [
+                    self._key_info(k) for k in self._visible_keys(who) if k.name == body.get("name", k.name)
+                ]
+            }
         if who.kind == "user":
             if body.get("role_descriptors"):
-                raise EsError(400, "illegal_argument_exception",
-                              "creating derived api keys requires an explicit role descriptor that is empty")
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    "creating derived api keys requires an explicit role descriptor that is empty",
+                )
         else:
             self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/create")
         key_id = f"key-{next(self._key_ids)}"
         secret = f"secret-{key_id}"
-        self.keys[key_id] = Key(key_id, secret, body["name"], who, body.get("role_descriptors", {}), body.get("metadata", {}))
-        return 200, {"id": key_id, "name": body["name"], "api_key": secret, "encoded": encode_key(key_id, secret)}
+        self.keys[key_id] = Key(
+            key_id, secret, body["name"], who, body.get("role_descriptors", {}), body.get("metadata", {})
+        )
+        return 200, {
+            "id": key_id,
+            "name": body["name"],
+            "api_key": secret,
+            "encoded": encode_key(key_id, secret),
+        }
 
     def _invalidate(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("owner") and ({"username", "realm_name"} & body.keys()):
-            raise EsError(400, "action_request_validation_exception",
-                          "username or realm name must not be specified when the current user owns the API key")
+            raise EsError(
+                400,
+                "action_request_validation_exception",
+                "username or realm name must not be specified when the current user owns the API key",
+            )
         if body.get("ids") and body.get("name"):
-            raise EsError(400, "action_request_validation_exception", "only one of [api key id, api key name] can be specified")
+            raise EsError(
+                400,
+                "action_request_validation_exception",
+                "only one of [api key id, api key name] can be specified",
+            )
         if not body.get("owner"):
             self._require(who, "manage_api_key", "cluster:admin/xpack/security/api_key/invalidate")
         else:
             self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/invalidate")
-        hits = [k for k in self.keys.values() if k.id != WRITER_KEY[0]
-                and (k.id in body.get("ids", []) or k.name == body.get("name"))
-                and (not body.get("owner") or k.owner is who)]
+        hits = [
+            k
+            for k in self.keys.values()
+            if k.id != WRITER_KEY[0]
+            and (k.id in body.get("ids", []) or k.name == body.get("name"))
+            and (not body.get("owner") or k.owner is who)
+        ]
         fresh = [k for k in hits if not k.invalidated]
         for key in fresh:
             key.invalidated = True
-        return {"invalidated_api_keys": [k.id for k in fresh],
-                "previously_invalidated_api_keys": [k.id for k in hits if k not in fresh], "error_count": 0}
+        return {
+            "invalidated_api_keys": [k.id for k in fresh],
+            "previously_invalidated_api_keys": [k.id for k in hits if k not in fresh],
+            "error_count": 0,
+        }
 
     def _visible_keys(self, who: Principal) -> list[Key]:
         """What the query/get APIs show: every key with manage_api_key, else the caller's own."""
@@ -484,12 +580,22 @@ class FakeElasticsearch:
 
     @staticmethod
     def _key_info(key: Key) -> dict[str, Any]:
-        return {"id": key.id, "name": key.name, "invalidated": key.invalidated, "username": key.owner.name,
-                "metadata": key.metadata, "type": "rest"}
+        return {
+            "id": key.id,
+            "name": key.name,
+            "invalidated": key.invalidated,
+            "username": key.owner.name,
+            "metadata": key.metadata,
+            "type": "rest",
+        }
 
     def _query_keys(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        found = [self._key_info(k) for k in self._visible_keys(who) if _key_matches(body.get("query", {"match_all": {}}), k)]
-        page = found[body.get("from", 0): body.get("from", 0) + body.get("size", 10)]
+        found = [
+            self._key_info(k)
+            for k in self._visible_keys(who)
+            if _key_matches(body.get("query", {"match_all": {}}), k)
+        ]
+        page = found[body.get("from", 0) : body.get("from", 0) + body.get("size", 10)]
         return {"total": len(found), "count": len(page), "api_keys": page}
 
     def _has_privileges(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
@@ -498,8 +604,13 @@ class FakeElasticsearch:
             for name in entry["names"]:
                 index_result[name] = {p: self._may_index(who, name, p) for p in entry["privileges"]}
         cluster = {p: self._may(who, p) for p in body.get("cluster", [])}
-        return {"username": who.name, "has_all_requested": all(cluster.values()) and all(
-            all(v.values()) for v in index_result.values()), "cluster": cluster, "index": index_result}
+        return {
+            "username": who.name,
+            "has_all_requested": all(cluster.values())
+            and all(all(v.values()) for v in index_result.values()),
+            "cluster": cluster,
+            "index": index_result,
+        }
 
     # -- indices -------------------------------------------------------------------------
 
@@ -508,8 +619,11 @@ class FakeElasticsearch:
             raise EsError(400, "resource_already_exists_exception", f"index [{name}] already exists")
         for alias in body.get("aliases", {}):
             if alias in self.indices:
-                raise EsError(400, "invalid_alias_name_exception",
-                              f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias")
+                raise EsError(
+                    400,
+                    "invalid_alias_name_exception",
+                    f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias",
+                )
         self.indices[name] = Index(name, body.get("mappings", {}), primary_term=next(self._terms))
         for alias in body.get("aliases", {}):
             self.aliases[alias] = name
@@ -537,8 +651,14 @@ class FakeElasticsearch:
         doc = index.docs.get(doc_id)
         if doc is None or not self._visible(who, index, doc_id):
             return 404, {"_index": index.name, "_id": doc_id, "found": False}
-        return 200, {"_index": index.name, "_id": doc_id, "found": True, "_seq_no": doc["seq_no"],
-                     "_primary_term": index.primary_term, "_source": doc["source"]}
+        return 200, {
+            "_index": index.name,
+            "_id": doc_id,
+            "found": True,
+            "_seq_no": doc["seq_no"],
+            "_primary_term": index.primary_term,
+            "_source": doc["source"],
+        }
 
     def _mget(self, who: Principal, body: dict[str, Any]) -> dict[str, Any]:
         """Real-time reads by id (no refresh needed), with DLS; unknown ids are ``found: false``."""
@@ -550,7 +670,9 @@ class FakeElasticsearch:
             if doc is None or not self._visible(who, index, spec["_id"]):
                 out.append({"_index": index.name, "_id": spec["_id"], "found": False})
                 continue
-            hit = self._hit(DocRef(index, spec["_id"], index.name), 0.0, {"_source": spec.get("_source", True)})
+            hit = self._hit(
+                DocRef(index, spec["_id"], index.name), 0.0, {"_source": spec.get("_source", True)}
+            )
             del hit["_score"]
             out.append(hit | {"found": True, "_seq_no": doc["seq_no"], "_primary_term": index.primary_term})
         return {"docs": out}
@@ -562,10 +684,21 @@ class FakeElasticsearch:
         return 200, {"endpoints": [self._endpoint(endpoint)]}
 
     def _endpoint(self, endpoint: str) -> dict[str, Any]:
-        known = ENDPOINTS.get(endpoint, {"task_type": "rerank" if "rerank" in endpoint else "text_embedding",
-                                         "service": "custom", "model_id": endpoint})
-        return {"inference_id": endpoint, "task_type": known["task_type"], "service": known["service"],
-                "service_settings": {"model_id": known["model_id"]}, "task_settings": {}}
+        known = ENDPOINTS.get(
+            endpoint,
+            {
+                "task_type": "rerank" if "rerank" in endpoint else "text_embedding",
+                "service": "custom",
+                "model_id": endpoint,
+            },
+        )
+        return {
+            "inference_id": endpoint,
+            "task_type": known["task_type"],
+            "service": known["service"],
+            "service_settings": {"model_id": known["model_id"]},
+            "task_settings": {},
+        }
 
     def _need_endpoint(self, endpoint: str) -> None:
         if endpoint not in self.inference_ids:
@@ -580,13 +713,21 @@ class FakeElasticsearch:
                 index.mappings.setdefault("properties", {})[name] = {"type": "keyword"}  # dynamic mapping
                 continue
             if spec is None:
-                raise EsError(400, "strict_dynamic_mapping_exception",
-                              f"[1:1] mapping set to strict, dynamic introduction of [{name}] within [_doc] is not allowed")
+                raise EsError(
+                    400,
+                    "strict_dynamic_mapping_exception",
+                    f"[1:1] mapping set to strict, dynamic introduction of [{name}] within [_doc] is not allowed",
+                )
             if spec.get("type") == "constant_keyword" and value is not None and value != spec.get("value"):
-                raise EsError(400, "document_parsing_exception",
-                              f"[constant_keyword] field [{name}] only accepts values that are equal to [{spec['value']}]")
+                raise EsError(
+                    400,
+                    "document_parsing_exception",
+                    f"[constant_keyword] field [{name}] only accepts values that are equal to [{spec['value']}]",
+                )
             if spec.get("type") == "semantic_text":
-                raise EsError(400, "document_parsing_exception", f"atlas never writes [{name}] directly (copy_to only)")
+                raise EsError(
+                    400, "document_parsing_exception", f"atlas never writes [{name}] directly (copy_to only)"
+                )
 
     def _bulk(self, who: Principal, lines: list[Any]) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
@@ -597,8 +738,12 @@ class FakeElasticsearch:
             try:
                 result = self._bulk_item(who, op, meta, body)
             except EsError as exc:
-                result = {"_index": meta.get("_index"), "_id": meta.get("_id"), "status": exc.status,
-                          "error": {"type": exc.kind, "reason": exc.reason}}
+                result = {
+                    "_index": meta.get("_index"),
+                    "_id": meta.get("_id"),
+                    "status": exc.status,
+                    "error": {"type": exc.kind, "reason": exc.reason},
+                }
             items.append({op: result})
         return {"took": 1, "errors": any("error" in next(iter(i.values())) for i in items), "items": items}
 
@@ -607,22 +752,38 @@ class FakeElasticsearch:
         needed = {"create": "create_doc", "index": "index", "update": "index", "delete": "delete"}[op]
         self._require_index(who, self._names(name), needed, "indices:data/write/bulk[s]")
         if meta.get("require_alias") and name not in self.aliases:
-            raise EsError(404, "index_not_found_exception",
-                          f"no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias")
+            raise EsError(
+                404,
+                "index_not_found_exception",
+                f"no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias",
+            )
         if ("if_seq_no" in meta) != ("if_primary_term" in meta):
-            raise EsError(400, "action_request_validation_exception",
-                          "Validation Failed: 1: ifSeqNo is set, but primary term is [0];")
+            raise EsError(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: ifSeqNo is set, but primary term is [0];",
+            )
         if name not in self.aliases and name not in self.indices and op in ("create", "index"):
             self._create_index(name, {})  # auto-create: dynamic mapping, no alias, no semantic_text
         (index,) = self._resolve(name)
         doc_id = meta["_id"]
         current = index.docs.get(doc_id)
-        if "if_seq_no" in meta and (current is None or current["seq_no"] != meta["if_seq_no"]
-                                    or index.primary_term != meta["if_primary_term"]):
-            have = "missing" if current is None else f"seqNo [{current['seq_no']}] and primary term [{index.primary_term}]"
-            raise EsError(409, "version_conflict_engine_exception",
-                          f"[{doc_id}]: version conflict, required seqNo [{meta['if_seq_no']}], primary term "
-                          f"[{meta['if_primary_term']}]. current document has {have}")
+        if "if_seq_no" in meta and (
+            current is None
+            or current["seq_no"] != meta["if_seq_no"]
+            or index.primary_term != meta["if_primary_term"]
+        ):
+            have = (
+                "missing"
+                if current is None
+                else f"seqNo [{current['seq_no']}] and primary term [{index.primary_term}]"
+            )
+            raise EsError(
+                409,
+                "version_conflict_engine_exception",
+                f"[{doc_id}]: version conflict, required seqNo [{meta['if_seq_no']}], primary term "
+                f"[{meta['if_primary_term']}]. current document has {have}",
+            )
         if op == "delete":
             if current is None:
                 return {"_index": index.name, "_id": doc_id, "result": "not_found", "status": 404}
@@ -630,9 +791,12 @@ class FakeElasticsearch:
             return self._written(index, doc_id, "deleted", 200, keep=False)
         if op == "update":
             if "script" in body and index.has_semantic_text():
-                raise EsError(400, "illegal_argument_exception",
-                              "Cannot apply update with a script on indices that contain [semantic_text] field(s). "
-                              "You must retrieve and set the values directly for those fields.")
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    "Cannot apply update with a script on indices that contain [semantic_text] field(s). "
+                    "You must retrieve and set the values directly for those fields.",
+                )
             if current is None:
                 raise EsError(404, "document_missing_exception", f"[{doc_id}]: document missing")
             merged = deep_merge(current["source"], body["doc"])  # as XContentHelper.update does
@@ -640,18 +804,33 @@ class FakeElasticsearch:
             current["source"] = merged
             return self._written(index, doc_id, "updated", 200)
         if op == "create" and current is not None:
-            raise EsError(409, "version_conflict_engine_exception", f"[{doc_id}]: version conflict, document already exists")
+            raise EsError(
+                409,
+                "version_conflict_engine_exception",
+                f"[{doc_id}]: version conflict, document already exists",
+            )
         self._check_source(index, body)
         order = current["order"] if current else next(self._order)
         index.docs[doc_id] = {"source": dict(body), "seq_no": -1, "order": order}
-        return self._written(index, doc_id, "created" if current is None else "updated", 201 if current is None else 200)
+        return self._written(
+            index, doc_id, "created" if current is None else "updated", 201 if current is None else 200
+        )
 
-    def _written(self, index: Index, doc_id: str, result: str, status: int, keep: bool = True) -> dict[str, Any]:
+    def _written(
+        self, index: Index, doc_id: str, result: str, status: int, keep: bool = True
+    ) -> dict[str, Any]:
         seq_no = next(self._seq)
         if keep:
             index.docs[doc_id]["seq_no"] = seq_no
-        return {"_index": index.name, "_id": doc_id, "_version": 1, "result": result, "status": status,
-                "_seq_no": seq_no, "_primary_term": index.primary_term}
+        return {
+            "_index": index.name,
+            "_id": doc_id,
+            "_version": 1,
+            "result": result,
+            "status": status,
+            "_seq_no": seq_no,
+            "_primary_term": index.primary_term,
+        }
 
     # -- search --------------------------------------------------------------------------
 
@@ -661,7 +840,9 @@ class FakeElasticsearch:
         self._require_index(who, self._names(expression), "read", "indices:data/read/open_point_in_time")
         pit_id = base64.b64encode(f"pit-{len(self.pits)}-{expression}".encode()).decode()
         # a frozen view: later writes are not seen through this point in time
-        self.pits[pit_id] = [(i.name, d, json.loads(json.dumps(i.docs[d]))) for i in self._resolve(expression) for d in i.docs]
+        self.pits[pit_id] = [
+            (i.name, d, json.loads(json.dumps(i.docs[d]))) for i in self._resolve(expression) for d in i.docs
+        ]
         self._pit_indices[pit_id] = expression
         return {"id": pit_id}
 
@@ -694,27 +875,39 @@ class FakeElasticsearch:
             docs = [d for d in docs if self._score(dls, d, docs) is not None]
         size, start = body.get("size", 10), body.get("from", 0)
         if start + size > self.max_result_window:
-            raise EsError(400, "illegal_argument_exception",
-                          f"Result window is too large, from + size must be less than or equal to: "
-                          f"[{self.max_result_window}] but was [{start + size}]. See the scroll api for a more "
-                          "efficient way to request large data sets.")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Result window is too large, from + size must be less than or equal to: "
+                f"[{self.max_result_window}] but was [{start + size}]. See the scroll api for a more "
+                "efficient way to request large data sets.",
+            )
         if "retriever" in body:
             top = body["retriever"]
-            (kind, spec), = top.items()
+            ((kind, spec),) = top.items()
             if kind != "standard" and size > spec.get("rank_window_size", 10):
-                raise EsError(400, "illegal_argument_exception",
-                              f"[{kind}] requires [rank_window_size: {spec.get('rank_window_size', 10)}] to be >= [size: {size}]")
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"[{kind}] requires [rank_window_size: {spec.get('rank_window_size', 10)}] to be >= [size: {size}]",
+                )
             ranked = self._retrieve(top, docs, max(size, spec.get("rank_window_size", size)))
-            page = ranked[start: start + size]
+            page = ranked[start : start + size]
             hits = [self._hit(d, s, body) for d, s in page]
         else:
             hits = self._query_page(docs, body)
-        response = {"took": 1, "timed_out": False, "hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits}}
+        response = {
+            "took": 1,
+            "timed_out": False,
+            "hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits},
+        }
         if "pit" in body:
             response["pit_id"] = body["pit"]["id"]
         aggs = body.get("aggregations", body.get("aggs"))
         if aggs:
-            matched = [d for d in docs if self._score(body.get("query", {"match_all": {}}), d, docs) is not None]
+            matched = [
+                d for d in docs if self._score(body.get("query", {"match_all": {}}), d, docs) is not None
+            ]
             response["aggregations"] = self._aggregate(aggs, matched, docs)
         return response
 
@@ -735,8 +928,15 @@ class FakeElasticsearch:
                         value = doc.index.properties["memory_type"]["value"]
                     for v in _values(value):
                         groups.setdefault(v, []).append(doc)
-                ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), str(g[0])))[: spec["terms"].get("size", 10)]
-                out[name] = {"buckets": [{"key": k, "doc_count": len(g), **self._aggregate(subs, g, corpus)} for k, g in ordered]}
+                ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), str(g[0])))[
+                    : spec["terms"].get("size", 10)
+                ]
+                out[name] = {
+                    "buckets": [
+                        {"key": k, "doc_count": len(g), **self._aggregate(subs, g, corpus)}
+                        for k, g in ordered
+                    ]
+                }
             elif "filter" in spec:
                 kept = [d for d in docs if self._score(spec["filter"], d, corpus) is not None]
                 out[name] = {"doc_count": len(kept), **self._aggregate(subs, kept, corpus)}
@@ -749,22 +949,30 @@ class FakeElasticsearch:
         scored = [(d, s) for d in docs if (s := self._score(query, d, docs)) is not None]
         sort = [next(iter(spec.items())) for spec in body.get("sort", [])]
         if any(name == "_shard_doc" for name, _ in sort) and "pit" not in body:
-            raise EsError(400, "illegal_argument_exception", "[_shard_doc] sort field cannot be used without [point in time]")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                "[_shard_doc] sort field cannot be used without [point in time]",
+            )
         if "search_after" in body and not sort:
             raise EsError(400, "illegal_argument_exception", "[search_after] requires a sort")
         if not sort:
             scored.sort(key=lambda x: (-x[1], x[0].id))
             start = body.get("from", 0)
-            return [self._hit(d, s, body) for d, s in scored[start: start + body.get("size", 10)]]
+            return [self._hit(d, s, body) for d, s in scored[start : start + body.get("size", 10)]]
         if "search_after" in body and body.get("from", 0) not in (0, -1):
-            raise EsError(400, "illegal_argument_exception", "[from] parameter must be set to 0 when [search_after] is used")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                "[from] parameter must be set to 0 when [search_after] is used",
+            )
         keyed = [(self._sort_key(d, sort), d, s) for d, s in scored]
         keyed.sort(key=lambda x: x[0])
         if "search_after" in body:
             after = self._sort_key(None, sort, list(body["search_after"]))
             keyed = [x for x in keyed if x[0] > after]
         start = 0 if "search_after" in body else body.get("from", 0)
-        page = keyed[start: start + body.get("size", 10)]
+        page = keyed[start : start + body.get("size", 10)]
         return [self._hit(d, s, body) | {"sort": self._sort_values(d, sort)} for _, d, s in page]
 
     def _sort_values(self, doc: DocRef, sort: list[tuple[str, Any]]) -> list[Any]:
@@ -783,7 +991,9 @@ class FakeElasticsearch:
             out.append(value)
         return out
 
-    def _sort_key(self, doc: DocRef | None, sort: list[tuple[str, Any]], values: list[Any] | None = None) -> tuple:
+    def _sort_key(
+        self, doc: DocRef | None, sort: list[tuple[str, Any]], values: list[Any] | None = None
+    ) -> tuple:
         values = self._sort_values(doc, sort) if values is None else values
         key = []
         for (_, how), value in zip(sort, values, strict=True):
@@ -802,13 +1012,19 @@ class FakeElasticsearch:
             hit |= {"_seq_no": doc.index.docs[doc.id]["seq_no"], "_primary_term": doc.index.primary_term}
         return hit
 
-    def _retrieve(self, container: dict[str, Any], docs: list[DocRef], window: int) -> list[tuple[DocRef, float]]:
+    def _retrieve(
+        self, container: dict[str, Any], docs: list[DocRef], window: int
+    ) -> list[tuple[DocRef, float]]:
         ((kind, spec),) = container.items()
         filters = spec.get("filter", [])
         for f in filters if isinstance(filters, list) else [filters]:
             docs = [d for d in docs if self._score(f, d, docs) is not None]
         if kind == "standard":
-            scored = [(d, s) for d in docs if (s := self._score(spec.get("query", {"match_all": {}}), d, docs)) is not None]
+            scored = [
+                (d, s)
+                for d in docs
+                if (s := self._score(spec.get("query", {"match_all": {}}), d, docs)) is not None
+            ]
             scored.sort(key=lambda x: (-x[1], x[0].id))
             return scored[:window]
         if kind == "rrf":
@@ -819,7 +1035,11 @@ class FakeElasticsearch:
 
     def _rrf(self, spec: dict[str, Any], docs: list[DocRef]) -> list[tuple[DocRef, float]]:
         if self.licence in ("basic", "standard", "gold", "platinum"):
-            raise EsError(403, "security_exception", "current license is non-compliant for [Reciprocal Rank Fusion (RRF)]")
+            raise EsError(
+                403,
+                "security_exception",
+                "current license is non-compliant for [Reciprocal Rank Fusion (RRF)]",
+            )
         window, constant = spec.get("rank_window_size", 10), spec.get("rank_constant", 60)
         children = spec["retrievers"]
         if len(children) < 2:
@@ -834,15 +1054,21 @@ class FakeElasticsearch:
         window = spec.get("rank_window_size", 10)
         ((child_kind, child),) = spec["retriever"].items()
         if child_kind != "standard" and child.get("rank_window_size", 10) < window:
-            raise EsError(400, "illegal_argument_exception",
-                          "[text_similarity_reranker] requires [rank_window_size] <= the inner retriever's")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                "[text_similarity_reranker] requires [rank_window_size] <= the inner retriever's",
+            )
         endpoint = spec.get("inference_id", ".rerank-v1-elasticsearch")
         self._need_endpoint(endpoint)
         candidates = [d for d, _ in self._retrieve(spec["retriever"], docs, window)][:window]
         out = []
         for doc in candidates:
-            raw = rerank_model_score(self._endpoint_scores(endpoint), self._vector(spec["inference_text"]),
-                                     self._vector(doc.source.get(spec["field"], "")))
+            raw = rerank_model_score(
+                self._endpoint_scores(endpoint),
+                self._vector(spec["inference_text"]),
+                self._vector(doc.source.get(spec["field"], "")),
+            )
             out.append((doc, max(raw, 0.0) + min(math.exp(raw), 1.0)))  # elastic/elasticsearch#120930
         out.sort(key=lambda x: (-x[1], x[0].id))
         return [x for x in out if x[1] >= spec.get("min_score", 0.0)]
@@ -870,7 +1096,11 @@ class FakeElasticsearch:
             ((name, value),) = spec.items()
             value = value["value"] if isinstance(value, dict) else value
             if name == "_index":
-                return 1.0 if value in (doc.index.name, *[a for a, c in self.aliases.items() if c == doc.index.name]) else None
+                return (
+                    1.0
+                    if value in (doc.index.name, *[a for a, c in self.aliases.items() if c == doc.index.name])
+                    else None
+                )
             return 1.0 if value in _values(source.get(name)) else None
         if kind == "terms":
             ((name, values),) = spec.items()
@@ -936,8 +1166,11 @@ class FakeElasticsearch:
         if mapped is None:
             return None
         if mapped.get("type") != "semantic_text":
-            raise EsError(400, "illegal_argument_exception",
-                          f"Field [{spec['field']}] of type [{mapped.get('type')}] does not support semantic queries")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Field [{spec['field']}] of type [{mapped.get('type')}] does not support semantic queries",
+            )
         self._need_endpoint(mapped["inference_id"])
         sources = [n for n, p in doc.index.properties.items() if p.get("copy_to") == spec["field"]]
         text = "\n".join(str(doc.source.get(n) or "") for n in sources)
@@ -957,10 +1190,15 @@ class FakeElasticsearch:
             if "script_score" in function:
                 script = function["script_score"]["script"]
                 if script.get("lang", "painless") != "painless":
-                    raise EsError(400, "illegal_argument_exception", f"script_lang not supported [{script['lang']}]")
+                    raise EsError(
+                        400, "illegal_argument_exception", f"script_lang not supported [{script['lang']}]"
+                    )
                 try:
-                    factor *= painless.run(script["source"], painless.DocValues(doc.index.name, doc.index.properties,
-                                                                                doc.source), script.get("params", {}))
+                    factor *= painless.run(
+                        script["source"],
+                        painless.DocValues(doc.index.name, doc.index.properties, doc.source),
+                        script.get("params", {}),
+                    )
                 except painless.PainlessError as exc:
                     raise EsError(400, "script_exception", f"runtime error: {exc}") from exc
         return score * factor
@@ -996,13 +1234,18 @@ def _key_matches(query: dict[str, Any], key: Key) -> bool:
     if kind == "match_all":
         return True
     if kind == "bool":
-        return (all(_key_matches(q, key) for q in _listed(spec.get("filter")) + _listed(spec.get("must")))
-                and not any(_key_matches(q, key) for q in _listed(spec.get("must_not"))))
+        return all(
+            _key_matches(q, key) for q in _listed(spec.get("filter")) + _listed(spec.get("must"))
+        ) and not any(_key_matches(q, key) for q in _listed(spec.get("must_not")))
     if kind == "term":
         ((name, value),) = spec.items()
         value = value["value"] if isinstance(value, dict) else value
-        fields = {"name": key.name, "invalidated": key.invalidated, "username": key.owner.name,
-                  **{f"metadata.{k}": v for k, v in key.metadata.items()}}
+        fields = {
+            "name": key.name,
+            "invalidated": key.invalidated,
+            "username": key.owner.name,
+            **{f"metadata.{k}": v for k, v in key.metadata.items()},
+        }
         return fields.get(name) == value
     raise EsError(400, "illegal_argument_exception", f"fake: unsupported api key query [{kind}]")
 

@@ -71,8 +71,8 @@ def _header(text: str) -> str:
     if text == "else":
         return "else:"
     for keyword, python in (("else if", "elif"), ("if", "if")):
-        if text.startswith(keyword) and text[len(keyword):].strip().startswith("("):
-            return f"{python} {_expression(text[len(keyword):].strip())}:"
+        if text.startswith(keyword) and text[len(keyword) :].strip().startswith("("):
+            return f"{python} {_expression(text[len(keyword) :].strip())}:"
     raise PainlessError(f"unsupported block header {text!r}")
 
 
@@ -149,8 +149,9 @@ class DocValues:
         return _Values(name, values)
 
 
-_MATH = SimpleNamespace(exp=math.exp, log=math.log, log10=math.log10, max=max, min=min, sqrt=math.sqrt,
-                        abs=abs, pow=math.pow)
+_MATH = SimpleNamespace(
+    exp=math.exp, log=math.log, log10=math.log10, max=max, min=min, sqrt=math.sqrt, abs=abs, pow=math.pow
+)
 
 
 def run(source: str, doc: DocValues, params: dict[str, Any]) -> float:

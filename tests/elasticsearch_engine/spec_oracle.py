@@ -24,7 +24,16 @@ SPEC_DIR = Path(__file__).resolve().parent / "spec"
 FLOOR = "elasticsearch-serverless-openapi.9.0-a12f710.json"  # the oldest server we support
 MAIN = "elasticsearch-serverless-openapi.main-9d9b9a5.json"
 _OPEN = ("DecayFunction", "SortOptions")  # field-keyed bodies the spec cannot express
-_DOC_KEYS = {"description", "externalDocs", "x-state", "deprecated", "default", "examples", "example", "title"}
+_DOC_KEYS = {
+    "description",
+    "externalDocs",
+    "x-state",
+    "deprecated",
+    "default",
+    "examples",
+    "example",
+    "title",
+}
 
 
 def spec_path(name: str) -> Path:
@@ -102,7 +111,11 @@ class Oracle:
             node = merged
         inner = tuple(seen)
         out = {
-            k: ({p: self._strict(s, stack=inner) for p, s in v.items()} if k == "properties" else self._strict(v, stack=inner))
+            k: (
+                {p: self._strict(s, stack=inner) for p, s in v.items()}
+                if k == "properties"
+                else self._strict(v, stack=inner)
+            )
             for k, v in node.items()
         }
         if "properties" in out and "additionalProperties" not in out:
@@ -120,7 +133,10 @@ class Oracle:
     def errors(self, schema: dict[str, Any], instance: Any) -> list[str]:
         root = {**self._strict(_loosen(schema)), "components": {"schemas": self._schemas}}
         validator = Draft4Validator(root)
-        return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in validator.iter_errors(instance))
+        return sorted(
+            f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}"
+            for e in validator.iter_errors(instance)
+        )
 
     def body_errors(self, method: str, path: str, body: Any) -> list[str]:
         return self.errors(self.request_schema(method, path), body)

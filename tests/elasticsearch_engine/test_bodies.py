@@ -21,8 +21,17 @@ from atlas_mcp.engines.elasticsearch.requests import MS_PER_DAY, PRIORS_SCRIPT, 
 from . import bodies
 
 GOLDEN = Path(__file__).parent / "golden"
-FORBIDDEN_NEXT_TO_RETRIEVER = {"query", "knn", "rank", "sort", "search_after", "scroll", "pit", "rescore",
-                               "allow_partial_search_results"}
+FORBIDDEN_NEXT_TO_RETRIEVER = {
+    "query",
+    "knn",
+    "rank",
+    "sort",
+    "search_after",
+    "scroll",
+    "pit",
+    "rescore",
+    "allow_partial_search_results",
+}
 
 
 def golden(name: str, value: Any) -> None:
@@ -31,7 +40,9 @@ def golden(name: str, value: Any) -> None:
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         path.write_text(text)
-    assert json.loads(path.read_text()) == value, f"{name} changed; review the diff and update the golden file"
+    assert json.loads(path.read_text()) == value, (
+        f"{name} changed; review the diff and update the golden file"
+    )
 
 
 def test_recall_request_matches_golden():
@@ -40,7 +51,9 @@ def test_recall_request_matches_golden():
 
 
 def test_bootstrap_plan_matches_golden():
-    golden("bootstrap", [r.to_dict() for r in admin.bootstrap_plan(bodies.LAYOUT, bodies.INFERENCE.embedding_id)])
+    golden(
+        "bootstrap", [r.to_dict() for r in admin.bootstrap_plan(bodies.LAYOUT, bodies.INFERENCE.embedding_id)]
+    )
 
 
 def test_user_key_matches_golden():
@@ -80,7 +93,9 @@ def test_reranker_reads_the_stored_text_field_with_the_query():
 
 def test_the_reranker_window_is_its_own_setting_never_below_k():
     default = bodies.RECALL_VARIANTS["default"].body
-    assert default["size"] == _reranker_spec(default)["rank_window_size"] == bodies.INFERENCE.rerank_window == 80
+    assert (
+        default["size"] == _reranker_spec(default)["rank_window_size"] == bodies.INFERENCE.rerank_window == 80
+    )
     assert _reranker_spec(default)["retriever"]["rrf"]["rank_window_size"] == 200
     assert bodies.RECALL_VARIANTS["k-100"].body["size"] == 100
 
@@ -103,7 +118,9 @@ def test_listing_pages_are_totally_ordered_over_a_point_in_time():
     for name in ("list", "list-since", "list-catalog", "list-next"):
         body = bodies.SEARCH_BODIES[name]
         assert body["pit"]["id"] == bodies.PIT and "from" not in body
-        assert list(body["sort"][-1]) == ["_shard_doc"], "a unique tiebreaker: search_after never skips a memory"
+        assert list(body["sort"][-1]) == ["_shard_doc"], (
+            "a unique tiebreaker: search_after never skips a memory"
+        )
     assert bodies.SEARCH_BODIES["list-next"]["search_after"][-1] == 41
 
 
@@ -132,7 +149,10 @@ def test_without_catalog_shared_docs_are_not_admitted_and_superseded_can_be_aske
 
 def test_memory_type_selection_is_the_search_path():
     assert bodies.RECALL_VARIANTS["own-only"].indices == ("atlas-semantic",)
-    assert bodies.RECALL_VARIANTS["default"].path == "/atlas-episodic,atlas-semantic,atlas-procedural,atlas-catalog/_search"
+    assert (
+        bodies.RECALL_VARIANTS["default"].path
+        == "/atlas-episodic,atlas-semantic,atlas-procedural,atlas-catalog/_search"
+    )
 
 
 def test_both_branches_are_scored_by_the_priors_script():
@@ -167,8 +187,15 @@ def test_script_params_are_exactly_what_the_script_reads():
 
 
 def test_script_params_come_from_the_one_scoring_policy():
-    policy = ScoringPolicy(decay_offset_days=10, decay_scale_days=20, decay_value=0.25, use_count_weight=0.3,
-                           catalog_prior=0.7, track_record_prior=4, track_record_weight=0.1)
+    policy = ScoringPolicy(
+        decay_offset_days=10,
+        decay_scale_days=20,
+        decay_value=0.25,
+        use_count_weight=0.3,
+        catalog_prior=0.7,
+        track_record_prior=4,
+        track_record_weight=0.1,
+    )
     params = rq.priors_params(bodies.LAYOUT, policy, bodies.NOW)
     assert params["decay_offset_ms"] == 10 * MS_PER_DAY and params["decay_scale_ms"] == 20 * MS_PER_DAY
     assert (params["decay_value"], params["use_count_weight"], params["catalog_prior"]) == (0.25, 0.3, 0.7)
@@ -193,9 +220,17 @@ def test_every_memory_index_copies_text_into_one_semantic_field_with_one_endpoin
     for name, body in memory_indices.items():
         props = body["mappings"]["properties"]
         assert body["mappings"]["dynamic"] == "strict"
-        assert {k: v for k, v in props[CONTENT].items() if k != "fields"} == {"type": "text", "copy_to": SEMANTIC}
+        assert {k: v for k, v in props[CONTENT].items() if k != "fields"} == {
+            "type": "text",
+            "copy_to": SEMANTIC,
+        }
         # CJK bigrams and European stemming through built-in analyzers only (no plugin)
-        assert {f["analyzer"] for f in props[CONTENT]["fields"].values()} >= {"cjk", "german", "spanish", "french"}
+        assert {f["analyzer"] for f in props[CONTENT]["fields"].values()} >= {
+            "cjk",
+            "german",
+            "spanish",
+            "french",
+        }
         assert props[SEMANTIC] == {"type": "semantic_text", "inference_id": bodies.INFERENCE.embedding_id}
         assert ("user_id" in props) == ("catalog" not in name), "catalog docs must have no user_id"
 
@@ -217,13 +252,19 @@ def test_user_key_is_read_only_with_one_dls_entry_and_inference():
 def test_bulk_updates_are_partial_documents_never_scripts():
     updates = [line for line in bodies.BULK_LINES if "doc" in line or "script" in line]
     assert updates and all(set(u) == {"doc"} for u in updates)
-    (conditional,) = [line["update"] for line in bodies.BULK_LINES if "update" in line and "if_seq_no" in line["update"]]
+    (conditional,) = [
+        line["update"] for line in bodies.BULK_LINES if "update" in line and "if_seq_no" in line["update"]
+    ]
     assert (conditional["if_seq_no"], conditional["if_primary_term"]) == (42, 1)
 
 
 def test_every_write_requires_an_alias():
-    actions = [next(iter(line.values())) | {"op": op} for line in bodies.BULK_LINES
-               for op in line if op in ("create", "index", "update")]
+    actions = [
+        next(iter(line.values())) | {"op": op}
+        for line in bodies.BULK_LINES
+        for op in line
+        if op in ("create", "index", "update")
+    ]
     assert len(actions) == 5 and all(a["require_alias"] is True for a in actions)
 
 
@@ -270,9 +311,24 @@ def test_the_rerankers_order_survives_whatever_the_endpoint_returns(scale):
     assert all(0.0 <= r <= 1.0 for r in relevance)
 
 
-@pytest.mark.parametrize(("service", "scale"), [("elasticsearch", "logit"), ("elastic", "probability"),
-                                                ("cohere", "probability"), ("jinaai", "probability")])
+@pytest.mark.parametrize(
+    ("service", "scale"),
+    [
+        ("elasticsearch", "logit"),
+        ("elastic", "probability"),
+        ("cohere", "probability"),
+        ("jinaai", "probability"),
+    ],
+)
 def test_the_scale_comes_from_the_endpoints_service(service, scale):
-    found = {"endpoints": [{"inference_id": "r", "task_type": "rerank", "service": service,
-                            "service_settings": {"model_id": "m"}}]}
+    found = {
+        "endpoints": [
+            {
+                "inference_id": "r",
+                "task_type": "rerank",
+                "service": service,
+                "service_settings": {"model_id": "m"},
+            }
+        ]
+    }
     assert rq.describe_endpoint(found).rerank_scale == scale

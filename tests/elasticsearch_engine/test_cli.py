@@ -50,7 +50,9 @@ def test_dry_runs_print_every_body_and_send_nothing(fake_es, run):
     result = run("bootstrap", "--dry-run")
     assert result.exit_code == 0, result.output
     printed = json.loads(result.output)
-    assert printed == [r.to_dict() for r in admin.bootstrap_plan(IndexLayout("cli"), bodies.INFERENCE.embedding_id)]
+    assert printed == [
+        r.to_dict() for r in admin.bootstrap_plan(IndexLayout("cli"), bodies.INFERENCE.embedding_id)
+    ]
     key = json.loads(run("users", "add", "sarah", "--dry-run").output)
     assert key["path"] == "/_security/api_key" and key["body"]["name"] == "atlas-user-cli/sarah"
     assert fake_es.requests == []
@@ -104,7 +106,11 @@ def test_doctor_passes_on_a_ready_cluster_and_names_each_fix(fake_es, run):
     fake_es.writer.index["*"].add("view_index_metadata")
     healthy = run("doctor")
     assert healthy.exit_code == 0, healthy.output
-    assert "FAIL" not in healthy.output and "warn" not in healthy.output and "Elasticsearch 9.1.0" in healthy.output
+    assert (
+        "FAIL" not in healthy.output
+        and "warn" not in healthy.output
+        and "Elasticsearch 9.1.0" in healthy.output
+    )
     assert "scores read as probability" in healthy.output
     fake_es.licence = "gold"
     fake_es.inference_ids.discard(".jina-reranker-v2-base-multilingual")
@@ -124,7 +130,10 @@ def test_doctor_passes_with_a_least_privilege_writer(fake_es, run):
     assert result.exit_code == 0, result.output
     assert "FAIL" not in result.output and "[warn] connection: connected as atlas-writer" in result.output
     assert "mapping not checked without `view_index_metadata`" in result.output
-    assert "rerank endpoint: .rerank-v1-elasticsearch (rerank, elasticsearch .rerank-v1); scores read as logit" in result.output
+    assert (
+        "rerank endpoint: .rerank-v1-elasticsearch (rerank, elasticsearch .rerank-v1); scores read as logit"
+        in result.output
+    )
 
 
 def test_doctor_passes_on_serverless(fake_es, run):
@@ -135,7 +144,9 @@ def test_doctor_passes_on_serverless(fake_es, run):
     run("users", "add", "sarah")
     result = run("doctor")
     assert result.exit_code == 0, result.output
-    assert "[ok  ] connection: Elasticsearch Serverless" in result.output and "no licence API" in result.output
+    assert (
+        "[ok  ] connection: Elasticsearch Serverless" in result.output and "no licence API" in result.output
+    )
 
 
 def test_doctor_reports_missing_indices(run):
@@ -150,12 +161,16 @@ async def test_stdio_server_on_the_elasticsearch_backend(fake_es, run, tmp_path)
     run("users", "add", "sarah")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATLAS_")}
     env |= es_env(fake_es.url, tmp_path / "data")
-    params = StdioServerParameters(command=sys.executable, args=["-m", "atlas_mcp", "serve", "--user", "sarah"], env=env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "atlas_mcp", "serve", "--user", "sarah"], env=env
+    )
     async with Client(params) as client:
         written = await client.call_tool("write_memory", {"text": "Sarah's hub runs firmware 2.1"})
         assert not written.is_error, written.content[0].text
         recalled = await client.call_tool("recall_memory", {"query": "hub firmware"})
-        assert [m["id"] for m in recalled.structured_content["memories"]] == [written.structured_content["id"]]
+        assert [m["id"] for m in recalled.structured_content["memories"]] == [
+            written.structured_content["id"]
+        ]
     searches = fake_es.requests_to(None, r"/_search$")
     sarah = json.loads((tmp_path / "data" / "es-keys.json").read_text())["users"]["sarah"]["id"]
     assert searches and {r.auth for r in searches} == {("apikey", sarah)}

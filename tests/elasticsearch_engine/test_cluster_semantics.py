@@ -53,17 +53,22 @@ def test_elastic_rerank_logits_keep_the_rerankers_order(fake_es, tmp_path):
     assert any(s < 1.0 for s in es_order), "some logits were negative (shifted below 1)"
     hits = service.recall("u1", "which firmware does the hub run")
     assert "firmware" in hits[0].memory.text and hits[0].explanation.relevance > 0
-    assert fake_es.requests_to("GET", rf"^/_inference/.*{LOGIT_RERANKER}$"), "the scale was read from the endpoint"
+    assert fake_es.requests_to("GET", rf"^/_inference/.*{LOGIT_RERANKER}$"), (
+        "the scale was read from the endpoint"
+    )
 
 
 def test_a_probability_setting_on_a_logit_endpoint_still_keeps_the_order(fake_es, tmp_path):
     fake_es.inference_ids.add(LOGIT_RERANKER)
-    engine = bootstrapped_engine(fake_es, tmp_path / "keys.json", rerank_inference_id=LOGIT_RERANKER,
-                                 rerank_score_scale="probability")
+    engine = bootstrapped_engine(
+        fake_es, tmp_path / "keys.json", rerank_inference_id=LOGIT_RERANKER, rerank_score_scale="probability"
+    )
     service = MemoryService(engine)
     for fact in FACTS:
         service.write("u1", fact)
-    plan = service.recall_plan(RecallQuery("u1", "the user garage door hub firmware since oat milk sister porto"))
+    plan = service.recall_plan(
+        RecallQuery("u1", "the user garage door hub firmware since oat milk sister porto")
+    )
     relevance = [c.rerank_score for c in engine.candidates(plan)]
     assert relevance == sorted(relevance, reverse=True) and len(set(relevance)) == len(FACTS)
 
@@ -85,8 +90,17 @@ def test_without_a_rerank_endpoint_the_service_ranks_with_real_signals(fake_es, 
     service = MemoryService(engine)
     ids = {fact: service.write("u1", fact).id for fact in FACTS}
     assert engine.info.reranks_server_side is False
-    for fact, query in zip(FACTS, ["garage door opener brand", "where does my sister live",
-                                   "hub firmware version", "which milk", "bike derailleur"], strict=True):
+    for fact, query in zip(
+        FACTS,
+        [
+            "garage door opener brand",
+            "where does my sister live",
+            "hub firmware version",
+            "which milk",
+            "bike derailleur",
+        ],
+        strict=True,
+    ):
         hits = service.recall("u1", query, touch=False)
         assert hits[0].memory.id == ids[fact], query
         assert hits[0].explanation.reranker == "context" and len({h.explanation.relevance for h in hits}) > 1
@@ -109,11 +123,15 @@ def test_revoke_leaves_keys_minted_under_another_prefix(fake_es, tmp_path):
     assert "alice" not in ours.keys.stored()
     with pytest.raises(ConfigurationError):
         MemoryService(ours).recall("alice", "memory")
-    assert MemoryService(theirs).recall("alice", "memory", touch=False), "the other deployment's key still works"
+    assert MemoryService(theirs).recall("alice", "memory", touch=False), (
+        "the other deployment's key still works"
+    )
 
 
 def test_a_failed_revoke_keeps_the_record_of_a_live_key(es_engine, fake_es):
-    fake_es.fail("DELETE", r"^/_security/api_key$", 503, {"error": {"type": "unavailable", "reason": "down"}}, times=99)
+    fake_es.fail(
+        "DELETE", r"^/_security/api_key$", 503, {"error": {"type": "unavailable", "reason": "down"}}, times=99
+    )
     with _admin(es_engine) as cluster, pytest.raises(AtlasError):
         admin.revoke_user(cluster, es_engine.keys, es_engine.layout, "u1")
     assert "u1" in es_engine.keys.stored() and not fake_es.keys[es_engine.keys.stored()["u1"].id].invalidated
@@ -121,12 +139,19 @@ def test_a_failed_revoke_keeps_the_record_of_a_live_key(es_engine, fake_es):
 
 def test_a_failed_rotation_keeps_the_old_key_and_withdraws_the_new_one(es_engine, fake_es):
     old = es_engine.keys.stored()["u1"]
-    fake_es.fail("DELETE", r"^/_security/api_key$", 503, {"error": {"type": "unavailable", "reason": "down"}},
-                 times=es_engine.cluster.config.max_retries + 1)  # the rotation fails, the withdrawal works
+    fake_es.fail(
+        "DELETE",
+        r"^/_security/api_key$",
+        503,
+        {"error": {"type": "unavailable", "reason": "down"}},
+        times=es_engine.cluster.config.max_retries + 1,
+    )  # the rotation fails, the withdrawal works
     with _admin(es_engine) as cluster, pytest.raises(AtlasError):
         admin.add_user(cluster, es_engine.keys, es_engine.layout, "u1", None)
     assert es_engine.keys.stored()["u1"] == old and not fake_es.keys[old.id].invalidated
-    newest = max(fake_es.keys.values(), key=lambda k: int(k.id.split("-")[-1]) if k.id.startswith("key-") else 0)
+    newest = max(
+        fake_es.keys.values(), key=lambda k: int(k.id.split("-")[-1]) if k.id.startswith("key-") else 0
+    )
     assert newest.id != old.id and newest.invalidated, "the new key does not stay live unrecorded"
 
 
@@ -203,8 +228,12 @@ def test_usage_updates_never_fail_a_recall_and_need_no_refresh(es_engine, fake_e
     service.recall("u1", "oat milk")  # right after: the version read must be current without a refresh
     assert es_engine.get("u1", [fact.id])[0].use_count == 2
     assert {b.query["refresh"] for b in fake_es.requests_to("PUT", r"^/_bulk$")} == {"false"}
-    fake_es.fail("PUT", r"^/_bulk$", 503, {"error": {"type": "unavailable_shards_exception", "reason": "x"}}, times=99)
-    assert service.recall("u1", "oat milk")[0].memory.id == fact.id, "a lost usage update is not a recall error"
+    fake_es.fail(
+        "PUT", r"^/_bulk$", 503, {"error": {"type": "unavailable_shards_exception", "reason": "x"}}, times=99
+    )
+    assert service.recall("u1", "oat milk")[0].memory.id == fact.id, (
+        "a lost usage update is not a recall error"
+    )
 
 
 def test_a_rejected_usage_item_is_retried(es_engine, fake_es):
@@ -217,7 +246,9 @@ def test_a_rejected_usage_item_is_retried(es_engine, fake_es):
 
         if op == "update" and not state["rejected"]:
             state["rejected"] = True
-            raise EsError(429, "es_rejected_execution_exception", "rejected execution of coordinating operation")
+            raise EsError(
+                429, "es_rejected_execution_exception", "rejected execution of coordinating operation"
+            )
         return real(who, op, meta, body)
 
     fake_es._bulk_item = reject_once
@@ -231,7 +262,9 @@ def test_a_rejected_usage_item_is_retried(es_engine, fake_es):
 def test_a_removed_metadata_key_is_removed(es_engine):
     """A partial `doc` is deep-merged into _source: sending the new metadata left old keys in."""
     service = MemoryService(es_engine)
-    fact = service.write("u1", "The user's locker is 12", metadata={"room": "gym", "floor": {"n": 2, "wing": "b"}})
+    fact = service.write(
+        "u1", "The user's locker is 12", metadata={"room": "gym", "floor": {"n": 2, "wing": "b"}}
+    )
     stored = es_engine.get("u1", [fact.id])[0]
     es_engine.update("u1", stored.evolve(metadata={"floor": {"n": 3}}))
     assert es_engine.get("u1", [fact.id])[0].metadata == {"floor": {"n": 3}}
@@ -258,11 +291,15 @@ def test_the_painless_priors_equal_the_python_multipliers_before_1970_too(es_eng
     plan = service.recall_plan(RecallQuery("u1", phrase))
     request = es_engine.recall_request(plan)
     scored = request.body["retriever"]["text_similarity_reranker"]["retriever"]["rrf"]["retrievers"][0]
-    plain = {"standard": {**scored["standard"], "query": scored["standard"]["query"]["function_score"]["query"]}}
+    plain = {
+        "standard": {**scored["standard"], "query": scored["standard"]["query"]["function_score"]["query"]}
+    }
     user = es_engine.cluster.as_user(es_engine.keys.key_for("u1"))
 
     def scores(retriever):
-        hits = user.search(index=list(request.indices), body={"size": 20, "retriever": retriever})["hits"]["hits"]
+        hits = user.search(index=list(request.indices), body={"size": 20, "retriever": retriever})["hits"][
+            "hits"
+        ]
         return {h["_id"]: h["_score"] for h in hits}
 
     with_priors, without = scores(scored), scores(plain)
@@ -278,7 +315,14 @@ def test_an_unguarded_doc_access_fails_as_on_a_cluster(es_engine):
     """Catalog indices do not map use_count: `doc['use_count']` without containsKey throws."""
     MemoryService(es_engine).load_catalog([{"id": "cat-1", "title": "t", "text": "anything at all"}])
     script = {"source": "if (doc['use_count'].size() > 0) { return 2.0; } return 1.0;", "lang": "painless"}
-    body = {"query": {"function_score": {"query": {"match_all": {}}, "functions": [{"script_score": {"script": script}}]}}}
+    body = {
+        "query": {
+            "function_score": {
+                "query": {"match_all": {}},
+                "functions": [{"script_score": {"script": script}}],
+            }
+        }
+    }
     user = es_engine.cluster.as_user(es_engine.keys.key_for("u1"))
     from elasticsearch import BadRequestError
 
@@ -292,11 +336,16 @@ def test_an_evaluation_on_elasticsearch_gets_its_own_bootstrapped_prefix(fake_es
     from atlas_mcp.config import load_settings
     from atlas_mcp.eval.harness import scratch_service
 
-    settings = load_settings(backend="elasticsearch", data_dir=tmp_path,
-                             elasticsearch=es_config(fake_es.url, index_prefix="real").model_dump())
+    settings = load_settings(
+        backend="elasticsearch",
+        data_dir=tmp_path,
+        elasticsearch=es_config(fake_es.url, index_prefix="real").model_dump(),
+    )
     with scratch_service(settings) as (service, _):
         fact = service.write("sarah", "The hub runs firmware 2.1")
         assert [h.memory.id for h in service.recall("sarah", "hub firmware", touch=False)] == [fact.id]
         prefix = re.search(r"\((\S+)-\*\)$", service.stats().location).group(1)
-    assert prefix.startswith("real-eval-") and fake_es.aliases[f"{prefix}-semantic"] == f"{prefix}-semantic-v1"
+    assert (
+        prefix.startswith("real-eval-") and fake_es.aliases[f"{prefix}-semantic"] == f"{prefix}-semantic-v1"
+    )
     assert all(k.invalidated for k in fake_es.keys.values() if k.metadata.get("index_prefix") == prefix)

@@ -50,7 +50,10 @@ EVENTS = [  # one conversation (an episode), then a separate one two weeks later
     (timedelta(days=-20, minutes=5), "Sarah: ok, I will buy two buckets on Saturday"),
     (timedelta(days=-6), "Sarah: the plumber fixed the leaking bathroom tap"),
 ]
-PLAYBOOK = ("When the router drops the connection", ["Unplug the router", "Wait thirty seconds", "Plug it back in"])
+PLAYBOOK = (
+    "When the router drops the connection",
+    ["Unplug the router", "Wait thirty seconds", "Plug it back in"],
+)
 CATALOG = {"id": "cat-zigbee", "title": "Zigbee channels", "text": "Zigbee networks work best on channel 25"}
 QUERIES = {
     "what opens the garage door": FACTS[0],
@@ -76,7 +79,9 @@ class StandInReranker:
         self._embed = embed
 
     def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
-        vectors = np.asarray(self._embed([query, *(c.memory.search_text() for c in candidates)]), dtype=np.float64)
+        vectors = np.asarray(
+            self._embed([query, *(c.memory.search_text() for c in candidates)]), dtype=np.float64
+        )
         return [rerank_model_score("probability", vectors[0], v) for v in vectors[1:]]
 
 
@@ -102,13 +107,16 @@ def populate(service: MemoryService) -> None:
 
 
 def embedded(tmp_path: Path, embedder, policy: ScoringPolicy, reranker=None) -> MemoryService:
-    service = MemoryService(EmbeddedEngine(tmp_path / "atlas.db", embedder), policy, reranker=reranker,
-                            clock=lambda: NOW)
+    service = MemoryService(
+        EmbeddedEngine(tmp_path / "atlas.db", embedder), policy, reranker=reranker, clock=lambda: NOW
+    )
     populate(service)
     return service
 
 
-def elasticsearch(cluster: FakeElasticsearch, tmp_path: Path, policy: ScoringPolicy, **config) -> MemoryService:
+def elasticsearch(
+    cluster: FakeElasticsearch, tmp_path: Path, policy: ScoringPolicy, **config
+) -> MemoryService:
     engine = bootstrapped_engine(cluster, tmp_path / "es-keys.json", users=("u1",), policy=policy, **config)
     service = MemoryService(engine, policy, clock=lambda: NOW)
     populate(service)
@@ -132,7 +140,8 @@ def test_rerank_off_gives_the_same_order_and_relevance(cluster, tmp_path, embedd
             assert texts(ours) == texts(theirs), query
             assert texts(ours)[0] == target, query
             assert [h.explanation.relevance for h in theirs] == pytest.approx(
-                [h.explanation.relevance for h in ours], abs=2e-3), query
+                [h.explanation.relevance for h in ours], abs=2e-3
+            ), query
             assert {h.explanation.reranker for h in ours + theirs} == {"context"}
     finally:
         local.close()
@@ -166,8 +175,14 @@ def test_bm25_analysis_is_the_documented_difference(cluster, tmp_path, embedder)
         for query, target in QUERIES.items():
             ours, theirs = ranked(local, query), ranked(remote, query)
             assert texts(ours)[0] == texts(theirs)[0] == target, query
-            bm25 = {c.memory.text: c.bm25_score for c in local._engine.candidates(local.recall_plan(RecallQuery("u1", query)))}
-            remote_bm25 = {c.memory.text: c.bm25_score for c in remote._engine.candidates(remote.recall_plan(RecallQuery("u1", query)))}
+            bm25 = {
+                c.memory.text: c.bm25_score
+                for c in local._engine.candidates(local.recall_plan(RecallQuery("u1", query)))
+            }
+            remote_bm25 = {
+                c.memory.text: c.bm25_score
+                for c in remote._engine.candidates(remote.recall_plan(RecallQuery("u1", query)))
+            }
             differs |= any(abs((bm25.get(t) or 0) - (remote_bm25.get(t) or 0)) > 1e-3 for t in bm25)
         assert differs, "if the analyzers ever agree, the documented difference is gone: update the docs"
     finally:

@@ -36,7 +36,9 @@ def test_a_user_key_cannot_write(es_engine):
 
     u1 = es_engine.cluster.as_user(es_engine.keys.key_for("u1"))
     alias = es_engine.layout.alias(MemoryType.SEMANTIC)
-    result = u1.bulk(operations=[{"index": {"_index": alias, "_id": "y"}}, {"memory_type": "semantic", "text": "x"}])
+    result = u1.bulk(
+        operations=[{"index": {"_index": alias, "_id": "y"}}, {"memory_type": "semantic", "text": "x"}]
+    )
     with pytest.raises(AuthorizationException):
         u1.indices.create(index="anything")
     (item,) = result["items"]
@@ -157,8 +159,11 @@ def test_stats_count_per_owner_and_type(service, es_engine, fake_es):
     service.load_catalog([{"id": "c1", "title": "t", "text": "x"}])
     stats = es_engine.stats()
     counts = {(c.user_id, c.memory_type): (c.count, c.superseded) for c in stats.counts}
-    assert counts == {(None, MemoryType.CATALOG): (1, 0), ("u1", MemoryType.SEMANTIC): (2, 1),
-                      ("u2", MemoryType.EPISODIC): (1, 0)}
+    assert counts == {
+        (None, MemoryType.CATALOG): (1, 0),
+        ("u1", MemoryType.SEMANTIC): (2, 1),
+        ("u2", MemoryType.EPISODIC): (1, 0),
+    }
     assert "127.0.0.1" in stats.location and "secret" not in stats.location and stats.size_bytes > 0
 
 

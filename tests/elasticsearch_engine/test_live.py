@@ -35,12 +35,17 @@ from atlas_mcp.errors import ConfigurationError
 from atlas_mcp.service import MemoryService, RecallQuery
 
 # read at import: the suite-wide fixture clears ATLAS_* (except ATLAS_ES_URL) before each test
-LIVE = {k: os.environ.get(f"ATLAS_ES_{k}") for k in ("URL", "USER", "PASSWORD", "EMBED_ID", "RERANK_ID", "CA_CERTS")}
+LIVE = {
+    k: os.environ.get(f"ATLAS_ES_{k}")
+    for k in ("URL", "USER", "PASSWORD", "EMBED_ID", "RERANK_ID", "CA_CERTS")
+}
 ALLOW_DOWNGRADE = os.environ.get("ATLAS_ES_ALLOW_DOWNGRADE") == "1"
 
 pytestmark = [
     pytest.mark.live_es,
-    pytest.mark.skipif(not LIVE["URL"], reason="set ATLAS_ES_URL (and ATLAS_ES_USER/PASSWORD) to run the live suite"),
+    pytest.mark.skipif(
+        not LIVE["URL"], reason="set ATLAS_ES_URL (and ATLAS_ES_USER/PASSWORD) to run the live suite"
+    ),
 ]
 
 
@@ -120,8 +125,9 @@ def test_each_branch_then_rrf_then_reranker(live):
     for branch in rrf["rrf"]["retrievers"]:
         assert fact.id in [h["_id"] for h in _search(live, {"size": 10, "retriever": branch})]
     assert fact.id in [h["_id"] for h in _search(live, {"size": 10, "retriever": rrf})]
-    explained = live.as_user("alice").search(index=list(live.engine.recall_request(plan).indices),
-                                              body={**full, "explain": True})
+    explained = live.as_user("alice").search(
+        index=list(live.engine.recall_request(plan).indices), body={**full, "explain": True}
+    )
     text = str(explained["hits"]["hits"][0]["_explanation"])
     assert "bm25" in text and "dense" in text
 
@@ -138,12 +144,18 @@ def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
     fact = live.service.write("alice", phrase)
     live.engine.update("alice", live.engine.get("alice", [fact.id])[0].evolve(use_count=10))
     playbook = live.service.write("alice", phrase, "procedural", steps=["look both ways"])
-    live.engine.update("alice", live.engine.get("alice", [playbook.id])[0].evolve(success_count=3, failure_count=1))
+    live.engine.update(
+        "alice", live.engine.get("alice", [playbook.id])[0].evolve(success_count=3, failure_count=1)
+    )
     catalog_id = f"{live.layout.prefix}-cat"
     live.service.load_catalog([{"id": catalog_id, "title": "crossings", "text": phrase}])
     plan = live.service.recall_plan(RecallQuery("alice", phrase))
-    (scored, _) = live.engine.recall_request(plan).body["retriever"]["text_similarity_reranker"]["retriever"]["rrf"]["retrievers"]
-    plain = {"standard": {**scored["standard"], "query": scored["standard"]["query"]["function_score"]["query"]}}
+    (scored, _) = live.engine.recall_request(plan).body["retriever"]["text_similarity_reranker"]["retriever"][
+        "rrf"
+    ]["retrievers"]
+    plain = {
+        "standard": {**scored["standard"], "query": scored["standard"]["query"]["function_score"]["query"]}
+    }
     with_priors = {h["_id"]: h["_score"] for h in _search(live, {"size": 20, "retriever": scored})}
     without = {h["_id"]: h["_score"] for h in _search(live, {"size": 20, "retriever": plain})}
     stored = {m.id: m for m in live.engine.get("alice", list(with_priors), include_catalog=True)}
@@ -160,8 +172,15 @@ def test_the_server_enforces_window_rules(live):
     body = live.engine.recall_request(plan).body
     with pytest.raises(Exception, match="400|rank_window_size"):
         _search(live, {**body, "size": body["size"] + 1})
-    too_wide = {**body, "retriever": {"text_similarity_reranker": {**body["retriever"]["text_similarity_reranker"],
-                                                                   "rank_window_size": plan.window + 10}}}
+    too_wide = {
+        **body,
+        "retriever": {
+            "text_similarity_reranker": {
+                **body["retriever"]["text_similarity_reranker"],
+                "rank_window_size": plan.window + 10,
+            }
+        },
+    }
     with pytest.raises(Exception, match="400|rank_window_size"):
         _search(live, too_wide)
     assert _search(live, {**body, "from": plan.window, "size": 1}) == []
@@ -169,7 +188,12 @@ def test_the_server_enforces_window_rules(live):
 
 # 7 -------------------------------------------------------------------------------------------
 def test_reranker_scores_come_back_on_the_shifted_scale_and_keep_their_order(live):
-    for text in ("The hub runs firmware 2.1", "The hub is in the hallway", "The user likes tea", "Firmware updates run at night"):
+    for text in (
+        "The hub runs firmware 2.1",
+        "The hub is in the hallway",
+        "The user likes tea",
+        "Firmware updates run at night",
+    ):
         live.service.write("alice", text)
     candidates = live.engine.candidates(live.service.recall_plan(RecallQuery("alice", "hub firmware")))
     shifted = [c.engine_score for c in candidates]
@@ -187,10 +211,16 @@ def test_partial_updates_work_and_scripted_bulk_updates_are_refused(live):
     semantic = {"query": {"semantic": {"field": SEMANTIC, "query": "what milk does Alice like"}}}
     assert fact.id in [h["_id"] for h in _search(live, semantic)], "the embedding survived the partial update"
     index = live.layout.alias(MemoryType.SEMANTIC)
-    scripted = live.es.bulk(operations=[{"update": {"_index": index, "_id": fact.id}},
-                                        {"script": {"source": "ctx._source.use_count += 1"}}])
+    scripted = live.es.bulk(
+        operations=[
+            {"update": {"_index": index, "_id": fact.id}},
+            {"script": {"source": "ctx._source.use_count += 1"}},
+        ]
+    )
     assert scripted["errors"] and "script" in str(scripted["items"][0]).lower()
-    stale = live.es.options(ignore_status=409).bulk(operations=rq.bulk_update(index, fact.id, {"use_count": 9}, (0, 1)))
+    stale = live.es.options(ignore_status=409).bulk(
+        operations=rq.bulk_update(index, fact.id, {"use_count": 9}, (0, 1))
+    )
     assert next(iter(stale["items"][0].values()))["status"] == 409
 
 
@@ -205,15 +235,22 @@ def test_a_superseded_fact_disappears_from_recall(live):
 # 10 ------------------------------------------------------------------------------------------
 def test_user_keys_are_scoped_read_only_and_revocable(live):
     mine = live.service.write("alice", "Alice's locker code is 4417")
-    live.service.load_catalog([{"id": f"{live.layout.prefix}-shared", "title": "Lockers", "text": "locker rules"}])
+    live.service.load_catalog(
+        [{"id": f"{live.layout.prefix}-shared", "title": "Lockers", "text": "locker rules"}]
+    )
     seen_by_bob = [h["_id"] for h in _search(live, {"query": {"match_all": {}}}, user="bob")]
     assert mine.id not in seen_by_bob and f"{live.layout.prefix}-shared" in seen_by_bob
     bob = live.as_user("bob")
-    assert bob.options(ignore_status=404).get(index=live.layout.alias(MemoryType.SEMANTIC), id=mine.id)["found"] is False
+    assert (
+        bob.options(ignore_status=404).get(index=live.layout.alias(MemoryType.SEMANTIC), id=mine.id)["found"]
+        is False
+    )
     with pytest.raises(Exception, match="403|unauthorized"):
         bob.index(index=live.layout.alias(MemoryType.SEMANTIC), id="x", document={"text": "x"})
     with pytest.raises(Exception, match="403|profile"):
-        bob.search(index=live.layout.alias(MemoryType.SEMANTIC), body={"profile": True, "query": {"match_all": {}}})
+        bob.search(
+            index=live.layout.alias(MemoryType.SEMANTIC), body={"profile": True, "query": {"match_all": {}}}
+        )
     assert live.service.recall("alice", "locker code")[0].memory.id == mine.id  # semantic + rerank
     writer_key = live.es.security.create_api_key(name=f"{live.layout.prefix}-derived")
     derived = live.admin.client.options(api_key=writer_key["encoded"])
@@ -226,7 +263,9 @@ def test_user_keys_are_scoped_read_only_and_revocable(live):
 
 
 # 11 ------------------------------------------------------------------------------------------
-@pytest.mark.skipif(not ALLOW_DOWNGRADE, reason="downgrades the cluster to Basic: set ATLAS_ES_ALLOW_DOWNGRADE=1")
+@pytest.mark.skipif(
+    not ALLOW_DOWNGRADE, reason="downgrades the cluster to Basic: set ATLAS_ES_ALLOW_DOWNGRADE=1"
+)
 def test_zz_a_basic_licence_refuses_rrf_with_a_clear_error(live):
     live.es.license.post_start_basic(acknowledge=True)
     with pytest.raises(ConfigurationError, match="licence"):
@@ -259,7 +298,9 @@ def test_without_server_rerank_the_branches_are_fused_and_ranked_by_atlas(tmp_pa
         live.service.write("alice", "The user's sister lives in Porto")
         hits = live.service.recall("alice", "garage door opener brand", touch=False)
         assert hits[0].memory.id == target.id and hits[0].explanation.reranker == "context"
-        (candidate, *_) = live.engine.candidates(live.service.recall_plan(RecallQuery("alice", "garage door opener")))
+        (candidate, *_) = live.engine.candidates(
+            live.service.recall_plan(RecallQuery("alice", "garage door opener"))
+        )
         assert candidate.bm25_score and candidate.dense_similarity is not None
     finally:
         live.close()
@@ -295,10 +336,18 @@ def test_a_write_before_bootstrap_is_refused_and_creates_nothing(live):
 # 17 (issue 16) -------------------------------------------------------------------------------
 def test_doctor_passes_with_a_least_privilege_writer(live):
     names = [*(live.layout.pattern(k) for k in ALL_TYPES), f"{live.layout.state_alias}*"]
-    writer = live.es.security.create_api_key(name=f"{live.layout.prefix}-writer", role_descriptors={
-        "atlas_writer": {"indices": [{"names": names, "privileges": ["read", "create_doc", "index", "delete"]}]}})
+    writer = live.es.security.create_api_key(
+        name=f"{live.layout.prefix}-writer",
+        role_descriptors={
+            "atlas_writer": {
+                "indices": [{"names": names, "privileges": ["read", "create_doc", "index", "delete"]}]
+            }
+        },
+    )
     try:
-        config = live.config.model_copy(update={"api_key": writer["encoded"], "username": None, "password": None})
+        config = live.config.model_copy(
+            update={"api_key": writer["encoded"], "username": None, "password": None}
+        )
         cluster = Cluster(connect(config), config)
         checks = run_checks(cluster, live.layout, rq.Inference.from_config(config), live.keys)
         assert not [c for c in checks if c.status == "fail"], render(checks)
@@ -329,7 +378,9 @@ def test_back_to_back_usage_updates_need_no_refresh(live):
 
 # 20 (issue 16) -------------------------------------------------------------------------------
 def test_a_removed_metadata_key_is_removed(live):
-    fact = live.service.write("alice", "Alice's locker is 12", metadata={"room": "gym", "floor": {"n": 2, "wing": "b"}})
+    fact = live.service.write(
+        "alice", "Alice's locker is 12", metadata={"room": "gym", "floor": {"n": 2, "wing": "b"}}
+    )
     stored = live.engine.get("alice", [fact.id])[0]
     live.engine.update("alice", stored.evolve(metadata={"floor": {"n": 3}}))
     assert live.engine.get("alice", [fact.id])[0].metadata == {"floor": {"n": 3}}

@@ -14,9 +14,15 @@ import pytest
 from . import bodies
 from .spec_oracle import FLOOR, MAIN, oracle, spec_path
 
-SPECS = [pytest.param(name, marks=pytest.mark.skipif(not spec_path(name).exists(),
-                                                     reason=f"{name} missing from tests/elasticsearch_engine/spec"))
-         for name in (FLOOR, MAIN)]
+SPECS = [
+    pytest.param(
+        name,
+        marks=pytest.mark.skipif(
+            not spec_path(name).exists(), reason=f"{name} missing from tests/elasticsearch_engine/spec"
+        ),
+    )
+    for name in (FLOOR, MAIN)
+]
 
 
 @pytest.fixture(params=SPECS, ids=["9.0", "main"])
@@ -65,9 +71,11 @@ MUTATIONS = {
     "reranker without field": lambda b: _reranker(b).pop("field"),
     "two retriever kinds": lambda b: b["retriever"].update(rrf={"retrievers": []}),
     "unknown query type": lambda b: _reranker(b)["retriever"]["rrf"]["retrievers"][1]["standard"].update(
-        query={"semantik": {"field": "content_semantic", "query": "q"}}),
-    "semantic query without text": lambda b: _reranker(b)["retriever"]["rrf"]["retrievers"][1]["standard"].update(
-        query={"semantic": {"field": "content_semantic"}}),
+        query={"semantik": {"field": "content_semantic", "query": "q"}}
+    ),
+    "semantic query without text": lambda b: _reranker(b)["retriever"]["rrf"]["retrievers"][1][
+        "standard"
+    ].update(query={"semantic": {"field": "content_semantic"}}),
 }
 
 

@@ -32,9 +32,14 @@ def test_reads_carry_the_callers_key_and_writes_the_writers(es_engine, fake_es):
     assert [h.memory.id for h in service.recall("u1", "where is the car parked")] == [mine.id]
     service.recall("u2", "where is the car parked")
     searches = fake_es.requests_to("POST", r"/_search$")
-    assert {r.auth for r in searches} == {("apikey", user_key_id(es_engine, "u1")), ("apikey", user_key_id(es_engine, "u2"))}
+    assert {r.auth for r in searches} == {
+        ("apikey", user_key_id(es_engine, "u1")),
+        ("apikey", user_key_id(es_engine, "u2")),
+    }
     bulks = fake_es.requests_to(None, r"^/_bulk$")
-    assert bulks and {r.auth for r in bulks} == {("apikey", WRITER_KEY[0])}, "writes must never use a user key"
+    assert bulks and {r.auth for r in bulks} == {("apikey", WRITER_KEY[0])}, (
+        "writes must never use a user key"
+    )
 
 
 def test_every_request_asks_for_the_9x_api(es_engine, fake_es):
@@ -53,7 +58,9 @@ def test_supersession_is_one_conditional_bulk_with_refresh(es_engine, fake_es):
     assert bulk.headers["content-type"].startswith("application/vnd.elasticsearch+x-ndjson")
     assert bulk.body.endswith(b"\n") and all(json.loads(line) for line in bulk.body.splitlines())
     create, source, update, doc = bulk.ndjson()
-    assert create["create"]["_id"] == new.id and create["create"]["_index"] == es_engine.layout.alias(MemoryType.SEMANTIC)
+    assert create["create"]["_id"] == new.id and create["create"]["_index"] == es_engine.layout.alias(
+        MemoryType.SEMANTIC
+    )
     assert source["user_id"] == "u1" and source["supersedes"] == [old.id]
     assert update["update"]["_id"] == old.id and {"if_seq_no", "if_primary_term"} <= update["update"].keys()
     assert doc == {"doc": {"superseded_by": new.id, "superseded_at": source["created_at"]}}
@@ -116,8 +123,13 @@ def test_timeouts_are_retried_for_reads_then_reported(fake_es, tmp_path):
 
 
 def test_overload_is_retried_honouring_retry_after(es_engine, fake_es):
-    fake_es.fail("POST", r"/_search$", 429, {"error": {"type": "es_rejected_execution_exception", "reason": "queue full"}},
-                 headers={"Retry-After": "0"})
+    fake_es.fail(
+        "POST",
+        r"/_search$",
+        429,
+        {"error": {"type": "es_rejected_execution_exception", "reason": "queue full"}},
+        headers={"Retry-After": "0"},
+    )
     fake_es.requests.clear()
     assert MemoryService(es_engine).recall("u1", "anything") == []
     assert len(fake_es.requests_to("POST", r"/_search$")) == 2
@@ -154,7 +166,9 @@ def test_a_user_without_a_key_is_told_how_to_get_one(es_engine):
 
 def test_a_basic_licence_names_the_feature_and_the_fix(es_engine, fake_es):
     fake_es.licence = "basic"
-    with pytest.raises(ConfigurationError, match=r"licence does not cover Reciprocal Rank Fusion \(RRF\).*doctor"):
+    with pytest.raises(
+        ConfigurationError, match=r"licence does not cover Reciprocal Rank Fusion \(RRF\).*doctor"
+    ):
         MemoryService(es_engine).recall("u1", "anything")
 
 
@@ -170,12 +184,23 @@ def test_missing_indices_point_at_bootstrap(fake_es, tmp_path):
     from atlas_mcp.engines.elasticsearch.engine import ElasticsearchEngine
 
     with pytest.raises(ConfigurationError, match="atlas-mcp bootstrap"):
-        ElasticsearchEngine(engine.cluster.__class__(engine.cluster.client, config), engine.keys).list(ListQuery(None))
+        ElasticsearchEngine(engine.cluster.__class__(engine.cluster.client, config), engine.keys).list(
+            ListQuery(None)
+        )
 
 
 def test_an_8x_cluster_is_named(es_engine, fake_es):
-    fake_es.fail("POST", r"/_search$", 400, {"error": {"type": "media_type_header_exception",
-                                                        "reason": "Accept version must be either version 8 or 7"}})
+    fake_es.fail(
+        "POST",
+        r"/_search$",
+        400,
+        {
+            "error": {
+                "type": "media_type_header_exception",
+                "reason": "Accept version must be either version 8 or 7",
+            }
+        },
+    )
     with pytest.raises(ConfigurationError, match="not Elasticsearch 9.x"):
         MemoryService(es_engine).recall("u1", "anything")
 

@@ -69,7 +69,10 @@ def _tiny_madial(folder: Path) -> Path:
         "en": [{"1": {"time": "2023-12-25", "event": "Bart danced at the Christmas party."}},
                {"2": {"time": "2023-05-15", "event": "Bart ate mango ice cream."}}],
     }  # fmt: skip
-    lines = {"zh": '<Bart>:"我能在晚会上再跳一次舞吗？"\n', "en": '<Bart>: "Can I dance again at the party?"\n'}
+    lines = {
+        "zh": '<Bart>:"我能在晚会上再跳一次舞吗？"\n',
+        "en": '<Bart>: "Can I dance again at the party?"\n',
+    }
     for language, rows in memories.items():
         (folder / f"MADial-Bench-{language}-memory.json").write_text(
             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"

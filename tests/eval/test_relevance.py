@@ -18,15 +18,23 @@ T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
 
 def event(i: int, text: str, at: datetime, user: str = "sarah") -> Memory:
     return Memory(
-        id=f"e{i}", memory_type=MemoryType.EPISODIC, user_id=user, text=text,
-        created_at=at + timedelta(seconds=i), occurred_at=at,
+        id=f"e{i}",
+        memory_type=MemoryType.EPISODIC,
+        user_id=user,
+        text=text,
+        created_at=at + timedelta(seconds=i),
+        occurred_at=at,
     )
 
 
 def test_events_group_into_episodes_by_time_gap_and_owner():
     later = T0 + timedelta(hours=5)
-    memories = [event(3, "c", later), event(1, "a", T0), event(2, "b", T0 + timedelta(minutes=10)),
-                event(4, "d", T0, user="james")]
+    memories = [
+        event(3, "c", later),
+        event(1, "a", T0),
+        event(2, "b", T0 + timedelta(minutes=10)),
+        event(4, "d", T0, user="james"),
+    ]
     groups = episodes(memories, timedelta(minutes=30))
     assert sorted(groups) == sorted([[1, 2], [0], [3]])
 
@@ -74,5 +82,7 @@ def test_the_lexical_query_keeps_content_words_names_and_months():
 def test_the_recall_plan_carries_the_lexical_query_unless_switched_off():
     plan = plan_recall(ScoringPolicy(), Limits(), RecallQuery("sarah", "What is error E-214?"))
     assert (plan.query, plan.lexical_text) == ("What is error E-214?", "error E 214")
-    plain = plan_recall(ScoringPolicy(lexical_content_words=False), Limits(), RecallQuery("sarah", "What is it?"))
+    plain = plan_recall(
+        ScoringPolicy(lexical_content_words=False), Limits(), RecallQuery("sarah", "What is it?")
+    )
     assert plain.lexical_text == "What is it?"

@@ -9,7 +9,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "atlas_mcp"
 
 FORBIDDEN = {
-    "domain": ("atlas_mcp.engines", "atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.config", "atlas_mcp.service", "mcp"),
+    "domain": (
+        "atlas_mcp.engines",
+        "atlas_mcp.mcp",
+        "atlas_mcp.cli",
+        "atlas_mcp.config",
+        "atlas_mcp.service",
+        "mcp",
+    ),
     "engines": ("atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.service", "mcp"),
     "inference": ("atlas_mcp.engines", "atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.service", "mcp"),
 }

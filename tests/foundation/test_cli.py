@@ -15,7 +15,12 @@ from atlas_mcp.config import load_settings
 def test_catalog_load_is_idempotent_and_shared(tmp_path: Path):
     catalog = tmp_path / "catalog.jsonl"
     rows = [
-        {"id": "cat-e42", "title": "Error E42", "text": "E42 means the hub lost its Zigbee radio", "category": "errors"},
+        {
+            "id": "cat-e42",
+            "title": "Error E42",
+            "text": "E42 means the hub lost its Zigbee radio",
+            "category": "errors",
+        },
         {"title": "Firmware 2.5", "text": "Firmware 2.5 adds Matter support", "tags": ["firmware"]},
     ]
     catalog.write_text("\n".join(json.dumps(r) for r in rows) + "\n")

@@ -40,7 +40,11 @@ def test_atlas_config_env_names_the_file(tmp_path: Path, monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize(
     ("body", "fragment"),
-    [("backend = 'mongo'", "backend"), ("[scoring]\nrrf_window = 0", "rrf_window"), ("nonsense = 1", "nonsense")],
+    [
+        ("backend = 'mongo'", "backend"),
+        ("[scoring]\nrrf_window = 0", "rrf_window"),
+        ("nonsense = 1", "nonsense"),
+    ],
 )
 def test_invalid_settings_are_clear_errors(tmp_path: Path, body: str, fragment: str):
     config = tmp_path / "bad.toml"

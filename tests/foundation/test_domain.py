@@ -74,8 +74,12 @@ def test_track_record_is_smoothed_around_one():
 
 def test_multipliers_per_type():
     old_event = Memory(
-        id="e", memory_type=MemoryType.EPISODIC, user_id="u", text="t",
-        created_at=NOW, occurred_at=NOW - timedelta(days=2005),
+        id="e",
+        memory_type=MemoryType.EPISODIC,
+        user_id="u",
+        text="t",
+        created_at=NOW,
+        occurred_at=NOW - timedelta(days=2005),
     )
     assert multipliers(old_event, NOW, POLICY).decay == pytest.approx(0.5)
     used_fact = fact(use_count=9, last_used_at=NOW)
@@ -84,8 +88,13 @@ def test_multipliers_per_type():
     entry = Memory(id="c", memory_type=MemoryType.CATALOG, user_id=None, text="t", created_at=NOW)
     assert multipliers(entry, NOW, POLICY).catalog_prior == 0.85
     playbook = Memory(
-        id="p", memory_type=MemoryType.PROCEDURAL, user_id="u", text="t", created_at=NOW,
-        success_count=3, failure_count=1,
+        id="p",
+        memory_type=MemoryType.PROCEDURAL,
+        user_id="u",
+        text="t",
+        created_at=NOW,
+        success_count=3,
+        failure_count=1,
     )
     factors = multipliers(playbook, NOW, POLICY)
     assert factors.track_record == pytest.approx(track_record(3, 1, POLICY))

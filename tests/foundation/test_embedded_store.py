@@ -55,7 +55,9 @@ def test_model_file_is_verified_by_sha256(tmp_path: Path):
 
 
 def test_embeddings_are_normalised_and_semantic():
-    vectors = default_embedder().embed_batch(["I moved to Berlin", "The user lives in Berlin", "Quarterly tax report"])
+    vectors = default_embedder().embed_batch(
+        ["I moved to Berlin", "The user lives in Berlin", "Quarterly tax report"]
+    )
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert vectors[0] @ vectors[1] > 0.5 > vectors[0] @ vectors[2]
 

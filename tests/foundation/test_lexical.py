@@ -128,4 +128,3 @@ def test_a_store_from_before_migration_7_is_analysed_on_open(tmp_path: Path):
         assert [i for i, _ in engine.lexical(plan)] == ["m1"]
     finally:
         engine.close()
-

@@ -44,7 +44,9 @@ def _stored(path: Path, memory_id: str) -> tuple[str, np.ndarray]:
     """The row's search text and its stored passage vectors."""
     conn = sqlite3.connect(path)
     try:
-        text, blob = conn.execute("SELECT search_text, embedding FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        text, blob = conn.execute(
+            "SELECT search_text, embedding FROM memories WHERE id = ?", (memory_id,)
+        ).fetchone()
     finally:
         conn.close()
     return text, from_blob(blob, default_embedder().dimensions)
@@ -63,7 +65,9 @@ def test_a_detail_deep_inside_a_long_note_is_found_by_the_dense_branch(tmp_path:
             service.write(USER, text)
         note = service.write(USER, _long_note(), "episodic")
         hits = service.recall(USER, QUERY, touch=False)
-        best_dense = min((h for h in hits if h.explanation.dense_rank is not None), key=lambda h: h.explanation.dense_rank)
+        best_dense = min(
+            (h for h in hits if h.explanation.dense_rank is not None), key=lambda h: h.explanation.dense_rank
+        )
         assert best_dense.memory.id == note.id
         passages = _stored_passages(path, note.id)
         assert len(passages) >= 2

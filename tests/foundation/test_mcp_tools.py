@@ -21,10 +21,23 @@ async def test_tool_contract_names_parameters_and_annotations(session):
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == {"recall_memory", "write_memory", "forget_memory"}
         params = {name: list(t.input_schema["properties"]) for name, t in tools.items()}
-        assert params["recall_memory"][:5] == ["query", "k", "memory_types", "include_catalog", "include_superseded"]
+        assert params["recall_memory"][:5] == [
+            "query",
+            "k",
+            "memory_types",
+            "include_catalog",
+            "include_superseded",
+        ]
         assert params["write_memory"][:9] == [
-            "text", "memory_type", "supersedes_id", "contradiction", "occurred_at",
-            "confidence", "fact_type", "steps", "metadata",
+            "text",
+            "memory_type",
+            "supersedes_id",
+            "contradiction",
+            "occurred_at",
+            "confidence",
+            "fact_type",
+            "steps",
+            "metadata",
         ]
         assert params["forget_memory"] == ["memory_id"]
         assert tools["recall_memory"].input_schema["required"] == ["query"]
@@ -46,8 +59,13 @@ async def test_write_recall_supersede_forget_roundtrip(session):
     async with session() as client:
         old = await call(client, "write_memory", text="Sarah's hub runs firmware 2.4.1", fact_type="world")
         assert old["memory_type"] == "semantic" and old["superseded"] == []
-        new = await call(client, "write_memory", text="Sarah's hub runs firmware 2.5.0",
-                         supersedes_id=old["id"], contradiction="harsh")
+        new = await call(
+            client,
+            "write_memory",
+            text="Sarah's hub runs firmware 2.5.0",
+            supersedes_id=old["id"],
+            contradiction="harsh",
+        )
         assert new["superseded"] == [old["id"]]
         recalled = (await call(client, "recall_memory", query="hub firmware 2.5.0"))["memories"]
         top = recalled[0]
@@ -55,7 +73,9 @@ async def test_write_recall_supersede_forget_roundtrip(session):
         assert top["supersedes"] == [old["id"]] and top["use_count"] == 1
         assert {"score", "created_at", "last_used_at", "fact_type"} <= set(top)
         assert old["id"] not in [m["id"] for m in recalled]
-        history = (await call(client, "recall_memory", query="hub firmware", include_superseded=True))["memories"]
+        history = (await call(client, "recall_memory", query="hub firmware", include_superseded=True))[
+            "memories"
+        ]
         old_view = next(m for m in history if m["id"] == old["id"])
         assert old_view["superseded_by"] == new["id"] and "superseded_at" in old_view
         assert await call(client, "forget_memory", memory_id=new["id"]) == {"deleted": True, "id": new["id"]}
@@ -64,17 +84,29 @@ async def test_write_recall_supersede_forget_roundtrip(session):
 
 async def test_result_shapes_per_type(session):
     async with session() as client:
-        event = await call(client, "write_memory", text="Hub rebooted at night", memory_type="episodic",
-                           occurred_at="2026-01-02T03:04:05Z")
-        await call(client, "write_memory", text="Reboot the hub", memory_type="procedural",
-                   steps=["Unplug it", {"instruction": "Wait 30 s", "tool": "ask_user"}])
+        event = await call(
+            client,
+            "write_memory",
+            text="Hub rebooted at night",
+            memory_type="episodic",
+            occurred_at="2026-01-02T03:04:05Z",
+        )
+        await call(
+            client,
+            "write_memory",
+            text="Reboot the hub",
+            memory_type="procedural",
+            steps=["Unplug it", {"instruction": "Wait 30 s", "tool": "ask_user"}],
+        )
         memories = (await call(client, "recall_memory", query="hub reboot"))["memories"]
         by_type = {m["memory_type"]: m for m in memories}
         assert by_type["episodic"]["occurred_at"] == "2026-01-02T03:04:05+00:00"
         assert by_type["episodic"]["id"] == event["id"] and "confidence" not in by_type["episodic"]
         playbook = by_type["procedural"]
-        assert playbook["steps"] == [{"order": 1, "instruction": "Unplug it"},
-                                     {"order": 2, "instruction": "Wait 30 s", "tool": "ask_user"}]
+        assert playbook["steps"] == [
+            {"order": 1, "instruction": "Unplug it"},
+            {"order": 2, "instruction": "Wait 30 s", "tool": "ask_user"},
+        ]
         assert (playbook["success_count"], playbook["failure_count"]) == (0, 0)
 
 

@@ -25,11 +25,16 @@ def test_write_then_recall_in_the_next_call(service: MemoryService):
 
 
 def test_each_type_keeps_its_own_fields(service: MemoryService):
-    event = service.write("sarah", "Hub went offline after the storm", "episodic",
-                          occurred_at="2026-03-01T08:00:00Z")
+    event = service.write(
+        "sarah", "Hub went offline after the storm", "episodic", occurred_at="2026-03-01T08:00:00Z"
+    )
     fact = service.write("sarah", "Sarah prefers email over phone", fact_type="preference", confidence=0.8)
-    playbook = service.write("sarah", "Hub offline after power cut", "procedural",
-                             steps=["Unplug the hub for 30 s", {"instruction": "Re-pair the sensors", "tool": "ask_user"}])
+    playbook = service.write(
+        "sarah",
+        "Hub offline after power cut",
+        "procedural",
+        steps=["Unplug the hub for 30 s", {"instruction": "Re-pair the sensors", "tool": "ask_user"}],
+    )
     event_m, fact_m, play_m = (service.get("sarah", r.id) for r in (event, fact, playbook))
     assert event_m.occurred_at == datetime(2026, 3, 1, 8, tzinfo=UTC)
     assert (fact_m.confidence, fact_m.fact_type, fact_m.use_count) == (0.8, "preference", 0)
@@ -54,7 +59,10 @@ def test_supersession_hides_old_fact_unless_asked(service: MemoryService):
     new = service.write("sarah", "Sarah moved to Munich", supersedes_id=old.id)
     assert new.superseded == (old.id,)
     assert old.id not in ids(service.recall("sarah", "where does Sarah live?"))
-    history = {h.memory.id: h.memory for h in service.recall("sarah", "where does Sarah live?", include_superseded=True)}
+    history = {
+        h.memory.id: h.memory
+        for h in service.recall("sarah", "where does Sarah live?", include_superseded=True)
+    }
     assert history[old.id].superseded_by == new.id
     assert history[old.id].superseded_at is not None
     assert history[new.id].supersedes == (old.id,)
@@ -75,8 +83,13 @@ def test_harsh_contradiction_costs_confidence_clamped(service: MemoryService):
     a = service.write("sarah", "Sarah is allergic to nuts", confidence=0.95)
     b = service.write("sarah", "Sarah is not allergic to nuts", supersedes_id=a.id, contradiction="harsh")
     assert service.get("sarah", b.id).confidence == pytest.approx(0.9)
-    c = service.write("sarah", "Sarah is allergic to peanuts only", supersedes_id=b.id,
-                      contradiction="harsh", confidence=0.05)
+    c = service.write(
+        "sarah",
+        "Sarah is allergic to peanuts only",
+        supersedes_id=b.id,
+        contradiction="harsh",
+        confidence=0.05,
+    )
     assert service.get("sarah", c.id).confidence == 0.0
     d = service.write("sarah", "Sarah's allergy was resolved", supersedes_id=c.id, contradiction="natural")
     assert service.get("sarah", d.id).confidence == 1.0
@@ -116,7 +129,9 @@ def test_users_never_see_each_other(service: MemoryService):
 
 
 def test_catalog_is_shared_but_not_writable_by_users(service: MemoryService):
-    service.load_catalog([{"id": "cat-hub", "title": "Hub X firmware 2.5", "text": "Fixes error E42 on Hub X"}])
+    service.load_catalog(
+        [{"id": "cat-hub", "title": "Hub X firmware 2.5", "text": "Fixes error E42 on Hub X"}]
+    )
     for user in ("sarah", "james"):
         assert "cat-hub" in ids(service.recall(user, "error E42"))
     assert "cat-hub" not in ids(service.recall("sarah", "error E42", include_catalog=False))
@@ -138,7 +153,9 @@ def test_catalog_reload_replaces_by_id_and_bad_line_loads_nothing(service: Memor
 
 
 def test_user_memory_wins_near_tie_with_catalog(service: MemoryService):
-    service.load_catalog([{"id": "cat-1", "title": "Thermostat", "text": "The thermostat schedule is set in the app"}])
+    service.load_catalog(
+        [{"id": "cat-1", "title": "Thermostat", "text": "The thermostat schedule is set in the app"}]
+    )
     own = service.write("sarah", "The thermostat schedule is set in the app")
     hits = service.recall("sarah", "thermostat schedule")
     assert ids(hits)[:2] == [own.id, "cat-1"]
@@ -146,8 +163,12 @@ def test_user_memory_wins_near_tie_with_catalog(service: MemoryService):
 
 def test_newer_of_two_competing_events_wins(service: MemoryService):
     now = datetime.now(UTC)
-    old = service.write("sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=1500))
-    new = service.write("sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=2))
+    old = service.write(
+        "sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=1500)
+    )
+    new = service.write(
+        "sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=2)
+    )
     assert ids(service.recall("sarah", "hub error E42"))[:2] == [new.id, old.id]
 
 

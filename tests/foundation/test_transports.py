@@ -29,8 +29,9 @@ async def test_two_processes_share_one_data_dir(tmp_path: Path):
         first = await call(desktop, "write_memory", text="Sarah uses a Hue bridge v2")
         seen = await call(cursor, "recall_memory", query="Hue bridge")
         assert [m["id"] for m in seen["memories"]] == [first["id"]]
-        second = await call(cursor, "write_memory", text="Sarah's Hue bridge moved to the attic",
-                            supersedes_id=first["id"])
+        second = await call(
+            cursor, "write_memory", text="Sarah's Hue bridge moved to the attic", supersedes_id=first["id"]
+        )
         seen = await call(desktop, "recall_memory", query="Hue bridge")
         assert [m["id"] for m in seen["memories"]] == [second["id"]]
 
@@ -39,7 +40,9 @@ async def test_stdio_users_are_isolated_in_one_data_dir(tmp_path: Path):
     data = tmp_path / "data"
     async with stdio_client(data, "sarah") as sarah, stdio_client(data, "james") as james:
         secret = await call(sarah, "write_memory", text="Sarah's alarm code is 1234")
-        found = await call(james, "recall_memory", query="Sarah's alarm code is 1234", include_superseded=True)
+        found = await call(
+            james, "recall_memory", query="Sarah's alarm code is 1234", include_superseded=True
+        )
         assert found["memories"] == []
         assert "not found" in await call_error(james, "forget_memory", memory_id=secret["id"])
         assert "not found" in await call_error(james, "write_memory", text="x", supersedes_id=secret["id"])
@@ -62,7 +65,9 @@ async def test_http_identity_comes_from_the_token(tmp_path: Path):
         assert httpx2.post(f"{base}/mcp", json={}).status_code == 401
         bad = httpx2.post(f"{base}/mcp", json={}, headers={"Authorization": "Bearer wrong"})
         assert bad.status_code == 401 and "Bearer" in bad.headers["www-authenticate"]
-        other = httpx2.post(f"{base}/api/atlas/mcp/james", json={}, headers={"Authorization": "Bearer sarah-token-4e1f0b"})
+        other = httpx2.post(
+            f"{base}/api/atlas/mcp/james", json={}, headers={"Authorization": "Bearer sarah-token-4e1f0b"}
+        )
         assert other.status_code == 403
         async with http_client(f"{base}/mcp", "sarah-token-4e1f0b") as sarah:
             secret = await call(sarah, "write_memory", text="Sarah's wifi password is hunter2")
@@ -76,10 +81,18 @@ async def test_http_identity_comes_from_the_token(tmp_path: Path):
 
 def test_http_refuses_to_start_without_tokens(tmp_path: Path):
     cmd = [sys.executable, "-m", "atlas_mcp", "serve", "--transport", "http", "--port", "0"]
-    result = subprocess.run(cmd, env=server_env(tmp_path), capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        cmd, env=server_env(tmp_path), capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode != 0 and "token" in result.stderr
-    public = subprocess.run([*cmd, "--insecure-no-auth", "--host", "0.0.0.0"], env=server_env(tmp_path),
-                            capture_output=True, text=True, timeout=60, check=False)
+    public = subprocess.run(
+        [*cmd, "--insecure-no-auth", "--host", "0.0.0.0"],
+        env=server_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert public.returncode != 0 and "loopback" in public.stderr
 
 

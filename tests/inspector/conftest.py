@@ -16,7 +16,7 @@ from atlas_mcp.domain.model import utcnow
 TOKENS = {"sarah": "sarah-inspector-token", "bob": "bob-inspector-token"}
 XSS_TEXT = (
     "Sarah's note <script>document.title='pwned'</script>"
-    "<img src=x onerror=\"document.title='pwned'\"> & \"quotes\""
+    '<img src=x onerror="document.title=\'pwned\'"> & "quotes"'
 )
 BOB_TEXT = "Bob's bank PIN hint is the cat's birthday"
 

@@ -38,7 +38,11 @@ def test_an_event_exactly_offset_plus_scale_old_decays_to_one_half(fixed_service
     why = _only_hit(fixed_service, "hub firmware", old.id).explanation
     assert why.multipliers.decay == pytest.approx(0.5)
     assert why.multipliers.decay_reference == when
-    assert (why.multipliers.use_boost, why.multipliers.catalog_prior, why.multipliers.track_record) == (1.0, 1.0, 1.0)
+    assert (why.multipliers.use_boost, why.multipliers.catalog_prior, why.multipliers.track_record) == (
+        1.0,
+        1.0,
+        1.0,
+    )
     assert why.score == pytest.approx(why.relevance * 0.5)
 
 

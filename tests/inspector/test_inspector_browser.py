@@ -77,7 +77,9 @@ def test_search_shows_the_score_breakdown(sarah, inspected: Inspected, tmp_path:
     sarah.get(f"{inspected.url}/inspect/")
     sarah.find_element(By.ID, "q").send_keys("what firmware is my hub on?", Keys.ENTER)
     WebDriverWait(sarah, 20).until(  # Enter navigates asynchronously: wait for the results page
-        lambda b: "/inspect/search" in b.current_url and b.find_elements(By.CSS_SELECTOR, "table.explain tbody tr")
+        lambda b: (
+            "/inspect/search" in b.current_url and b.find_elements(By.CSS_SELECTOR, "table.explain tbody tr")
+        )
     )
     rows = sarah.find_elements(By.CSS_SELECTOR, "table.explain tbody tr")
     texts = [r.text for r in rows]

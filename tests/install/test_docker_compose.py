@@ -73,7 +73,10 @@ def compose(tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeElasticsearch]
     """The variables a person exports before `docker compose up`, and the cluster they start."""
     variables = {"ELASTIC_PASSWORD": ADMIN[1], "ATLAS_TOKEN": secrets.token_urlsafe(32)}
     env, _ = service("atlas-setup", variables)
-    endpoints = [env["ATLAS_ELASTICSEARCH__EMBEDDING_INFERENCE_ID"], env["ATLAS_ELASTICSEARCH__RERANK_INFERENCE_ID"]]
+    endpoints = [
+        env["ATLAS_ELASTICSEARCH__EMBEDDING_INFERENCE_ID"],
+        env["ATLAS_ELASTICSEARCH__RERANK_INFERENCE_ID"],
+    ]
     fake = FakeElasticsearch(inference_ids=endpoints).start()
     yield variables, fake
     fake.stop()
@@ -123,13 +126,17 @@ def test_compose_sets_up_and_serves_end_to_end(compose, tmp_path: Path):
         server.terminate()
         server.wait(timeout=30)
 
-    stats = subprocess.run(["atlas-mcp", "stats"], env=serve_env, capture_output=True, text=True, timeout=120, check=False)
+    stats = subprocess.run(
+        ["atlas-mcp", "stats"], env=serve_env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert stats.returncode == 0 and "sarah" in stats.stdout, stats.stderr
 
 
 def test_compose_refuses_a_guessable_token_and_says_how_to_make_one(compose, tmp_path: Path):
     variables, fake = compose
-    env, command = container_env("atlas", variables | {"ATLAS_TOKEN": "pick-another"}, fake, tmp_path, free_port())
+    env, command = container_env(
+        "atlas", variables | {"ATLAS_TOKEN": "pick-another"}, fake, tmp_path, free_port()
+    )
     refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert refused.returncode != 0
     assert "atlas-mcp users token sarah" in refused.stderr and "Traceback" not in refused.stderr

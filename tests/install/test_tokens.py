@@ -27,8 +27,14 @@ def _http(tmp_path: Path, users: str, **flags):
     [
         ('[users.sarah]\ntoken = "change-me-sarah"\n', "shorter than 16"),
         ('[users.sarah]\ntoken = "tiny"\n', "shorter than 16"),
-        (f'[users.james]\ntoken_sha256 = "{hashlib.sha256(b"password").hexdigest()}"\n', "well-known example"),
-        (f'[users.james]\ntoken_sha256 = "{hashlib.sha256(b"pick-another").hexdigest().upper()}"\n', "example"),
+        (
+            f'[users.james]\ntoken_sha256 = "{hashlib.sha256(b"password").hexdigest()}"\n',
+            "well-known example",
+        ),
+        (
+            f'[users.james]\ntoken_sha256 = "{hashlib.sha256(b"pick-another").hexdigest().upper()}"\n',
+            "example",
+        ),
     ],
 )
 def test_serve_refuses_short_and_example_tokens(tmp_path: Path, users: str, why: str):
@@ -56,7 +62,7 @@ def test_users_token_prints_a_token_serve_accepts(tmp_path: Path):
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     token = re.search(r"^  (\S+)$", printed, re.MULTILINE).group(1)
-    lines = printed[printed.index("[users.sarah]"):]
+    lines = printed[printed.index("[users.sarah]") :]
     assert len(token) >= 32 and hashlib.sha256(token.encode()).hexdigest() in lines
     settings = _http(tmp_path, lines)
     assert settings.check_serving() == [] and settings.token_digests() == {

@@ -35,8 +35,19 @@ CHECKOUT_PLACEHOLDER = "/absolute/path/to/atlas-mcp"
 NO_NETWORK = "http://127.0.0.1:9"  # the discard port: nothing listens, every connection is refused
 # How this machine reaches the package index (CA bundle, proxies, mirrors): kept, since a
 # newcomer's machine has its own; nothing else of the test environment is passed on.
-NETWORK_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
-                "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_NATIVE_TLS", "UV_SYSTEM_CERTS")
+NETWORK_VARS = (
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_NATIVE_TLS",
+    "UV_SYSTEM_CERTS",
+)
 
 
 def _uv_tool(name: str) -> str:
@@ -88,7 +99,9 @@ async def test_a_built_wheel_runs_the_claude_desktop_way_offline(tmp_path: Path)
     assert "atlas-memory-mcp = atlas_mcp.cli:main" in entry_points
 
     # The README's "once, online" step fills the cache; every later start is offline.
-    version, timings["first uvx (downloads)"] = _run([uvx, "--from", str(wheel), "atlas-mcp", "--version"], online)
+    version, timings["first uvx (downloads)"] = _run(
+        [uvx, "--from", str(wheel), "atlas-mcp", "--version"], online
+    )
     assert version.strip() == f"atlas-mcp, version {__version__}"
 
     server = json.loads(EXAMPLE.read_text())["mcpServers"]["memory"]

@@ -50,7 +50,9 @@ def integrity(db: Path) -> str:
     return scalar(db, "PRAGMA integrity_check")
 
 
-def seed(data_dir: Path, memories: dict[str, Iterable[str]], catalog: Iterable[dict] = ()) -> dict[str, list[str]]:
+def seed(
+    data_dir: Path, memories: dict[str, Iterable[str]], catalog: Iterable[dict] = ()
+) -> dict[str, list[str]]:
     """Write semantic facts per user (and catalog entries) through the service; ids per user."""
     service = MemoryService(EmbeddedEngine(database(data_dir), default_embedder()))
     try:

@@ -8,8 +8,33 @@ from typing import Any
 from hypothesis import strategies as st
 
 ONE_MB_TEXT = "memory " * (1_000_000 // 7)
-FTS5_SYNTAX = ['"', '*', 'NEAR(', 'NEAR(a b, 2)', "AND", "OR", "NOT", ":", "text:x", "^a", "{a b}", "a*", '"a" "']
-LUCENE_SYNTAX = ["title:x~2", "a AND b", "+x -y", '"unterminated', "x^10", "[a TO z]", "/re.*/", "\\", "*:*", "?"]
+FTS5_SYNTAX = [
+    '"',
+    "*",
+    "NEAR(",
+    "NEAR(a b, 2)",
+    "AND",
+    "OR",
+    "NOT",
+    ":",
+    "text:x",
+    "^a",
+    "{a b}",
+    "a*",
+    '"a" "',
+]
+LUCENE_SYNTAX = [
+    "title:x~2",
+    "a AND b",
+    "+x -y",
+    '"unterminated',
+    "x^10",
+    "[a TO z]",
+    "/re.*/",
+    "\\",
+    "*:*",
+    "?",
+]
 SQL_FRAGMENTS = [
     "'; DROP TABLE memories; --",
     "1 OR 1=1",
@@ -25,12 +50,18 @@ CONTROL = "".join(chr(c) for c in (*range(32), 127)) + "\u200b\u202e\ufeff"
 
 def json_values(allow_surrogates: bool = False) -> st.SearchStrategy[Any]:
     """Any JSON value: the 'wrong JSON type' for every argument."""
-    text = st.text(max_size=20) if allow_surrogates else st.text(st.characters(exclude_categories=["Cs"]), max_size=20)
+    text = (
+        st.text(max_size=20)
+        if allow_surrogates
+        else st.text(st.characters(exclude_categories=["Cs"]), max_size=20)
+    )
     scalars = (
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text
     )
     return st.recursive(
-        scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3), max_leaves=6
+        scalars,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+        max_leaves=6,
     )
 
 
@@ -43,7 +74,9 @@ def hostile_text(allow_surrogates: bool = False) -> st.SearchStrategy[str]:
         st.text(st.sampled_from(CONTROL), min_size=1, max_size=20),
         st.text(st.sampled_from(CONTROL) | chars, min_size=1, max_size=40),
         st.sampled_from(FTS5_SYNTAX + LUCENE_SYNTAX + SQL_FRAGMENTS),
-        st.lists(st.sampled_from(FTS5_SYNTAX + LUCENE_SYNTAX + SQL_FRAGMENTS), min_size=2, max_size=6).map(" ".join),
+        st.lists(st.sampled_from(FTS5_SYNTAX + LUCENE_SYNTAX + SQL_FRAGMENTS), min_size=2, max_size=6).map(
+            " ".join
+        ),
         st.text(chars, max_size=200),
     )
 
@@ -60,7 +93,9 @@ def arguments(
     text = hostile_text(allow_surrogates) | wrong
     ids = st.sampled_from(own_ids + foreign_ids + catalog_ids + MALFORMED_IDS + SQL_FRAGMENTS) | wrong
     k = st.integers(-(10**20), 10**20) | st.integers(-2, 120) | wrong
-    types = st.lists(st.sampled_from(["episodic", "semantic", "procedural", "catalog", "Semantic", "x"])) | wrong
+    types = (
+        st.lists(st.sampled_from(["episodic", "semantic", "procedural", "catalog", "Semantic", "x"])) | wrong
+    )
     kind = st.sampled_from(["episodic", "semantic", "procedural", "catalog", "", "SEMANTIC", "fact"]) | wrong
     impersonation = {"user_id": st.sampled_from(["bob", "default", ""]), "user": st.just("bob")}
     recall = st.fixed_dictionaries(
@@ -82,7 +117,9 @@ def arguments(
             "occurred_at": st.sampled_from(["2026-01-01T00:00:00Z", "yesterday", "9999-99-99", ""]) | wrong,
             "confidence": st.floats(-1e9, 1e9, allow_nan=False) | wrong,
             "fact_type": st.sampled_from(["preference", "identity", "world", "opinion"]) | wrong,
-            "steps": st.lists(text | st.fixed_dictionaries({"instruction": text}, optional={"tool": text}), max_size=4)
+            "steps": st.lists(
+                text | st.fixed_dictionaries({"instruction": text}, optional={"tool": text}), max_size=4
+            )
             | wrong,
             "metadata": st.dictionaries(st.text(max_size=8), wrong, max_size=4) | wrong,
             **impersonation,

@@ -68,7 +68,9 @@ async def test_eight_processes_share_one_data_dir(tmp_path: Path) -> None:
         clients = []
         for process in range(PROCESSES):
             params = StdioServerParameters(
-                command=sys.executable, args=["-m", "atlas_mcp", "serve"], env=server_env(tmp_path, _user(process))
+                command=sys.executable,
+                args=["-m", "atlas_mcp", "serve"],
+                env=server_env(tmp_path, _user(process)),
             )
             clients.append(await stack.enter_async_context(Client(params)))
         deadline = time.monotonic() + scaled(8)
@@ -85,5 +87,7 @@ async def test_eight_processes_share_one_data_dir(tmp_path: Path) -> None:
     leaked = [(caller, i) for caller, i in ledger.recalled if rows[i]["user_id"] != caller]
     assert not leaked, f"recall returned other users' memories: {leaked[:5]}"
     assert integrity(database(tmp_path)) == "ok"
-    print(f"concurrency: {PROCESSES} processes, writes checked={len(ledger.acked)}, recalls={ledger.recalls}, "
-          f"cross-process visibility checks={ledger.cross_process_checks}, lost=0, leaked=0")
+    print(
+        f"concurrency: {PROCESSES} processes, writes checked={len(ledger.acked)}, recalls={ledger.recalls}, "
+        f"cross-process visibility checks={ledger.cross_process_checks}, lost=0, leaked=0"
+    )

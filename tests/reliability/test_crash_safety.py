@@ -28,7 +28,9 @@ def _supersession_problems(rows: dict[str, dict]) -> list[str]:
     problems = []
     for memory_id, row in rows.items():
         newer = row["superseded_by"]
-        if newer is not None and (newer not in rows or memory_id not in json.loads(rows[newer]["supersedes"])):
+        if newer is not None and (
+            newer not in rows or memory_id not in json.loads(rows[newer]["supersedes"])
+        ):
             problems.append(f"{memory_id} says superseded by {newer}, which does not say so")
         for older in json.loads(row["supersedes"]):
             if older not in rows or rows[older]["superseded_by"] != memory_id:
@@ -80,8 +82,14 @@ def _send_batch(wire: StdioWire, rng: random.Random, live: list[str], serial: in
         if n < len(targets):
             args["supersedes_id"] = targets[n]
         request_id = wire.new_id()
-        wire.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                   "params": {"name": "write_memory", "arguments": args}})
+        wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "write_memory", "arguments": args},
+            }
+        )
         sent[request_id] = args
     return sent
 
@@ -133,10 +141,12 @@ def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path: Path) -> None:
         assert not is_error and len(payload["memories"]) == 5
         _serve_until_repaired(wire, db)
     _assert_every_vector_is_its_texts(db)
-    print(f"crash safety: kills survived={kills}, acknowledged writes checked={len(acked)}, "
-          f"acknowledged supersessions={len(acked_supersessions)}, lost=0; in flight at the kill: "
-          f"{in_flight_committed} committed, {in_flight_rolled_back} never applied; "
-          f"{pending_at_kills} rows left awaiting their embedding, all repaired")
+    print(
+        f"crash safety: kills survived={kills}, acknowledged writes checked={len(acked)}, "
+        f"acknowledged supersessions={len(acked_supersessions)}, lost=0; in flight at the kill: "
+        f"{in_flight_committed} committed, {in_flight_rolled_back} never applied; "
+        f"{pending_at_kills} rows left awaiting their embedding, all repaired"
+    )
 
 
 def _burst(wire: StdioWire, count: int, serial: int) -> dict[int, str]:
@@ -145,8 +155,14 @@ def _burst(wire: StdioWire, count: int, serial: int) -> dict[int, str]:
     for n in range(count):
         text = f"burst {serial}-{n}: the user's locker code ends in {n * 7919 % 10_000:04d}"
         request_id = wire.new_id()
-        wire.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                   "params": {"name": "write_memory", "arguments": {"text": text}}})
+        wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "write_memory", "arguments": {"text": text}},
+            }
+        )
         sent[request_id] = text
     return sent
 
@@ -186,6 +202,8 @@ def test_sigkill_during_a_burst_and_during_the_repair_loses_nothing(tmp_path: Pa
         assert not is_error and len(payload["memories"]) == 5
         _serve_until_repaired(wire, db)
     _assert_every_vector_is_its_texts(db)
-    print(f"burst kill: {len(acked)} acknowledged, {len(rows)} committed, {left} left without vectors; "
-          f"restart + first recall {first_recall_s:.2f} s; {after_second_kill} still pending after a "
-          "kill during the repair; all repaired, none lost")
+    print(
+        f"burst kill: {len(acked)} acknowledged, {len(rows)} committed, {left} left without vectors; "
+        f"restart + first recall {first_recall_s:.2f} s; {after_second_kill} still pending after a "
+        "kill during the repair; all repaired, none lost"
+    )

@@ -25,7 +25,9 @@ QUEUE_FULL = {"error": {"type": "es_rejected_execution_exception", "reason": "qu
 @pytest.fixture
 def es(tmp_path: Path):
     fake = FakeElasticsearch().start()
-    engine = bootstrapped_engine(fake, tmp_path / "keys.json", users=("u1",), request_timeout=0.3, max_retries=2)
+    engine = bootstrapped_engine(
+        fake, tmp_path / "keys.json", users=("u1",), request_timeout=0.3, max_retries=2
+    )
     yield fake, engine
     engine.close()
     fake.stop()
@@ -43,7 +45,9 @@ async def test_faults_are_tool_errors_or_safe_retries(es) -> None:
         before = [m.id for m in engine.list(ListQuery("u1"))]
 
         fake.fail("PUT", r"^/_bulk$", 503, UNAVAILABLE, times=99)
-        result = await session.call_tool("write_memory", {"text": "The user sold the boat", "supersedes_id": kept.structured_content["id"]})
+        result = await session.call_tool(
+            "write_memory", {"text": "The user sold the boat", "supersedes_id": kept.structured_content["id"]}
+        )
         assert result.is_error and "overloaded" in _text(result)
         fake.faults.clear()
         assert [m.id for m in engine.list(ListQuery("u1"))] == before, "a failed write left something behind"

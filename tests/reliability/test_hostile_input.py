@@ -25,7 +25,11 @@ ATTACKER, VICTIM = "mallory", "bob"
 CATALOG = [{"id": "cat-router", "title": "Router X1", "text": "The X1 router resets with a pin."}]
 HOSTILE_SETTINGS = {
     "deadline": None,
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    "suppress_health_check": [
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
 }
 CASES_TRIED: dict[str, int] = {}  # printed, so a run at scale reports how much it tried
 
@@ -88,8 +92,10 @@ def test_bytes_no_client_would_send(store, stdio_server: StdioWire) -> None:
     junk = [
         b"{not json\n",
         b"\xff\xfe\x00garbage\n",
-        (b'{"jsonrpc": "2.0", "id": "x", "method": "tools/call", "params": {"name": "write_memory", '
-         b'"arguments": {"text": "lone \\ud800 surrogate"}}}\n'),
+        (
+            b'{"jsonrpc": "2.0", "id": "x", "method": "tools/call", "params": {"name": "write_memory", '
+            b'"arguments": {"text": "lone \\ud800 surrogate"}}}\n'
+        ),
         b'{"jsonrpc": "2.0", "id": "y", "method": "tools/call", "params": null}\n',
         b'{"jsonrpc": "2.0", "id": "z", "method": "no/such/method", "params": {}}\n',
         b"[]\n",

@@ -53,5 +53,7 @@ async def test_32_sessions_of_mixed_users_stay_isolated(tmp_path: Path) -> None:
     leaked = [(caller, i) for caller, i in recalled if rows[i]["user_id"] != caller]
     assert not leaked, f"recall crossed users: {leaked[:5]}"
     assert len(written) == SESSIONS * rounds == len(rows)
-    print(f"http load: {SESSIONS} sessions, {len(USERS)} users, writes={len(written)}, "
-          f"recall hits checked={len(recalled)}, lost=0, leaked=0")
+    print(
+        f"http load: {SESSIONS} sessions, {len(USERS)} users, writes={len(written)}, "
+        f"recall hits checked={len(recalled)}, lost=0, leaked=0"
+    )

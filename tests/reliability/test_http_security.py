@@ -23,13 +23,20 @@ INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    "params": {
+        "protocolVersion": LATEST_HANDSHAKE_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 def _config(**extra) -> dict:
-    users = {"alice": {"token": TOKENS["alice"]}, "bob": {"token_sha256": hashlib.sha256(TOKENS["bob"].encode()).hexdigest()}}
+    users = {
+        "alice": {"token": TOKENS["alice"]},
+        "bob": {"token_sha256": hashlib.sha256(TOKENS["bob"].encode()).hexdigest()},
+    }
     config = {"users": users, "max_request_bytes": MAX_BODY} | extra  # bob's token is stored hashed
     if "elasticsearch" in Settings.model_fields:  # a configured ES key must never reach the log either
         config["elasticsearch"] = {"api_key": ES_KEY}
@@ -45,7 +52,9 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 def _post(base: str, path: str, token: str | None = "alice", body=None, **headers: str) -> httpx2.Response:
     if token is not None:
         headers["Authorization"] = f"Bearer {TOKENS.get(token, token)}"
-    return httpx2.post(base + path, json=INITIALIZE if body is None else body, headers=MCP_HEADERS | headers, timeout=30)
+    return httpx2.post(
+        base + path, json=INITIALIZE if body is None else body, headers=MCP_HEADERS | headers, timeout=30
+    )
 
 
 @pytest.mark.slow

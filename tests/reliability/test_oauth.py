@@ -58,7 +58,12 @@ def server(tmp_path_factory: pytest.TempPathFactory, jwks_url: str):
     port = free_port()
     resource = f"http://127.0.0.1:{port}/mcp"
     config = {
-        "oauth": {"issuer": ISSUER, "jwks_url": jwks_url, "resource_url": resource, "required_scopes": [SCOPE]}
+        "oauth": {
+            "issuer": ISSUER,
+            "jwks_url": jwks_url,
+            "resource_url": resource,
+            "required_scopes": [SCOPE],
+        }
     }
     with http_server(tmp_path_factory.mktemp("oauth"), config, log_level="DEBUG", port=port) as (base, log):
         yield base, resource, log
@@ -95,7 +100,9 @@ async def test_a_valid_token_is_its_subject(server, signing_key) -> None:
         written = await session.call_tool("write_memory", {"text": "Carol keeps bees"})
         assert not written.is_error
         recalled = await session.call_tool("recall_memory", {"query": "bees"})
-        assert [m["id"] for m in recalled.structured_content["memories"]] == [written.structured_content["id"]]
+        assert [m["id"] for m in recalled.structured_content["memories"]] == [
+            written.structured_content["id"]
+        ]
     async with mcp_session(base + "/api/atlas/mcp/dave", dave) as session:
         recalled = await session.call_tool("recall_memory", {"query": "bees"})
         assert recalled.structured_content["memories"] == []
@@ -107,7 +114,15 @@ async def test_a_valid_token_is_its_subject(server, signing_key) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "case",
-    ["expired", "wrong audience", "wrong issuer", "forged signature", "unknown key", "no subject", "alg none"],
+    [
+        "expired",
+        "wrong audience",
+        "wrong issuer",
+        "forged signature",
+        "unknown key",
+        "no subject",
+        "alg none",
+    ],
 )
 def test_bad_tokens_are_401(server, signing_key, case: str) -> None:
     base, resource, _ = server
@@ -137,6 +152,8 @@ def test_oauth_settings_refuse_symmetric_algorithms(tmp_path: Path) -> None:
     from atlas_mcp.config import OAuthSettings
 
     with pytest.raises(ValueError, match="asymmetric"):
-        OAuthSettings(issuer=ISSUER, jwks_url="http://x/jwks", resource_url="http://x/mcp", algorithms=["HS256"])
+        OAuthSettings(
+            issuer=ISSUER, jwks_url="http://x/jwks", resource_url="http://x/mcp", algorithms=["HS256"]
+        )
     with pytest.raises(ValueError, match="jwks_url"):
         OAuthSettings(issuer=ISSUER)

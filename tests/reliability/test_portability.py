@@ -41,15 +41,23 @@ def build_rich_store(data_dir: Path) -> Path:
     """Every kind of memory and every field a memory can carry, for two users and the catalog."""
     service = _open(data_dir)
     try:
-        episode = service.write("sarah", "Sarah flew to Lisbon", "episodic", occurred_at="2025-03-01T09:30:00Z")
+        episode = service.write(
+            "sarah", "Sarah flew to Lisbon", "episodic", occurred_at="2025-03-01T09:30:00Z"
+        )
         old = service.write("sarah", "Sarah lives in Leeds", fact_type="identity", confidence=0.9)
         older = service.write("sarah", "Sarah rents a flat", metadata={"source": "chat", "ünï": ["ç", 1]})
         service.write(
-            "sarah", "Sarah lives in Lisbon", supersedes_id=[old.id, older.id], contradiction="harsh",
+            "sarah",
+            "Sarah lives in Lisbon",
+            supersedes_id=[old.id, older.id],
+            contradiction="harsh",
             source_episodes=[episode.id],
         )
         playbook = service.write(
-            "sarah", "Reset the hub", "procedural", name="hub reset",
+            "sarah",
+            "Reset the hub",
+            "procedural",
+            name="hub reset",
             steps=["unplug it", {"instruction": "hold reset 10 s", "tool": "timer"}],
         )
         stored = service.get("sarah", playbook.id)
@@ -137,7 +145,9 @@ def test_a_bad_line_imports_nothing(rich_store: Path, tmp_path: Path, monkeypatc
 def test_another_model_is_re_embedded_never_mixed(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
     exported, target = tmp_path / "all.jsonl", tmp_path / "target"
     _run(monkeypatch, rich_store, "export", str(exported))
-    lines = [json.loads(line) | {"embedding_model": "jina-v5-1024"} for line in exported.read_text().splitlines()]
+    lines = [
+        json.loads(line) | {"embedding_model": "jina-v5-1024"} for line in exported.read_text().splitlines()
+    ]
     exported.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = _run(monkeypatch, target, "import", str(exported))
     assert result.exit_code == 0 and "re-embedded with" in result.stderr

@@ -51,7 +51,9 @@ def test_embedded_to_elasticsearch_and_back(tmp_path: Path, fake_es: FakeElastic
     try:
         report = portability.import_memories(es, _records(tmp_path / "embedded.jsonl"))
         assert report.imported == len(original) and report.re_embedded
-        assert {m.id: m for o in portability.owners(es.stats()) for m in portability.iter_memories(es, o)} == original
+        assert {
+            m.id: m for o in portability.owners(es.stats()) for m in portability.iter_memories(es, o)
+        } == original
         again = portability.import_memories(es, _records(tmp_path / "embedded.jsonl"))
         assert again.skipped == len(original) - 1  # all but the catalog entry, which is upserted
         (tmp_path / "es.jsonl").write_text(_export(es))

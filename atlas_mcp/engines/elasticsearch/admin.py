@@ -37,12 +37,17 @@ class PlannedRequest:
 
 def check_user_id(user_id: str) -> str:
     if not _USER_ID.match(user_id):
-        raise InvalidInput("user ids are 1-64 letters, digits, '_', '.', '@', '-' (starting with a letter or digit)")
+        raise InvalidInput(
+            "user ids are 1-64 letters, digits, '_', '.', '@', '-' (starting with a letter or digit)"
+        )
     return user_id
 
 
 def bootstrap_plan(layout: IndexLayout, inference_id: str) -> list[PlannedRequest]:
-    return [PlannedRequest("PUT", f"/{name}", body) for name, body in all_index_bodies(layout, inference_id).items()]
+    return [
+        PlannedRequest("PUT", f"/{name}", body)
+        for name, body in all_index_bodies(layout, inference_id).items()
+    ]
 
 
 def bootstrap(cluster: Cluster, layout: IndexLayout, inference_id: str) -> list[str]:
@@ -54,23 +59,31 @@ def bootstrap(cluster: Cluster, layout: IndexLayout, inference_id: str) -> list[
             report.append(f"exists   {alias}")
             continue
         name = request.path.lstrip("/")
-        cluster.call(f"create index {name}", lambda es, n=name, b=request.body: es.indices.create(index=n, **b),
-                     idempotent=False)
+        cluster.call(
+            f"create index {name}",
+            lambda es, n=name, b=request.body: es.indices.create(index=n, **b),
+            idempotent=False,
+        )
         report.append(f"created  {name} (alias {alias})")
     return report
 
 
 def user_key_plan(layout: IndexLayout, user_id: str, expiration: str | None) -> PlannedRequest:
-    return PlannedRequest("POST", "/_security/api_key", create_key_body(layout, check_user_id(user_id), expiration))
+    return PlannedRequest(
+        "POST", "/_security/api_key", create_key_body(layout, check_user_id(user_id), expiration)
+    )
 
 
-def add_user(admin: Cluster, keys: KeyStore, layout: IndexLayout, user_id: str, expiration: str | None) -> StoredKey:
+def add_user(
+    admin: Cluster, keys: KeyStore, layout: IndexLayout, user_id: str, expiration: str | None
+) -> StoredKey:
     """Mint a DLS key for ``user_id``, invalidate the user's other keys under this prefix, then
     store the new one. If the old keys cannot be invalidated, the new key is invalidated again
     and the stored key stays as it was: a rotation either happens whole or not at all."""
     body = user_key_plan(layout, user_id, expiration).body
-    created = admin.call(f"mint a key for user {user_id}", lambda es: es.security.create_api_key(**body),
-                         idempotent=False)
+    created = admin.call(
+        f"mint a key for user {user_id}", lambda es: es.security.create_api_key(**body), idempotent=False
+    )
     try:
         stale = [k for k in live_key_ids(admin, layout, user_id) if k != created["id"]]
         invalidate(admin, stale, f"invalidate the old keys of user {user_id}")

@@ -70,8 +70,12 @@ def _guarded(name: str, probe: Callable[[], Iterable[Check]]) -> list[Check]:
 
 
 def _skipped(name: str, privilege: str) -> Check:
-    return Check(name, WARN, f"not checked: this credential lacks `{privilege}` (serving does not need it)",
-                 f"grant `{privilege}` to check it, or run doctor with an administrator's credential")
+    return Check(
+        name,
+        WARN,
+        f"not checked: this credential lacks `{privilege}` (serving does not need it)",
+        f"grant `{privilege}` to check it, or run doctor with an administrator's credential",
+    )
 
 
 def _version(cluster: Cluster) -> list[Check]:
@@ -82,25 +86,50 @@ def _version(cluster: Cluster) -> list[Check]:
         return [Check("connection", FAIL, str(exc))]
     if getattr(info, "meta", None) is not None and info.meta.status == 403:
         who = cluster.call("authenticate", lambda es: es.security.authenticate())
-        return [Check("connection", WARN, f"connected as {who.get('username', '?')}; the version is not readable "
-                      "without `monitor`", "grant `monitor` to check the version")]
+        return [
+            Check(
+                "connection",
+                WARN,
+                f"connected as {who.get('username', '?')}; the version is not readable without `monitor`",
+                "grant `monitor` to check the version",
+            )
+        ]
     number = str(info["version"]["number"])
     flavour = info["version"].get("build_flavor", "default")
     if flavour == "serverless":  # Serverless reports a fixed 8.11.0: it is versionless
         return [Check("connection", OK, f"Elasticsearch Serverless, project {info.get('cluster_name', '?')}")]
     if int(number.split(".")[0]) != SUPPORTED_MAJOR:
-        return [Check("connection", FAIL, f"Elasticsearch {number}", f"atlas-mcp needs Elasticsearch {SUPPORTED_MAJOR}.x")]
-    return [Check("connection", OK, f"Elasticsearch {number} ({flavour}), cluster {info.get('cluster_name', '?')}")]
+        return [
+            Check(
+                "connection",
+                FAIL,
+                f"Elasticsearch {number}",
+                f"atlas-mcp needs Elasticsearch {SUPPORTED_MAJOR}.x",
+            )
+        ]
+    return [
+        Check(
+            "connection", OK, f"Elasticsearch {number} ({flavour}), cluster {info.get('cluster_name', '?')}"
+        )
+    ]
 
 
 def _grants(cluster: Cluster, layout: IndexLayout) -> Grants:
     names = [*(layout.pattern(k) for k in ALL_TYPES), f"{layout.state_alias}*"]
-    result = cluster.call("check writer privileges", lambda es: es.security.has_privileges(
-        cluster=PROBE_CLUSTER, index=[{"names": names, "privileges": [*WRITER_PRIVILEGES, *PROBE_INDEX]}]))
+    result = cluster.call(
+        "check writer privileges",
+        lambda es: es.security.has_privileges(
+            cluster=PROBE_CLUSTER, index=[{"names": names, "privileges": [*WRITER_PRIVILEGES, *PROBE_INDEX]}]
+        ),
+    )
     held = frozenset(p for p, ok in result.get("cluster", {}).items() if ok)
     index = result.get("index", {})
-    missing = tuple(f"{p} on {name}" for name, privileges in index.items() for p, ok in privileges.items()
-                    if not ok and p in WRITER_PRIVILEGES)
+    missing = tuple(
+        f"{p} on {name}"
+        for name, privileges in index.items()
+        for p, ok in privileges.items()
+        if not ok and p in WRITER_PRIVILEGES
+    )
     view = all(privileges.get("view_index_metadata") for privileges in index.values())
     return Grants(held, missing, view)
 
@@ -114,8 +143,14 @@ def _licence(cluster: Cluster, grants: Grants) -> list[Check]:
         return [Check("licence", WARN, "no licence API (Serverless?); features are managed by Elastic")]
     rank = LICENCE_RANK.get(str(kind).lower(), 0)
     return [
-        Check(f"licence for {what}", OK if rank >= need else FAIL, f"cluster licence is {kind}",
-              "" if rank >= need else f"needs {level} or higher: start a trial (POST _license/start_trial) or upgrade")
+        Check(
+            f"licence for {what}",
+            OK if rank >= need else FAIL,
+            f"cluster licence is {kind}",
+            ""
+            if rank >= need
+            else f"needs {level} or higher: start a trial (POST _license/start_trial) or upgrade",
+        )
         for what, level, need in NEEDS
     ]
 
@@ -131,15 +166,28 @@ def _inference(cluster: Cluster, inference: Inference, grants: Grants, keys: Key
     out = []
     for role, endpoint in (("embedding", inference.embedding_id), ("rerank", inference.rerank_id)):
         if endpoint is None:
-            out.append(Check(f"{role} endpoint", WARN, "server-side rerank is off; atlas ranks the candidates itself"))
+            out.append(
+                Check(
+                    f"{role} endpoint", WARN, "server-side rerank is off; atlas ranks the candidates itself"
+                )
+            )
             continue
         try:
-            found = cluster.call(f"read inference endpoint {endpoint}",
-                                 lambda es, e=endpoint: es.inference.get(inference_id=e), client=client)
+            found = cluster.call(
+                f"read inference endpoint {endpoint}",
+                lambda es, e=endpoint: es.inference.get(inference_id=e),
+                client=client,
+            )
         except AtlasError as exc:
-            out.append(Check(f"{role} endpoint", FAIL, str(exc),
-                             f"create {endpoint} (PUT _inference/...), or point [elasticsearch] {role}_inference_id at "
-                             "one listed by GET _inference/_all (ELSER/E5 on ML nodes, or a `custom` endpoint)"))
+            out.append(
+                Check(
+                    f"{role} endpoint",
+                    FAIL,
+                    str(exc),
+                    f"create {endpoint} (PUT _inference/...), or point [elasticsearch] {role}_inference_id at "
+                    "one listed by GET _inference/_all (ELSER/E5 on ML nodes, or a `custom` endpoint)",
+                )
+            )
             continue
         described = describe_endpoint(found)
         detail = f"{endpoint} ({described.task_type}, {described.service} {described.model_id})"
@@ -156,7 +204,9 @@ def _indices(cluster: Cluster, layout: IndexLayout, inference_id: str, grants: G
     for kind in ALL_TYPES:
         alias = layout.alias(kind)
         try:
-            found = cluster.call(f"read mapping of {alias}", lambda es, a=alias: es.indices.get_mapping(index=a))
+            found = cluster.call(
+                f"read mapping of {alias}", lambda es, a=alias: es.indices.get_mapping(index=a)
+            )
         except AtlasError as exc:
             out.append(Check(f"index {alias}", FAIL, str(exc), "run `atlas-mcp bootstrap`"))
             continue
@@ -175,16 +225,23 @@ def _exists(cluster: Cluster, alias: str) -> Check:
         cluster.call(f"count {alias}", lambda es: es.count(index=alias))
     except AtlasError as exc:
         return Check(f"index {alias}", FAIL, str(exc), "run `atlas-mcp bootstrap`")
-    return Check(f"index {alias}", WARN, "exists; mapping not checked without `view_index_metadata`",
-                 "grant `view_index_metadata` to check the mapping")
+    return Check(
+        f"index {alias}",
+        WARN,
+        "exists; mapping not checked without `view_index_metadata`",
+        "grant `view_index_metadata` to check the mapping",
+    )
 
 
 def _mapping_check(alias: str, found: dict[str, Any], expected: dict[str, Any]) -> Check:
     (concrete, body), *_ = found.items()
     problems = mapping_problems(expected, body["mappings"])
-    return Check(f"index {alias}", FAIL if problems else OK,
-                 "; ".join(problems) if problems else f"{concrete}, mapping as expected",
-                 "reindex into a new version (see docs/elasticsearch.md)" if problems else "")
+    return Check(
+        f"index {alias}",
+        FAIL if problems else OK,
+        "; ".join(problems) if problems else f"{concrete}, mapping as expected",
+        "reindex into a new version (see docs/elasticsearch.md)" if problems else "",
+    )
 
 
 def mapping_problems(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
@@ -196,15 +253,22 @@ def mapping_problems(expected: dict[str, Any], actual: dict[str, Any]) -> list[s
         if got is None:
             problems.append(f"{field} missing")
         elif any(got.get(k) != v for k, v in spec.items() if k in ("type", "inference_id", "value")):
-            problems.append(f"{field} is {got.get('type')} ({got.get('inference_id', '')}), expected {spec['type']}")
+            problems.append(
+                f"{field} is {got.get('type')} ({got.get('inference_id', '')}), expected {spec['type']}"
+            )
     return problems
 
 
 def _writer(grants: Grants) -> list[Check]:
     missing = grants.missing_index
-    return [Check("writer privileges", FAIL if missing else OK,
-                  f"missing {', '.join(missing)}" if missing else "read/create/index/delete on the atlas indices",
-                  "grant the writer's role these index privileges" if missing else "")]
+    return [
+        Check(
+            "writer privileges",
+            FAIL if missing else OK,
+            f"missing {', '.join(missing)}" if missing else "read/create/index/delete on the atlas indices",
+            "grant the writer's role these index privileges" if missing else "",
+        )
+    ]
 
 
 def _user_keys(cluster: Cluster, layout: IndexLayout, keys: KeyStore) -> list[Check]:
@@ -216,15 +280,27 @@ def _user_keys(cluster: Cluster, layout: IndexLayout, keys: KeyStore) -> list[Ch
     for user_id in users:
         try:
             as_user = cluster.as_user(keys.key_for(user_id))
-            result = cluster.call(f"check the key of user {user_id}", lambda es: es.security.has_privileges(
-                cluster=["monitor_inference"], index=[{"names": names, "privileges": ["read"]}]), client=as_user)
+            result = cluster.call(
+                f"check the key of user {user_id}",
+                lambda es: es.security.has_privileges(
+                    cluster=["monitor_inference"], index=[{"names": names, "privileges": ["read"]}]
+                ),
+                client=as_user,
+            )
         except AtlasError as exc:
-            out.append(Check(f"key of {user_id}", FAIL, str(exc), f"`atlas-mcp users add {user_id}` mints a new one"))
+            out.append(
+                Check(f"key of {user_id}", FAIL, str(exc), f"`atlas-mcp users add {user_id}` mints a new one")
+            )
             continue
         missing = _missing(result)
-        out.append(Check(f"key of {user_id}", FAIL if missing else OK,
-                         f"missing {', '.join(missing)}" if missing else "read (DLS) + monitor_inference",
-                         f"`atlas-mcp users add {user_id}` mints a key with both" if missing else ""))
+        out.append(
+            Check(
+                f"key of {user_id}",
+                FAIL if missing else OK,
+                f"missing {', '.join(missing)}" if missing else "read (DLS) + monitor_inference",
+                f"`atlas-mcp users add {user_id}` mints a key with both" if missing else "",
+            )
+        )
     return out
 
 

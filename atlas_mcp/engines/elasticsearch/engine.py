@@ -83,7 +83,9 @@ class ElasticsearchEngine:
         indices = list(request.indices) or None  # none: the point in time names them
         return self.cluster.call(what, lambda es: es.search(index=indices, body=request.body), client=client)
 
-    def _bulk(self, what: str, operations: list[dict[str, Any]], *, refresh: str | None = None) -> list[dict[str, Any]]:
+    def _bulk(
+        self, what: str, operations: list[dict[str, Any]], *, refresh: str | None = None
+    ) -> list[dict[str, Any]]:
         """Run a bulk request as the writer; one result per action, in order (never a user key)."""
         flag = refresh or self._config.refresh
         response = self.cluster.call(
@@ -91,7 +93,9 @@ class ElasticsearchEngine:
         )
         return [next(iter(item.values())) for item in response["items"]]
 
-    def _stored(self, user_id: str | None, ids: Sequence[str], kinds: Sequence[MemoryType], what: str) -> list[Stored]:
+    def _stored(
+        self, user_id: str | None, ids: Sequence[str], kinds: Sequence[MemoryType], what: str
+    ) -> list[Stored]:
         """The caller's memories among ``ids``, read in real time with their versions."""
         if not ids:
             return []
@@ -121,8 +125,12 @@ class ElasticsearchEngine:
         targets = self._supersede_targets(memory, supersede)
         ops = rq.bulk_create(self.layout.alias(memory.memory_type), memory.id, docs.to_source(memory))
         for target in targets:
-            ops += rq.bulk_update(self._alias(target.memory), target.memory.id,
-                                  docs.superseded_doc(memory.id, memory.created_at), target.version)
+            ops += rq.bulk_update(
+                self._alias(target.memory),
+                target.memory.id,
+                docs.superseded_doc(memory.id, memory.created_at),
+                target.version,
+            )
         results = self._bulk(f"write for user {memory.user_id}", ops)
         failed = [r for r in results if not _ok(r)]
         if failed:
@@ -137,8 +145,12 @@ class ElasticsearchEngine:
         """
         if not ids:
             return []
-        found = self._stored(memory.user_id, ids, [memory.memory_type], f"supersede check for user {memory.user_id}")
-        by_id = {s.memory.id: s for s in found if s.memory.user_id == memory.user_id and not s.memory.is_superseded}
+        found = self._stored(
+            memory.user_id, ids, [memory.memory_type], f"supersede check for user {memory.user_id}"
+        )
+        by_id = {
+            s.memory.id: s for s in found if s.memory.user_id == memory.user_id and not s.memory.is_superseded
+        }
         lost = [i for i in ids if i not in by_id]
         if lost:
             raise changed_meanwhile(lost)
@@ -164,7 +176,9 @@ class ElasticsearchEngine:
         else:
             reason = "; ".join(_reason(r) for r in undone if not _ok(r))
         if not undone or not all(_ok(r) for r in undone):
-            log.error("elasticsearch_partial_write", memory_id=memory.id, user_id=memory.user_id, reason=reason)
+            log.error(
+                "elasticsearch_partial_write", memory_id=memory.id, user_id=memory.user_id, reason=reason
+            )
             raise BackendUnavailable(
                 f"writing memory {memory.id!r} failed half-way and could not be rolled back ({reason}); "
                 f"check memory {memory.id!r} and the ids it supersedes ({', '.join(memory.supersedes)})"
@@ -195,7 +209,9 @@ class ElasticsearchEngine:
         try:
             self._touch(user_id, list(dict.fromkeys(ids)), at)
         except AtlasError as exc:
-            log.warning("elasticsearch_usage_not_saved", user_id=user_id, ids=list(ids), reason=str(exc)[:300])
+            log.warning(
+                "elasticsearch_usage_not_saved", user_id=user_id, ids=list(ids), reason=str(exc)[:300]
+            )
 
     def _touch(self, user_id: str, pending: list[str], at: datetime) -> None:
         for attempt in range(STATS_ATTEMPTS):
@@ -204,13 +220,19 @@ class ElasticsearchEngine:
                 return
             ops: list[dict[str, Any]] = []
             for s in stored:
-                ops += rq.bulk_update(self._alias(s.memory), s.memory.id, docs.used_doc(s.memory, at), s.version)
+                ops += rq.bulk_update(
+                    self._alias(s.memory), s.memory.id, docs.used_doc(s.memory, at), s.version
+                )
             results = self._bulk(f"usage update for user {user_id}", ops, refresh="false")
             pending = [r["_id"] for r in results if _conflict(r) or r.get("status") in REJECTED]
             failed = [r for r in results if not _ok(r) and r["_id"] not in pending]
             if failed:
-                log.warning("elasticsearch_usage_not_saved", user_id=user_id, reason=_reason(failed[0]),
-                            ids=[r["_id"] for r in failed])
+                log.warning(
+                    "elasticsearch_usage_not_saved",
+                    user_id=user_id,
+                    reason=_reason(failed[0]),
+                    ids=[r["_id"] for r in failed],
+                )
             if not pending:
                 return
             if any(r.get("status") in REJECTED for r in results):
@@ -240,7 +262,9 @@ class ElasticsearchEngine:
         found = self._stored(user_id, [memory_id], rq.USER_TYPES, f"forget read for user {user_id}")
         if not found or found[0].memory.user_id != user_id:
             return False
-        (result,) = self._bulk(f"forget for user {user_id}", rq.bulk_delete(self._alias(found[0].memory), memory_id))
+        (result,) = self._bulk(
+            f"forget for user {user_id}", rq.bulk_delete(self._alias(found[0].memory), memory_id)
+        )
         if result.get("status") == 404 and result.get("result") == "not_found":
             return False
         if not _ok(result):
@@ -262,7 +286,13 @@ class ElasticsearchEngine:
         if not kinds or query.limit <= 0:
             return []
         return self._listed(
-            user_id, kinds, query.include_superseded, query.limit, query.offset, query.since, query.oldest_first
+            user_id,
+            kinds,
+            query.include_superseded,
+            query.limit,
+            query.offset,
+            query.since,
+            query.oldest_first,
         )
 
     def _listed(
@@ -278,13 +308,18 @@ class ElasticsearchEngine:
         """Page through a point in time with ``search_after``: any depth, no result window."""
         client, what = self._client(user_id), f"list for user {user_id or 'catalog'}"
         aliases = self.layout.aliases(tuple(kinds))
-        opened = self.cluster.call(f"{what} (open a point in time)", lambda es: es.open_point_in_time(
-            index=aliases, keep_alive=rq.PIT_KEEP_ALIVE), client=client)
+        opened = self.cluster.call(
+            f"{what} (open a point in time)",
+            lambda es: es.open_point_in_time(index=aliases, keep_alive=rq.PIT_KEEP_ALIVE),
+            client=client,
+        )
         pit_id, after, skip, out = opened["id"], None, offset, []
         try:
             while len(out) < limit:
                 size = min(rq.LIST_PAGE, skip + limit - len(out))
-                request = rq.list_page_request(pit_id, user_id, include_superseded, size, since, oldest_first, after)
+                request = rq.list_page_request(
+                    pit_id, user_id, include_superseded, size, since, oldest_first, after
+                )
                 response = self._search_response(client, what, request)
                 hits = response["hits"]["hits"]
                 pit_id = response.get("pit_id", pit_id)
@@ -299,7 +334,9 @@ class ElasticsearchEngine:
 
     def _close_pit(self, client: Any, pit_id: str) -> None:
         try:  # it expires by itself after keep_alive; closing early frees the cluster's resources
-            self.cluster.call("close a point in time", lambda es: es.close_point_in_time(id=pit_id), client=client)
+            self.cluster.call(
+                "close a point in time", lambda es: es.close_point_in_time(id=pit_id), client=client
+            )
         except AtlasError:
             log.warning("elasticsearch_pit_not_closed")
 
@@ -327,22 +364,28 @@ class ElasticsearchEngine:
 
     def stats(self) -> StoreStats:
         request = rq.stats_request(self.layout)
-        response = self.cluster.call("count memories", lambda es: es.search(index=list(request.indices), body=request.body))
+        response = self.cluster.call(
+            "count memories", lambda es: es.search(index=list(request.indices), body=request.body)
+        )
         counts = []
         for bucket in response["aggregations"]["types"]["buckets"]:
             kind = MemoryType(bucket["key"])
             if kind is MemoryType.CATALOG:
                 counts.append(TypeCount(None, kind, bucket["doc_count"]))
                 continue
-            counts += [TypeCount(u["key"], kind, u["doc_count"], u["superseded"]["doc_count"])
-                       for u in bucket["users"]["buckets"]]
+            counts += [
+                TypeCount(u["key"], kind, u["doc_count"], u["superseded"]["doc_count"])
+                for u in bucket["users"]["buckets"]
+            ]
         counts.sort(key=lambda c: (c.user_id is not None, c.user_id or "", c.memory_type.value))
         return StoreStats(tuple(counts), self._size_bytes(), self._location())
 
     def _size_bytes(self) -> int | None:
         names = [*self.layout.aliases(ALL_TYPES), self.layout.state_alias]
         try:
-            found = self.cluster.call("read index sizes", lambda es: es.indices.stats(index=names, metric="store"))
+            found = self.cluster.call(
+                "read index sizes", lambda es: es.indices.stats(index=names, metric="store")
+            )
         except AtlasError:  # Serverless has no index stats; the size is optional
             return None
         return found.get("_all", {}).get("total", {}).get("store", {}).get("size_in_bytes")
@@ -375,8 +418,9 @@ class ElasticsearchEngine:
         searches: list[dict[str, Any]] = []
         for request in requests:
             searches += [{"index": list(request.indices)}, request.body]
-        found = self.cluster.call(f"recall for user {plan.user_id}", lambda es: es.msearch(searches=searches),
-                                  client=client)
+        found = self.cluster.call(
+            f"recall for user {plan.user_id}", lambda es: es.msearch(searches=searches), client=client
+        )
         lexical, dense = (self._branch_hits(r, plan.user_id) for r in found["responses"])
         fused = reciprocal_rank_fusion([list(lexical), list(dense)], plan.rank_constant, plan.window)
         memories = {i: m for branch in (lexical, dense) for i, (m, _) in branch.items()}
@@ -396,7 +440,9 @@ class ElasticsearchEngine:
     def _branch_hits(self, response: dict[str, Any], user_id: str) -> dict[str, tuple[Memory, float]]:
         """One branch's hits, best first: id → (memory, score)."""
         if "error" in response:
-            raise BackendUnavailable(f"a recall branch failed: {response['error'].get('reason', response['error'])}")
+            raise BackendUnavailable(
+                f"a recall branch failed: {response['error'].get('reason', response['error'])}"
+            )
         out: dict[str, tuple[Memory, float]] = {}
         for hit in response["hits"]["hits"]:
             stored = self._from_hit(hit, user_id)
@@ -408,8 +454,11 @@ class ElasticsearchEngine:
         """What the endpoint is (service, model, task), read once; None if it cannot be read."""
         if endpoint_id not in self._endpoints:
             try:
-                found = self.cluster.call(f"read inference endpoint {endpoint_id}",
-                                          lambda es: es.inference.get(inference_id=endpoint_id), client=client)
+                found = self.cluster.call(
+                    f"read inference endpoint {endpoint_id}",
+                    lambda es: es.inference.get(inference_id=endpoint_id),
+                    client=client,
+                )
                 self._endpoints[endpoint_id] = rq.describe_endpoint(found)
             except AtlasError:
                 log.warning("elasticsearch_endpoint_unknown", endpoint=endpoint_id)
@@ -464,8 +513,9 @@ def _item_error(result: dict[str, Any], what: str) -> AtlasError:
     """A failed bulk item as an atlas error; a missing alias means the indices were never created."""
     error = result.get("error") or {}
     if isinstance(error, dict) and error.get("type") == "index_not_found_exception":
-        return ConfigurationError(f"{what}: the atlas indices are missing ({error.get('reason', '')}); "
-                                  "run `atlas-mcp bootstrap`")
+        return ConfigurationError(
+            f"{what}: the atlas indices are missing ({error.get('reason', '')}); run `atlas-mcp bootstrap`"
+        )
     return BackendUnavailable(f"{what} ({_reason(result)})")
 
 

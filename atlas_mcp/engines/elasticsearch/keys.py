@@ -156,7 +156,11 @@ class KeyStore:
     def _write(self, keys: dict[str, StoredKey]) -> None:
         """Atomic replace; the file is created 0600 and never exists with wider permissions."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"users": {u: {"id": k.id, "encoded": k.encoded, "created_at": k.created_at} for u, k in keys.items()}}
+        data = {
+            "users": {
+                u: {"id": k.id, "encoded": k.encoded, "created_at": k.created_at} for u, k in keys.items()
+            }
+        }
         fd, tmp = tempfile.mkstemp(prefix=".es-keys-", dir=self.path.parent)
         try:
             os.fchmod(fd, 0o600)

@@ -136,8 +136,11 @@ class Endpoint:
 def describe_endpoint(found: dict[str, Any]) -> Endpoint:
     (endpoint, *_) = found.get("endpoints") or [{}]
     settings = endpoint.get("service_settings") or {}
-    return Endpoint(str(endpoint.get("task_type", "?")), str(endpoint.get("service", "?")),
-                    str(settings.get("model_id") or settings.get("model") or "?"))
+    return Endpoint(
+        str(endpoint.get("task_type", "?")),
+        str(endpoint.get("service", "?")),
+        str(settings.get("model_id") or settings.get("model") or "?"),
+    )
 
 
 # -- filters ---------------------------------------------------------------------------
@@ -185,11 +188,15 @@ def priors_params(layout: IndexLayout, policy: ScoringPolicy, now: datetime) -> 
     }
 
 
-def _branch(name: str, query: dict[str, Any], visible: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+def _branch(
+    name: str, query: dict[str, Any], visible: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
     scored = {
         "function_score": {
             "query": query,
-            "functions": [{"script_score": {"script": {"lang": "painless", "source": PRIORS_SCRIPT, "params": params}}}],
+            "functions": [
+                {"script_score": {"script": {"lang": "painless", "source": PRIORS_SCRIPT, "params": params}}}
+            ],
             "score_mode": "multiply",
             "boost_mode": "multiply",
         }
@@ -208,8 +215,10 @@ def recall_request(
     params = priors_params(layout, policy, now)
     fused = {
         "rrf": {
-            "retrievers": [_branch("bm25", lexical_query(plan), visible, params),
-                           _branch("dense", dense_query(plan), visible, params)],
+            "retrievers": [
+                _branch("bm25", lexical_query(plan), visible, params),
+                _branch("dense", dense_query(plan), visible, params),
+            ],
             "rank_constant": plan.rank_constant,
             "rank_window_size": plan.window,
         }
@@ -250,8 +259,15 @@ def branch_requests(plan: RecallPlan, layout: IndexLayout) -> list[SearchRequest
     visible = visibility_filter(plan.user_id, include_catalog, plan.include_superseded)
     indices = tuple(layout.aliases(plan.memory_types))
     return [
-        SearchRequest(indices, {"size": plan.window, "query": {"bool": {"must": [query], "filter": [visible]}},
-                                "_source": {"excludes": [SEMANTIC]}, "track_total_hits": False})
+        SearchRequest(
+            indices,
+            {
+                "size": plan.window,
+                "query": {"bool": {"must": [query], "filter": [visible]}},
+                "_source": {"excludes": [SEMANTIC]},
+                "track_total_hits": False,
+            },
+        )
         for query in (lexical_query(plan), dense_query(plan))
     ]
 
@@ -262,8 +278,12 @@ def branch_requests(plan: RecallPlan, layout: IndexLayout) -> list[SearchRequest
 def mget_body(layout: IndexLayout, ids: Sequence[str], kinds: Sequence[MemoryType]) -> dict[str, Any]:
     """``POST /_mget``: each id in each type's alias. Real-time (no refresh needed), so a
     version read here is the current one; DLS hides what the caller may not see."""
-    docs = [{"_index": layout.alias(kind), "_id": doc_id, "_source": {"excludes": [SEMANTIC]}}
-            for kind in ALL_TYPES if kind in kinds for doc_id in dict.fromkeys(ids)]
+    docs = [
+        {"_index": layout.alias(kind), "_id": doc_id, "_source": {"excludes": [SEMANTIC]}}
+        for kind in ALL_TYPES
+        if kind in kinds
+        for doc_id in dict.fromkeys(ids)
+    ]
     return {"docs": docs}
 
 
@@ -289,10 +309,18 @@ def list_page_request(
     if oldest_first:
         sort = [{"created_at": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}]
     else:
-        sort = [{"timeline_at": {"order": "desc"}}, {"created_at": {"order": "desc"}}, {"_shard_doc": {"order": "desc"}}]
+        sort = [
+            {"timeline_at": {"order": "desc"}},
+            {"created_at": {"order": "desc"}},
+            {"_shard_doc": {"order": "desc"}},
+        ]
     body: dict[str, Any] = {
-        "size": size, "query": query, "sort": sort, "_source": {"excludes": [SEMANTIC]},
-        "pit": {"id": pit_id, "keep_alive": PIT_KEEP_ALIVE}, "track_total_hits": False,
+        "size": size,
+        "query": query,
+        "sort": sort,
+        "_source": {"excludes": [SEMANTIC]},
+        "pit": {"id": pit_id, "keep_alive": PIT_KEEP_ALIVE},
+        "track_total_hits": False,
     }
     if after is not None:
         body["search_after"] = list(after)
@@ -311,7 +339,12 @@ def stats_request(layout: IndexLayout) -> SearchRequest:
         "aggregations": {
             "types": {
                 "terms": {"field": "memory_type", "size": len(ALL_TYPES)},
-                "aggregations": {"users": {"terms": {"field": "user_id", "size": STATS_MAX_USERS}, "aggregations": superseded}},
+                "aggregations": {
+                    "users": {
+                        "terms": {"field": "user_id", "size": STATS_MAX_USERS},
+                        "aggregations": superseded,
+                    }
+                },
             }
         },
     }
@@ -340,7 +373,9 @@ def bulk_index(
     return [{"index": action}, source]
 
 
-def bulk_update(index: str, doc_id: str, doc: dict[str, Any], version: tuple[int, int] | None) -> list[dict[str, Any]]:
+def bulk_update(
+    index: str, doc_id: str, doc: dict[str, Any], version: tuple[int, int] | None
+) -> list[dict[str, Any]]:
     """A partial-document update (never a script: scripted bulk updates fail on semantic_text
     indices), conditional on ``version`` = (seq_no, primary_term) when given."""
     action: dict[str, Any] = {"_index": index, "_id": doc_id, "require_alias": True}

@@ -68,7 +68,9 @@ def connect(config: ElasticsearchSettings, *, admin: bool = False) -> Any:
 class Cluster:
     """One client plus per-user views of it; ``call`` adds retries and error mapping."""
 
-    def __init__(self, client: Any, config: ElasticsearchSettings, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self, client: Any, config: ElasticsearchSettings, sleep: Callable[[float], None] = time.sleep
+    ):
         self.client = client
         self.config = config
         self._sleep = sleep
@@ -90,8 +92,13 @@ class Cluster:
                 wait = self._retry_wait(exc, attempt, idempotent)
                 if wait is None:
                     raise map_error(exc, what, self.config) from exc
-                log.warning("elasticsearch_retry", operation=what, attempt=attempt + 1, wait_s=round(wait, 3),
-                            reason=_short(exc))
+                log.warning(
+                    "elasticsearch_retry",
+                    operation=what,
+                    attempt=attempt + 1,
+                    wait_s=round(wait, 3),
+                    reason=_short(exc),
+                )
                 self._sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -138,7 +145,11 @@ def error_details(exc: Exception) -> tuple[int | None, str, str]:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         root = (error.get("root_cause") or [error])[0]
-        return status, str(root.get("type") or error.get("type") or ""), str(error.get("reason") or root.get("reason") or "")
+        return (
+            status,
+            str(root.get("type") or error.get("type") or ""),
+            str(error.get("reason") or root.get("reason") or ""),
+        )
     return status, "", str(error or getattr(exc, "message", "") or exc)
 
 
@@ -166,8 +177,14 @@ def map_error(exc: Exception, what: str, config: ElasticsearchSettings) -> Atlas
     else:
         error = BackendUnavailable(f"Elasticsearch {what} failed: {_short(exc)}")
     status, kind, reason = error_details(exc)
-    log.error("elasticsearch_error", operation=what, status=status, type=kind, reason=reason[:300],
-              error=type(error).__name__)
+    log.error(
+        "elasticsearch_error",
+        operation=what,
+        status=status,
+        type=kind,
+        reason=reason[:300],
+        error=type(error).__name__,
+    )
     return error
 
 
@@ -179,7 +196,9 @@ def _api_error(exc: Exception, what: str) -> AtlasError:
             f"the cluster's licence does not cover {licence.group(1)} (needed for {what}); RRF, the "
             "reranker and inference need Enterprise (or a trial), DLS needs Platinum. Run `atlas-mcp doctor`."
         )
-    if "inference" in reason.lower() and ("not found" in reason.lower() or kind == "resource_not_found_exception"):
+    if "inference" in reason.lower() and (
+        "not found" in reason.lower() or kind == "resource_not_found_exception"
+    ):
         return ConfigurationError(
             f"inference endpoint missing: {reason}. Create it, or set [elasticsearch] "
             "embedding_inference_id / rerank_inference_id to an endpoint `GET _inference/_all` lists."
@@ -202,7 +221,9 @@ def _api_error(exc: Exception, what: str) -> AtlasError:
             "privilege is missing"
         )
     if status in REJECTED:
-        return BackendUnavailable(f"Elasticsearch is overloaded ({status}) and refused {what}; try again shortly")
+        return BackendUnavailable(
+            f"Elasticsearch is overloaded ({status}) and refused {what}; try again shortly"
+        )
     return BackendUnavailable(f"Elasticsearch {what} failed ({status} {kind}: {reason[:300]})")
 
 

@@ -70,9 +70,7 @@ def fts_query(text: str, language: str | None = None) -> str | None:
     analysed as the index was (``domain.lexical``): no FTS syntax from users ever runs."""
     analysis = analyse(text, language)
     columns = (("lexical_terms", analysis.terms), ("lexical_stems", analysis.stems))
-    groups = [
-        f"{{{column}}}: ({' OR '.join(_quoted(words))})" for column, words in columns if words
-    ]
+    groups = [f"{{{column}}}: ({' OR '.join(_quoted(words))})" for column, words in columns if words]
     return f"({' OR '.join(groups)})" if groups else None
 
 

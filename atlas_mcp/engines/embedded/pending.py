@@ -201,7 +201,9 @@ class DeferredEmbeddings:
             except Exception as exc:  # noqa: BLE001 - the rows stay marked, which is safe
                 # A recall still finds them by their words; the next open (or a recall's
                 # claim) embeds them again.
-                log.warning("deferred embedding failed; the rows stay pending", rows=len(batch), error=str(exc))
+                log.warning(
+                    "deferred embedding failed; the rows stay pending", rows=len(batch), error=str(exc)
+                )
             finally:
                 self._finish(batch)
 

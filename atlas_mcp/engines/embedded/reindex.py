@@ -47,17 +47,16 @@ def reindex(path: Path, embedder: Embedder, progress: Callable[[int, int], None]
         conn.close()
 
 
-def _reembed(conn: sqlite3.Connection, embedder: Embedder, progress: Callable[[int, int], None] | None) -> int:
+def _reembed(
+    conn: sqlite3.Connection, embedder: Embedder, progress: Callable[[int, int], None] | None
+) -> int:
     rows = conn.execute("SELECT rowid, search_text FROM memories ORDER BY rowid").fetchall()
     for start in range(0, len(rows), BATCH_SIZE):
         batch = rows[start : start + BATCH_SIZE]
         vectors = embed_memories(embedder, [text for _, text in batch])
         conn.executemany(
             "UPDATE memories SET embedding = ?, embedding_model = ? WHERE rowid = ?",
-            [
-                (to_blob(v), embedder.model_id, rowid)
-                for (rowid, _), v in zip(batch, vectors, strict=True)
-            ],
+            [(to_blob(v), embedder.model_id, rowid) for (rowid, _), v in zip(batch, vectors, strict=True)],
         )
         if progress:
             progress(min(start + BATCH_SIZE, len(rows)), len(rows))

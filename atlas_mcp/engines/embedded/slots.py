@@ -39,7 +39,9 @@ def next_rowid(conn: sqlite3.Connection, owner: str) -> int:
         ).fetchone()[0]
         found = bounds(slot)
     low, high = found
-    last = conn.execute("SELECT MAX(rowid) FROM memories WHERE rowid BETWEEN ? AND ?", (low, high)).fetchone()[0]
+    last = conn.execute(
+        "SELECT MAX(rowid) FROM memories WHERE rowid BETWEEN ? AND ?", (low, high)
+    ).fetchone()[0]
     rowid = (last or low) + 1
     if rowid > high:  # 4 billion memories for one owner
         raise Conflict("this owner's rowid block is full")

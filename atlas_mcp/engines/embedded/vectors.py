@@ -236,7 +236,13 @@ class VectorCache:
         return cached if cached is not None and cached.version == version_before else None
 
     def apply_insert(
-        self, owner: str, version_before: int, rowid: int, memory_id: str, memory_type: str, superseded: Sequence[str]
+        self,
+        owner: str,
+        version_before: int,
+        rowid: int,
+        memory_id: str,
+        memory_type: str,
+        superseded: Sequence[str],
     ) -> None:
         """Apply this process's own committed insert (its vectors still pending).
 
@@ -252,7 +258,9 @@ class VectorCache:
         cached.mark_superseded(superseded)
         cached.version = version_before + 1
 
-    def apply_vectors(self, owner: str, version_before: int, stored: Sequence[tuple[int, np.ndarray]]) -> None:
+    def apply_vectors(
+        self, owner: str, version_before: int, stored: Sequence[tuple[int, np.ndarray]]
+    ) -> None:
         """Apply vectors this process has just stored for rows of ``owner``."""
         cached = self._current(owner, version_before)
         if cached is None:

@@ -17,10 +17,23 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-FILES = ("elasticsearch-serverless-openapi.9.0-a12f710.json", "elasticsearch-serverless-openapi.main-9d9b9a5.json")
-PATHS = {"/{index}/_search": ("post",), "/{index}": ("put",), "/_security/api_key": ("post", "delete"),
-         "/_security/_query/api_key": ("post",), "/_mget": ("post",), "/_pit": ("delete",)}
-SCHEMAS = ("_global.bulk.OperationContainer", "_global.bulk.UpdateAction", "_global.msearch.MultisearchHeader")
+FILES = (
+    "elasticsearch-serverless-openapi.9.0-a12f710.json",
+    "elasticsearch-serverless-openapi.main-9d9b9a5.json",
+)
+PATHS = {
+    "/{index}/_search": ("post",),
+    "/{index}": ("put",),
+    "/_security/api_key": ("post", "delete"),
+    "/_security/_query/api_key": ("post",),
+    "/_mget": ("post",),
+    "/_pit": ("delete",),
+}
+SCHEMAS = (
+    "_global.bulk.OperationContainer",
+    "_global.bulk.UpdateAction",
+    "_global.msearch.MultisearchHeader",
+)
 PROSE = {"description", "externalDocs", "examples", "example", "x-state", "summary"}
 
 
@@ -43,7 +56,10 @@ def _refs(node: Any) -> list[tuple[str, str]]:
 
 
 def subset(spec: dict[str, Any]) -> dict[str, Any]:
-    paths = {p: {m: {"requestBody": spec["paths"][p][m]["requestBody"]} for m in methods} for p, methods in PATHS.items()}
+    paths = {
+        p: {m: {"requestBody": spec["paths"][p][m]["requestBody"]} for m in methods}
+        for p, methods in PATHS.items()
+    }
     components: dict[str, dict[str, Any]] = {"schemas": {}, "requestBodies": {}}
     todo = [("schemas", name) for name in SCHEMAS] + _refs(paths)
     while todo:
@@ -51,14 +67,18 @@ def subset(spec: dict[str, Any]) -> dict[str, Any]:
         if name not in components[kind]:
             components[kind][name] = spec["components"][kind][name]
             todo += _refs(components[kind][name])
-    return _strip({"openapi": spec["openapi"], "info": spec["info"], "paths": paths, "components": components})
+    return _strip(
+        {"openapi": spec["openapi"], "info": spec["info"], "paths": paths, "components": components}
+    )
 
 
 def main(source: Path) -> None:
     for name in FILES:
         cut = subset(json.loads((source / name).read_text()))
         target = HERE / f"{name}.gz"
-        target.write_bytes(gzip.compress(json.dumps(cut, sort_keys=True, separators=(",", ":")).encode(), mtime=0))
+        target.write_bytes(
+            gzip.compress(json.dumps(cut, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
+        )
         print(f"{target.name}: {len(cut['components']['schemas'])} schemas, {target.stat().st_size:,} bytes")
 
 
