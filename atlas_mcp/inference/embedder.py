@@ -329,6 +329,11 @@ def _open_by_id(model_id: str, threads: int) -> Embedder:
     raise ConfigurationError(f"no embedder for vectors of {model_id!r}; run `atlas-mcp reindex`")
 
 
+def default_models(threads: int = 2) -> ModelChoice:
+    """The zero-setup choice (``[embedding] model`` unset): its first model is MiniLM."""
+    return PerLanguage(threads)
+
+
 def open_models(model: str, threads: int) -> ModelChoice:
     """The ``[embedding] model`` setting as a choice of model per stored text."""
     if model == PER_LANGUAGE:

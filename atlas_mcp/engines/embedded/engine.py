@@ -240,16 +240,15 @@ class EmbeddedEngine:
         with this engine's model (one per memory, or per memory its passages' vectors, see
         ``passages.py``), and commits everything in one transaction. No supersession
         rules run here: the service has already applied them to what is being loaded.
-        Given ``vectors`` must come from the model the engine picks for each text.
+        Given ``vectors`` must come from the engine's first model (MiniLM under per-language)
+        and are recorded as that model's.
         """
-        texts = [m.search_text() for m in memories]
         if vectors is None:
-            per_memory = embed_by_model(self.models, texts)
+            per_memory = embed_by_model(self.models, [m.search_text() for m in memories])
         else:
-            given = as_passage_vectors(vectors)
-            per_memory = [(self.models.model_for(t), v) for t, v in zip(texts, given, strict=False)]
-            if len(given) != len(memories):
-                raise ValueError(f"{len(memories)} memories but {len(given)} vectors")
+            per_memory = [(self.models.members[0], v) for v in as_passage_vectors(vectors)]
+        if len(per_memory) != len(memories):
+            raise ValueError(f"{len(memories)} memories but {len(per_memory)} vectors")
         stored = [
             rows.to_row(m) | {"embedding": to_blob(v), "embedding_model": model}
             for m, (model, v) in zip(memories, per_memory, strict=True)
