@@ -25,7 +25,7 @@ from ..inference.embedder import MINILM_MODEL_ID, PER_LANGUAGE_ID
 # counted as a duplicate. Keyed by EngineInfo.embedding_model.
 CALIBRATED_DUPLICATE_SIMILARITY: dict[str, float] = {
     MINILM_MODEL_ID: 0.91,
-    # Per-language stores report every cosine on MiniLM's scale (inference.embedder.cosine_scale).
+    # Per-language stores report every cosine on MiniLM's scale (inference.embedder.cosine_background).
     PER_LANGUAGE_ID: 0.91,
 }
 # Without a calibration for the model, only near-verbatim restatements count.

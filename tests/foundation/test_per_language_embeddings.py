@@ -10,15 +10,18 @@ import sqlite3
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.reindex import reindex
+from atlas_mcp.engines.embedded.vectors import OwnerVectors, SpaceQuery, on_one_scale
 from atlas_mcp.errors import ConfigurationError
 from atlas_mcp.inference.embedder import (
     E5_MODEL_ID,
     MINILM_MODEL_ID,
     PER_LANGUAGE_ID,
+    REFERENCE_BACKGROUND,
     Embedder,
     PerLanguage,
     default_embedder,
@@ -64,7 +67,9 @@ def test_each_memory_is_embedded_by_the_model_of_its_language(household):
     service.recall("wang", "anything")  # waits for the deferred embeddings
     models = _models(path)
     assert models[HOUSEHOLD["boiler"]] == models[HOUSEHOLD["garage"]] == MINILM_MODEL_ID
-    assert models[HOUSEHOLD["fridge"]] == models[HOUSEHOLD["move"]] == models[HOUSEHOLD["nuts"]] == E5_MODEL_ID
+    assert (
+        models[HOUSEHOLD["fridge"]] == models[HOUSEHOLD["move"]] == models[HOUSEHOLD["nuts"]] == E5_MODEL_ID
+    )
     assert service.info.embedding_model == PER_LANGUAGE_ID
 
 
@@ -182,3 +187,21 @@ def test_reindex_moves_a_store_to_per_language_at_once(tmp_path: Path):
         assert engine.stats().awaiting_embedding == 0
     finally:
         engine.close()
+
+
+def test_one_space_keeps_minilm_cosines_and_two_spaces_meet_on_its_scale():
+    minilm, e5 = 0, 1
+    vectors = OwnerVectors(384, capacity=4)
+    vectors.fill(
+        [(1, "a", "semantic", 0), (2, "b", "semantic", 0), (3, "c", "semantic", 0), (4, "d", "semantic", 0)]
+    )
+    vectors.put(range(4), np.eye(4, 384, dtype=np.float32), np.array([minilm, minilm, e5, e5]))
+    cosines = [np.array([0.5, 0.1, 0.88, 0.85], dtype=np.float32)]
+    owners = [(vectors, vectors.ready)]
+    one = {minilm: SpaceQuery(np.zeros(384), REFERENCE_BACKGROUND)}
+    assert on_one_scale(cosines, owners, one)[0] is cosines[0]  # English-only recall: unchanged
+    both = one | {e5: SpaceQuery(np.zeros(384), (0.754, 0.027))}
+    scaled = on_one_scale(cosines, owners, both)[0]
+    # Each space keeps its order, and e5's narrow high band no longer outranks MiniLM wholesale.
+    assert scaled[0] > scaled[1] and scaled[2] > scaled[3]
+    assert scaled[2] < 1.0 and scaled[0] > scaled[3]

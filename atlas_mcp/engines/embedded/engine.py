@@ -32,8 +32,8 @@ from ...inference.embedder import (
     Embedder,
     ModelChoice,
     as_choice,
+    cosine_background,
     embed_query,
-    on_reference_scale,
 )
 from ...log import get_logger
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
@@ -49,6 +49,7 @@ from .vectors import (
     VectorCache,
     allowed_rows,
     bump_version,
+    on_one_scale,
     owner_key,
     owner_version,
     searchable,
@@ -398,8 +399,9 @@ class EmbeddedEngine:
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
             queries = self._space_queries(plan.query, self._spaces_of(visible), queries)
-            scores = [similarities(v.vectors, queries, self.threads) for v in visible]
             visible = [replace(v, searched=searchable(v.vectors, queries)) for v in visible]
+            cosines = [similarities(v.vectors, queries, self.threads) for v in visible]
+            scores = on_one_scale(cosines, [(v.vectors, v.searched) for v in visible], queries)
             lexical = self._bm25(conn, plan, visible)
             dense = _merge_dense(visible, scores, plan.window)
             fused = reciprocal_rank_fusion(
@@ -434,9 +436,7 @@ class EmbeddedEngine:
         out = {code: done[code] for code in spaces if code in done}
         for code in sorted(spaces - set(done)):
             embedder = self.models.embedder(self._vectors.spaces[code])
-            out[code] = SpaceQuery(
-                embed_query(embedder, query), lambda cosines, e=embedder: on_reference_scale(e, cosines)
-            )
+            out[code] = SpaceQuery(embed_query(embedder, query), cosine_background(embedder))
         return out
 
     def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
