@@ -316,6 +316,9 @@ class PerLanguage(ModelChoice):
 
 
 KNOWN_MODEL_IDS = (MINILM_MODEL_ID, E5_MODEL_ID)
+# The choices a store may record whose every model ships with the package: a store moves
+# between them without a reindex (engines/embedded/reindex.py: ``adopt_choice``).
+BUILT_IN_CHOICES = (PER_LANGUAGE_ID, *KNOWN_MODEL_IDS)
 
 
 def _open_by_id(model_id: str, threads: int) -> Embedder:

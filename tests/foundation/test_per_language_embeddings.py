@@ -170,8 +170,21 @@ def test_a_minilm_only_store_moves_to_per_language_in_the_background(tmp_path: P
         assert service.stats().awaiting_embedding == 0
     finally:
         service.close()
-    with pytest.raises(ConfigurationError, match="reindex"):  # and back needs a reindex
-        EmbeddedEngine(path, default_embedder())
+    back = EmbeddedEngine(path, default_embedder())  # and back to MiniLM alone, the same way
+    try:
+        _wait_until_embedded(path)
+        assert set(_models(path).values()) == {MINILM_MODEL_ID}
+    finally:
+        back.close()
+
+
+def test_a_store_of_a_model_that_does_not_ship_is_refused(tmp_path: Path):
+    path = tmp_path / "atlas.db"
+    EmbeddedEngine(path, open_models("per-language", 2)).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = 'some-other-model' WHERE key = 'embedding_model'")
+    with pytest.raises(ConfigurationError, match="reindex"):
+        EmbeddedEngine(path, open_models("per-language", 2))
 
 
 def test_reindex_moves_a_store_to_per_language_at_once(tmp_path: Path):

@@ -28,7 +28,7 @@ from ...domain.model import USER_MEMORY_TYPES, Memory, MemoryType, iso
 from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ...inference.embedder import (
-    PER_LANGUAGE_ID,
+    BUILT_IN_CHOICES,
     Embedder,
     ModelChoice,
     as_choice,
@@ -146,20 +146,22 @@ class EmbeddedEngine:
     def _check_model(self) -> None:
         """Never mix vector spaces: a store embedded by another model must be reindexed.
 
-        The one switch made on open is into ``per-language`` from one of its two models (the
-        default before it): rows keep their vectors, each compared in its own space, and those
-        now due for the other model are re-embedded in the background (``adopt_choice``)."""
+        Between the built-in choices (``per-language`` and its two models; MiniLM alone was the
+        default before) a store moves on open instead: rows keep their vectors, each compared
+        in its own space, and those now due for another model are re-embedded in the
+        background (``adopt_choice``)."""
         wanted = self.models.choice_id
         with self._transaction() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (wanted,))
-            elif row[0] != wanted and wanted == PER_LANGUAGE_ID and row[0] in self.models.members:
+            elif row[0] != wanted and {row[0], wanted} <= set(BUILT_IN_CHOICES):
                 queued = adopt_choice(conn, self.models)
                 log.warning(
-                    "store switched to per-language embeddings; re-embedding in the background "
-                    "(`atlas-mcp reindex` does it at once)",
+                    "the store's embedding model changed; re-embedding what it concerns in the "
+                    "background (`atlas-mcp reindex` does it at once)",
                     previous=row[0],
+                    configured=wanted,
                     queued=queued,
                 )
             elif row[0] != wanted:
@@ -394,11 +396,11 @@ class EmbeddedEngine:
         # lock), in the spaces the owners' rows use; a space that appears meanwhile (another
         # process's first Chinese memory) is embedded inside it.
         with self._snapshot() as conn:
-            spaces = self._spaces_of(self._visible(conn, plan))
+            spaces = self._spaces_of([self._vectors.get(conn, owner) for owner in self._owners(plan)])
         queries = self._space_queries(plan.query, spaces, {})
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
-            queries = self._space_queries(plan.query, self._spaces_of(visible), queries)
+            queries = self._space_queries(plan.query, self._spaces_of([v.vectors for v in visible]), queries)
             visible = [replace(v, searched=searchable(v.vectors, queries)) for v in visible]
             cosines = [similarities(v.vectors, queries, self.threads) for v in visible]
             scores = on_one_scale(cosines, [(v.vectors, v.searched) for v in visible], queries)
@@ -423,9 +425,9 @@ class EmbeddedEngine:
             if f.id in memories
         ]
 
-    def _spaces_of(self, visible: list[OwnerRows]) -> set[int]:
-        """The vector spaces (codes) of the visible rows this process can embed a query in."""
-        found = {code for owner in visible for code in owner.vectors.spaces_present()}
+    def _spaces_of(self, owners: list[OwnerVectors]) -> set[int]:
+        """The vector spaces (codes) of the owners' rows this process can embed a query in."""
+        found = {code for vectors in owners for code in vectors.spaces_present()}
         return {code for code in found if self.models.knows(self._vectors.spaces[code])}
 
     def _space_queries(
