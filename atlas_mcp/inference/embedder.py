@@ -59,6 +59,13 @@ def cosine_background(embedder: Embedder) -> tuple[float, float]:
     return getattr(embedder, "cosine_background", REFERENCE_BACKGROUND)
 
 
+def on_reference_scale(cosines: np.ndarray | float, background: tuple[float, float]) -> np.ndarray:
+    """Cosines whose unrelated pairs sit at ``background`` (mean, spread), on MiniLM's scale."""
+    mean, spread = background
+    reference_mean, reference_spread = REFERENCE_BACKGROUND
+    return (reference_mean + reference_spread * (np.asarray(cosines) - mean) / spread).astype(np.float32)
+
+
 def embed_one(embedder: Embedder, text: str) -> np.ndarray:
     return embedder.embed_batch([text])[0]
 

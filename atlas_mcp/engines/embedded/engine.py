@@ -157,13 +157,14 @@ class EmbeddedEngine:
                 conn.execute("INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (wanted,))
             elif row[0] != wanted and {row[0], wanted} <= set(BUILT_IN_CHOICES):
                 queued = adopt_choice(conn, self.models)
-                log.warning(
-                    "the store's embedding model changed; re-embedding what it concerns in the "
-                    "background (`atlas-mcp reindex` does it at once)",
-                    previous=row[0],
-                    configured=wanted,
-                    queued=queued,
-                )
+                if queued:  # an English-only store moving to per-language has nothing to redo
+                    log.warning(
+                        "the store's embedding model changed; re-embedding what it concerns in the "
+                        "background (`atlas-mcp reindex` does it at once)",
+                        previous=row[0],
+                        configured=wanted,
+                        queued=queued,
+                    )
             elif row[0] != wanted:
                 raise ConfigurationError(
                     f"{self.path} holds vectors from {row[0]!r}, but the configured model is "
@@ -460,11 +461,12 @@ class EmbeddedEngine:
         return out
 
     def warm(self, user_id: str) -> None:
-        """Pay the first recall's start-up costs now: the model's first run, the vector caches."""
-        embed_query(self.embedder, "warm up")  # e5, if a store needs it, loads on first use (0.1 s)
+        """Pay the first recall's start-up costs now: the vector caches, the first run of each
+        model the user's recalls will need (MiniLM always: the user's first memory is likely English)."""
         with self._snapshot() as conn:
-            for owner in (owner_key(user_id), CATALOG_OWNER):
-                self._vectors.get(conn, owner)
+            owners = [self._vectors.get(conn, owner) for owner in (owner_key(user_id), CATALOG_OWNER)]
+        self._space_queries("warm up", self._spaces_of(owners), {})
+        embed_query(self.embedder, "warm up")
 
     def _owners(self, plan: RecallPlan) -> list[str]:
         owners = [plan.user_id]

@@ -28,7 +28,7 @@ import numpy as np
 import simsimd
 
 from ...domain.model import MemoryType
-from ...inference.embedder import REFERENCE_BACKGROUND
+from ...inference.embedder import REFERENCE_BACKGROUND, on_reference_scale
 from ...inference.runtime import release_free_heap
 from . import slots
 from .passages import from_blob
@@ -460,7 +460,7 @@ def on_one_scale(
         ((code, query),) = queries.items()
         if query.background == REFERENCE_BACKGROUND:
             return list(cosines)
-        return [_to_reference(c, *query.background) for c in cosines]
+        return [on_reference_scale(c, query.background) for c in cosines]
     out = [c.copy() for c in cosines]
     for code, query in queries.items():
         rows = [(vectors.spaces == code) & searched for vectors, searched in owners]
@@ -470,13 +470,8 @@ def on_one_scale(
         mean = (pooled.sum() + BACKGROUND_PRIOR_ROWS * prior_mean) / weight
         spread = np.sqrt((((pooled - mean) ** 2).sum() + BACKGROUND_PRIOR_ROWS * prior_spread**2) / weight)
         for target, c, mine in zip(out, cosines, rows, strict=True):
-            target[mine] = _to_reference(c[mine], mean, float(spread))
+            target[mine] = on_reference_scale(c[mine], (mean, float(spread)))
     return out
-
-
-def _to_reference(cosines: np.ndarray, mean: float, spread: float) -> np.ndarray:
-    reference_mean, reference_spread = REFERENCE_BACKGROUND
-    return (reference_mean + reference_spread * (cosines - mean) / spread).astype(np.float32)
 
 
 def _dot(query16: np.ndarray, matrix: np.ndarray, threads: int) -> np.ndarray:
