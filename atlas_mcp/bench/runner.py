@@ -195,13 +195,12 @@ def commit_cost(path: Path, embedder: Embedder) -> dict[str, dict[str, float]]:
     out = {}
     try:
         for mode, chunk in (("FULL", slice(0, COMMIT_SAMPLES)), ("NORMAL", slice(COMMIT_SAMPLES, None))):
-            # Bench-only reach into the engine's connection: the store itself always runs FULL.
-            engine._conn.execute(f"PRAGMA synchronous={mode}")
             seconds = []
-            for memory, vector in zip(memories[chunk], vectors[chunk], strict=True):
-                started = time.perf_counter()
-                engine.write_many([memory], vector[None, :])
-                seconds.append(time.perf_counter() - started)
+            with engine.synchronous(mode):
+                for memory, vector in zip(memories[chunk], vectors[chunk], strict=True):
+                    started = time.perf_counter()
+                    engine.write_many([memory], vector[None, :])
+                    seconds.append(time.perf_counter() - started)
             out[f"synchronous_{mode.lower()}"] = measure.Latency.of(seconds).as_dict()
     finally:
         engine.close()

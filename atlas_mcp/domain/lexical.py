@@ -135,6 +135,8 @@ def content_words(text: str) -> list[str]:
 def word_count(text: str) -> float:
     """Length in words, fair to scripts without spaces: whitespace-separated words as ever,
     but a CJK character counts 2/3 of a word (so a Chinese sentence is not "one word")."""
+    if _CJK_RUN.search(text) is None:  # recall counts ~200 candidates' words: skip the per-word scan
+        return float(len(text.split()))
     count = 0.0
     for chunk in text.split():
         cjk = len(_CJK_RUN.findall(chunk))

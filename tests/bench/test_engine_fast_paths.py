@@ -149,3 +149,19 @@ def test_a_changed_text_refreshes_its_cached_vector(tmp_path):
         _assert_same(engine._vectors._owners[USER], _fresh_cache(engine, USER))
     finally:
         engine.close()
+
+
+def test_usage_statistics_skip_the_fsync_and_leave_the_store_durable(tmp_path):
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    try:
+        memories = corpus.tenant_memories(0, corpus.specs(10, 5))
+        engine.write_many(memories)
+        with engine.synchronous("NORMAL"):
+            assert engine._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+        engine.touch(USER, [m.id for m in memories], memories[0].created_at)
+        assert {m.use_count for m in engine.get(USER, [m.id for m in memories])} == {1}
+        assert engine._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+        with pytest.raises(ValueError):
+            engine.synchronous("OFF").__enter__()
+    finally:
+        engine.close()

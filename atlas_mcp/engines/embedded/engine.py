@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -60,6 +61,7 @@ from .vectors import (
 log = get_logger(__name__)
 
 BUSY_TIMEOUT_S = 30.0
+QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
 MAX_QUERY_TERMS = 64
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
 # dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
@@ -124,6 +126,7 @@ class EmbeddedEngine:
         self._check_model()
         # Never embeds anything here: rows a crash left pending are repaired in the background.
         self._deferred = DeferredEmbeddings(self.models, self._transaction, self._lock, self._on_stored)
+        self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
 
     @property
     def embedder(self) -> Embedder:
@@ -182,6 +185,21 @@ class EmbeddedEngine:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+
+    @contextmanager
+    def synchronous(self, mode: str) -> Iterator[None]:
+        """Commits made inside wait for the disk as SQLite's ``synchronous=mode`` says
+        (``FULL``: an fsync per commit, the store's setting; ``NORMAL``: none, in WAL mode a
+        commit then survives a process crash but not a power loss until the next FULL commit
+        syncs the log). For bookkeeping that may lag a power loss, and for measuring the cost."""
+        if mode not in schema.SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous mode must be one of {schema.SYNCHRONOUS_MODES}")
+        with self._lock:
+            self._conn.execute(f"PRAGMA synchronous={mode}")
+            try:
+                yield
+            finally:
+                self._conn.execute(f"PRAGMA synchronous={schema.SYNCHRONOUS}")
 
     # -- writes ------------------------------------------------------------------------
 
@@ -292,7 +310,9 @@ class EmbeddedEngine:
         if not ids:
             return
         marks = ",".join("?" * len(ids))
-        with self._transaction() as conn:
+        # Every recall touches: its fsync cost 1-4 ms a recall, for statistics that may lag a
+        # power loss (a process crash loses nothing).
+        with self.synchronous("NORMAL"), self._transaction() as conn:
             conn.execute(
                 f"UPDATE memories SET last_used_at = ?, use_count = use_count + 1 "
                 f"WHERE {_BY_ID_FOR_OWNER} = ? AND id IN ({marks})",
@@ -391,21 +411,25 @@ class EmbeddedEngine:
         The snapshot (one read transaction) means the FTS index, the vector cache and the rows
         loaded at the end agree even while other processes write.
         """
-        for owner in self._owners(plan):  # same-turn visibility: the owner's pending rows first
+        # The model runs beside the pending-row check and BM25 (both release the GIL): on
+        # 2 cores that hides most of the query embedding, the largest single stage. It embeds
+        # the query in each space this process last saw the owners' rows use (no I/O); a space
+        # that turns out to be new (the user's first Chinese memory) is embedded in the snapshot.
+        owners = self._owners(plan)
+        guessed = {
+            code: self._query_vectors.submit(self._space_query, plan.query, code)
+            for code in self._cached_spaces(owners)
+        }
+        for owner in owners:  # same-turn visibility: the owner's pending rows first
             self._deferred.settle(owner)
-        # The query is embedded outside the snapshot (a model run must not hold the engine's
-        # lock), in the spaces the owners' rows use; a space that appears meanwhile (another
-        # process's first Chinese memory) is embedded inside it.
-        with self._snapshot() as conn:
-            spaces = self._spaces_of([self._vectors.get(conn, owner) for owner in self._owners(plan)])
-        queries = self._space_queries(plan.query, spaces, {})
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
+            lexical = self._bm25(conn, plan, visible)
+            queries = {code: future.result() for code, future in guessed.items()}
             queries = self._space_queries(plan.query, self._spaces_of([v.vectors for v in visible]), queries)
             visible = [replace(v, searched=searchable(v.vectors, queries)) for v in visible]
             cosines = [similarities(v.vectors, queries, self.threads) for v in visible]
             scores = on_one_scale(cosines, [(v.vectors, v.searched) for v in visible], queries)
-            lexical = self._bm25(conn, plan, visible)
             dense = _merge_dense(visible, scores, plan.window)
             fused = reciprocal_rank_fusion(
                 [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
@@ -431,16 +455,28 @@ class EmbeddedEngine:
         found = {code for vectors in owners for code in vectors.spaces_present()}
         return {code for code in found if self.models.knows(self._vectors.spaces[code])}
 
+    def _cached_spaces(self, owners: list[str]) -> set[int]:
+        """The spaces this process's caches last held for ``owners``; MiniLM's for an owner it
+        has not cached yet (most first memories are English, and a wrong guess costs ~2 ms)."""
+        cached = [self._vectors.peek(owner) for owner in owners]
+        spaces = self._spaces_of([c for c in cached if c is not None])
+        if any(c is None for c in cached):
+            spaces.add(self._vectors.space_code(self.models.members[0]))
+        return spaces
+
     def _space_queries(
         self, query: str, spaces: set[int], done: dict[int, SpaceQuery]
     ) -> dict[int, SpaceQuery]:
-        """``query`` embedded in each of ``spaces`` (reusing ``done``). An English-only owner
-        has one space, so its recall runs MiniLM alone, as it always did."""
+        """``query`` embedded in each of ``spaces`` (reusing ``done``; spaces not needed are
+        dropped). An English-only owner has one space: its recall runs MiniLM alone."""
         out = {code: done[code] for code in spaces if code in done}
         for code in sorted(spaces - set(done)):
-            embedder = self.models.embedder(self._vectors.spaces[code])
-            out[code] = SpaceQuery(embed_query(embedder, query), cosine_background(embedder))
+            out[code] = self._space_query(query, code)
         return out
+
+    def _space_query(self, query: str, code: int) -> SpaceQuery:
+        embedder = self.models.embedder(self._vectors.spaces[code])
+        return SpaceQuery(embed_query(embedder, query), cosine_background(embedder))
 
     def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
         """A read transaction: every read inside it sees the same committed state."""
@@ -511,6 +547,7 @@ class EmbeddedEngine:
 
     def close(self) -> None:
         self._deferred.close()  # drains briefly; what is left stays pending for the next open
+        self._query_vectors.shutdown()
         with self._lock:
             self._conn.close()
 

@@ -11,7 +11,8 @@ This module owns the whole life of a row whose vectors are not stored yet:
   per text in a batch than alone) and stores each batch in one transaction (one fsync);
 * the **repair** of rows left pending by a process that died (or by another process still
   running): listed when the store opens, embedded in the background in small committed
-  batches, so opening never waits and a kill loses no finished batch;
+  batches once start-up is over (``REPAIR_DELAY_S``), so opening never waits, the start's
+  imports and first recall keep both cores, and a kill loses no finished batch;
 * a recall's **claim** (``settle``): the owner's rows in this process's backlog are waited
   for (bounded by the backlog), its other pending rows jump the queue and are waited for up
   to ``RECALL_WAIT_S``; rows still pending after that are matched by their words only, and
@@ -39,12 +40,20 @@ from .passages import embed_by_model, to_blob
 
 log = get_logger(__name__)
 
-# Sized by measurement (docs/performance.md): at ~4 ms per text in batches of 32 on 2 cores,
-# 128 rows drain in ~0.5 s, so a recall right after any burst waits at most that long, and
-# a bigger backlog does not raise throughput (the worker is busy either way).
-BACKLOG_LIMIT = 128
-RECALL_WAIT_S = 0.5  # how long a recall waits for its owner's rows embedded by nobody else
+# Sized by measurement (docs/performance.md): the model costs ~7-10 ms of CPU per write text,
+# so 64 rows (two batches: one embedding, one waiting) drain in ~0.3-0.8 s and bound the
+# recall right after any burst. 128 doubled that wait (1.6-1.8 s vs 0.5-0.8 s on busy cores)
+# for the same writes/s: the worker is busy either way.
+BACKLOG_LIMIT = 64
+# How long a recall waits for its owner's rows that nobody else is embedding: long enough for
+# one batch (a few rows another process wrote just now), short enough that the first recall
+# after a crash mid-burst answers within the 1.5 s start budget (0.5 s missed it).
+RECALL_WAIT_S = 0.25
 CLOSE_GRACE_S = 1.5  # the TypeScript SDK sends SIGTERM 2 s after closing stdin
+# The repair waits this long after the store opens: a server's imports and first recall take
+# ~1 s of CPU, and a repair batch started beside them (two model threads on 2 cores) added
+# ~0.5 s to the `initialize` answer. A recall's own rows never wait for it (``settle``).
+REPAIR_DELAY_S = 2.0
 OWN_WAIT_MAX_S = 30.0  # a safety net only: the backlog bound keeps real waits far below
 
 
@@ -135,6 +144,7 @@ class DeferredEmbeddings:
         lock: threading.RLock,
         on_stored: OnStored,
         backlog_limit: int = BACKLOG_LIMIT,
+        repair_delay_s: float = REPAIR_DELAY_S,
     ) -> None:
         self._models = models
         self._transaction = transaction
@@ -150,6 +160,7 @@ class DeferredEmbeddings:
         self._urgent_ids: set[int] = set()
         with transaction("BEGIN") as conn:
             self._repair: deque[PendingRow] = deque(left_over(conn))
+        self._repair_after = time.monotonic() + repair_delay_s
         self._closing = False
         self._close_deadline = float("inf")
         self._abandoned = False
@@ -218,10 +229,15 @@ class DeferredEmbeddings:
                     if not self._own or time.monotonic() >= self._close_deadline:
                         return None
                     return self._pop(self._own)
-                for source in (self._urgent, self._own, self._repair):
+                for source in (self._urgent, self._own):
                     if source:
                         return self._pop(source)
-                self._cond.wait()
+                if not self._repair:
+                    self._cond.wait()
+                elif (delay := self._repair_after - time.monotonic()) > 0:
+                    self._cond.wait(delay)
+                else:
+                    return self._pop(self._repair)
 
     @staticmethod
     def _pop(source: deque[PendingRow]) -> list[PendingRow]:

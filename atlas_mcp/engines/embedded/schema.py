@@ -13,9 +13,11 @@ from collections.abc import Callable
 
 from ...domain.lexical import analyse
 
+SYNCHRONOUS = "FULL"  # an acknowledged write survives a crash or power loss
+SYNCHRONOUS_MODES = ("FULL", "NORMAL")  # what EmbeddedEngine.synchronous accepts
 PRAGMAS = (
     "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=FULL",  # an acknowledged write survives a crash or power loss
+    f"PRAGMA synchronous={SYNCHRONOUS}",
     "PRAGMA foreign_keys=ON",
     "PRAGMA temp_store=MEMORY",
 )

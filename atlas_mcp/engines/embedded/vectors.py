@@ -247,6 +247,10 @@ class VectorCache:
             self.spaces.append(model_id)
         return self.spaces.index(model_id)
 
+    def peek(self, owner: str) -> OwnerVectors | None:
+        """The owner's cached vectors as they are, maybe stale (no I/O): for guesses only."""
+        return self._owners.get(owner)
+
     def get(self, conn: sqlite3.Connection, owner: str) -> OwnerVectors:
         version = owner_version(conn, owner)
         cached = self._owners.get(owner)
