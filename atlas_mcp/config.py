@@ -50,7 +50,9 @@ class UserConfig(BaseModel):
 class EmbeddingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: Literal["minilm-l6-int8", "multilingual-e5-small"] = "minilm-l6-int8"
+    # per-language: MiniLM for English memories, multilingual-e5-small for the rest
+    # (docs/multilingual.md); the other two embed everything with one model.
+    model: Literal["per-language", "minilm-l6-int8", "multilingual-e5-small"] = "per-language"
     threads: int = Field(
         2, ge=1, description="threads for one embedding (onnxruntime intra-op) and for the cosine scan"
     )

@@ -24,7 +24,7 @@ from . import bursts, corpus, measure, realtext
 from .bursts import KILL_BURST
 from .corpus import MemorySpec
 from .es_overhead import es_client_overhead
-from .seed import seed_store
+from .seed import seed_store, store_models
 
 log = get_logger(__name__)
 WARMUP_RECALLS = 5
@@ -191,7 +191,7 @@ def commit_cost(path: Path, embedder: Embedder) -> dict[str, dict[str, float]]:
     items = corpus.specs(1, 2 * COMMIT_SAMPLES)
     memories = corpus.tenant_memories(9_999, items)
     vectors = embedder.embed_batch([m.search_text() for m in memories])
-    engine = EmbeddedEngine(path, embedder)
+    engine = EmbeddedEngine(path, store_models(embedder))
     out = {}
     try:
         for mode, chunk in (("FULL", slice(0, COMMIT_SAMPLES)), ("NORMAL", slice(COMMIT_SAMPLES, None))):

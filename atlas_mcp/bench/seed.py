@@ -17,7 +17,7 @@ import numpy as np
 
 from ..engines.embedded.engine import EmbeddedEngine
 from ..engines.embedded.passages import passages
-from ..inference.embedder import Embedder
+from ..inference.embedder import Embedder, ModelChoice, default_models
 from ..log import get_logger
 from . import corpus
 from .corpus import MemorySpec
@@ -54,7 +54,7 @@ def seed_store(
     vectors, embedded = memory_vectors(embedder, [m.search_text() for m in sources], cache_dir)
     embed_seconds = time.perf_counter() - started if embedded else 0.0
     started = time.perf_counter()
-    engine = EmbeddedEngine(path, embedder)
+    engine = EmbeddedEngine(path, store_models(embedder))
     try:
         for tenant in range(tenants):
             memories = corpus.tenant_memories(tenant, items)
@@ -67,6 +67,14 @@ def seed_store(
     count = len(items) * tenants
     log.info("seeded", memories=count, embed_s=round(embed_seconds, 1), load_s=round(load_seconds, 1))
     return SeedResult(path, count, embed_seconds, load_seconds)
+
+
+def store_models(embedder: Embedder) -> Embedder | ModelChoice:
+    """What the bench's stores are opened with: the served process opens them with the default
+    (per-language) choice, whose first model is MiniLM, so a store seeded under that choice with
+    MiniLM's vectors opens as it is (another model, as in some tests, stays on its own)."""
+    models = default_models()
+    return models if embedder.model_id == models.members[0] else embedder
 
 
 def memory_vectors(

@@ -1,11 +1,11 @@
-"""``atlas-mcp reindex``: re-embed the embedded store with the configured embedding model."""
+"""``atlas-mcp reindex``: re-embed the embedded store with the configured embedding model(s)."""
 
 from __future__ import annotations
 
 import click
 
 from ..errors import ConfigurationError
-from ..inference.embedder import open_embedder
+from ..inference.embedder import open_models
 from .options import config_option, settings_from
 
 
@@ -20,11 +20,11 @@ def reindex(config_file: str | None) -> None:
         raise ConfigurationError(f"no store at {settings.database_path}")
     from ..engines.embedded.reindex import reindex as run_reindex
 
-    embedder = open_embedder(settings.embedding.model, settings.embedding.threads)
+    models = open_models(settings.embedding.model, settings.embedding.threads)
 
     def progress(done: int, total: int) -> None:
         click.echo(f"\rre-embedded {done}/{total}", nl=False, err=True)
 
-    count = run_reindex(settings.database_path, embedder, progress)
+    count = run_reindex(settings.database_path, models, progress)
     click.echo("", err=True)
-    click.echo(f"re-embedded {count} memories with {embedder.model_id}")
+    click.echo(f"re-embedded {count} memories with {models.choice_id}")

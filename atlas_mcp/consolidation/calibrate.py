@@ -66,17 +66,22 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(__doc__, err=True)
         return 2
     from ..config import load_settings
-    from ..inference.embedder import embed_one, open_embedder
+    from ..inference.embedder import cosine_background, embed_one, on_reference_scale, open_models
 
     config = args[args.index("--config") + 1] if "--config" in args else None
     settings = load_settings(config)
-    embedder = open_embedder(settings.embedding.model, settings.embedding.threads)
+    models = open_models(settings.embedding.model, settings.embedding.threads)
+
+    def cosine(new: str, old: str) -> float:
+        """As recall reports it: in the stored text's space, on MiniLM's scale."""
+        embedder = models.embedder(models.model_for(old))
+        raw = embed_one(embedder, new) @ embed_one(embedder, old)
+        return float(on_reference_scale(raw, cosine_background(embedder)))
+
     pairs = read_pairs(Path(args[0]))
-    rows = sweep(
-        pairs, lambda a, b: float(embed_one(embedder, a) @ embed_one(embedder, b)), default_thresholds()
-    )
+    rows = sweep(pairs, cosine, default_thresholds())
     total = sum(p.duplicate for p in pairs)
-    click.echo(f"model {embedder.model_id}: {total} duplicate pairs, {len(pairs) - total} distinct pairs")
+    click.echo(f"model {models.choice_id}: {total} duplicate pairs, {len(pairs) - total} distinct pairs")
     for row in rows:
         click.echo(f"  {row.threshold:.2f}  caught {row.caught:3d}/{total}  wrongly merged {row.wrong}")
     best = lowest_safe(rows)

@@ -14,11 +14,11 @@ __all__ = ["Candidate", "Engine", "EngineInfo", "RecallPlan", "open_engine"]
 
 def open_engine(settings: Settings) -> Engine:
     if settings.backend == "embedded":
-        from ..inference.embedder import open_embedder
+        from ..inference.embedder import open_models
         from .embedded.engine import EmbeddedEngine
 
-        embedder = open_embedder(settings.embedding.model, settings.embedding.threads)
-        return EmbeddedEngine(settings.database_path, embedder, settings.embedding.threads)
+        models = open_models(settings.embedding.model, settings.embedding.threads)
+        return EmbeddedEngine(settings.database_path, models, settings.embedding.threads)
     if settings.backend == "elasticsearch":
         from .elasticsearch.engine import open_elasticsearch_engine
 

@@ -77,6 +77,8 @@ class StoreStats:
     size_bytes: int | None  # None when the engine cannot tell
     location: str  # a file path or a cluster address, never credentials
     embedding_model: str | None = None  # whose vector space the store's recall compares in
+    # Memories whose vectors are still to be (re)computed in the background; None: not known.
+    awaiting_embedding: int | None = None
 
 
 @runtime_checkable

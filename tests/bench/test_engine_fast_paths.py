@@ -12,8 +12,8 @@ import pytest
 
 from atlas_mcp.bench import corpus
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.engines.embedded.vectors import VectorCache, similarities
-from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.engines.embedded.vectors import SpaceQuery, VectorCache, similarities
+from atlas_mcp.inference.embedder import REFERENCE_BACKGROUND, default_embedder
 from atlas_mcp.service import MemoryService
 
 USER = corpus.tenant_id(0)
@@ -31,7 +31,9 @@ def _assert_same(cached, fresh) -> None:
     assert np.array_equal(cached.superseded, fresh.superseded)
     assert np.array_equal(cached.matrix, fresh.matrix)
     assert np.array_equal(cached.ready, fresh.ready)
-    query = default_embedder().embed_batch(["a long meeting about the roadmap"])[0]
+    assert np.array_equal(cached.spaces, fresh.spaces)
+    vector = default_embedder().embed_batch(["a long meeting about the roadmap"])[0]
+    query = {0: SpaceQuery(vector, REFERENCE_BACKGROUND)}  # one model: space 0
     assert np.array_equal(similarities(cached, query, 1), similarities(fresh, query, 1))
 
 

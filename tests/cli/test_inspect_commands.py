@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from atlas_mcp.app import open_service
 from atlas_mcp.cli import cli
 from atlas_mcp.config import load_settings
+from atlas_mcp.inference.embedder import PER_LANGUAGE_ID
 
 FACTORS = ("decay", "use_boost", "catalog_prior", "track_record")
 
@@ -142,6 +143,7 @@ def test_stats_counts_per_user_and_type_and_measures_the_store(seeded: Seeded, t
     assert found["catalog"] == 1
     database = tmp_path / "data" / "atlas.db"
     assert found["location"] == str(database) and found["size_bytes"] >= database.stat().st_size > 0
-    assert found["embedding_model"] == "all-MiniLM-L6-v2-onnx-int8"  # the operator sees the vector space
+    assert found["embedding_model"] == PER_LANGUAGE_ID  # the operator sees the vector spaces
+    assert found["awaiting_embedding"] == 0
     table = run("stats")
     assert "sarah" in table and "(catalog)" in table and "MiB" in table

@@ -20,7 +20,7 @@ import pytest
 from atlas_mcp.engines.embedded import pending
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.passages import embed_memories, from_blob
-from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.inference.embedder import MINILM_MODEL_ID, default_embedder
 from atlas_mcp.service import MemoryService
 
 USER = "sarah"
@@ -275,7 +275,7 @@ def test_a_late_embedding_never_lands_on_a_forgotten_or_rewritten_row(path: Path
         fresh = _stored_vectors(path, rewritten.id).copy()
         with engine._transaction() as conn:  # the stalled worker wakes up after all
             for row in late:
-                assert not pending.store(conn, row.rowid, _expected(row.text))
+                assert not pending.store(conn, row.rowid, _expected(row.text), MINILM_MODEL_ID)
         assert np.array_equal(_stored_vectors(path, rewritten.id), fresh)
         assert engine.get(USER, [forgotten.id]) == []
         assert service.recall(USER, "sourdough", min_relevance=0.0, touch=False)[0].memory.id == rewritten.id

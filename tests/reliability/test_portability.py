@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from atlas_mcp.cli import cli
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.inference.embedder import PER_LANGUAGE_ID, default_embedder
 from atlas_mcp.portability import FORMAT, iter_memories, owners
 from atlas_mcp.service import MemoryService
 
@@ -82,7 +82,8 @@ def test_round_trip_is_lossless(rich_store: Path, tmp_path: Path, monkeypatch: p
     assert "exporting" in result.stderr and result.stdout == ""
     lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 7 and all(line["format"] == FORMAT for line in lines)
-    assert {line["embedding_model"] for line in lines} == {default_embedder().model_id}
+    # The exporting CLI runs the default settings: the records name that configuration.
+    assert {line["embedding_model"] for line in lines} == {PER_LANGUAGE_ID}
 
     target = tmp_path / "target"
     result = _run(monkeypatch, target, "import", str(exported))

@@ -2,7 +2,10 @@
 
 Recall runs two branches over the caller's rows (plus the catalog when asked) — FTS5 BM25
 on the query analysed like the text (``domain.lexical``), and exact cosine over cached float16 vectors — from one read
-snapshot, and fuses them with ``domain.fusion``. A write commits its row and is embedded right
+snapshot, and fuses them with ``domain.fusion``. Each row's vector comes from the model its
+language calls for (``inference.embedder.ModelChoice``); the query is embedded once per
+vector space the caller's rows use, each row is compared in its own space, and the cosines,
+put on one scale, form one dense list. A write commits its row and is embedded right
 after, by a bounded background worker (``pending.py``). Several processes may share one data directory: SQLite serialises
 writers, ``busy_timeout`` absorbs contention, and ``owner_versions`` keeps caches fresh.
 """
@@ -14,7 +17,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -25,23 +28,37 @@ from ...domain.lexical import analyse, detect_language
 from ...domain.model import USER_MEMORY_TYPES, Memory, MemoryType, iso
 from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
-from ...inference.embedder import Embedder, embed_query
+from ...inference.embedder import (
+    BUILT_IN_CHOICES,
+    Embedder,
+    ModelChoice,
+    as_choice,
+    cosine_background,
+    embed_query,
+)
+from ...log import get_logger
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
 from . import pending, rows, schema, slots
-from .passages import as_passage_vectors, embed_memories, to_blob
+from .passages import as_passage_vectors, embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
+from .reindex import adopt_choice
 from .stats import store_stats
 from .vectors import (
     CATALOG_OWNER,
     OwnerVectors,
+    SpaceQuery,
     VectorCache,
     allowed_rows,
     bump_version,
+    on_one_scale,
     owner_key,
     owner_version,
+    searchable,
     similarities,
     top_rows,
 )
+
+log = get_logger(__name__)
 
 BUSY_TIMEOUT_S = 30.0
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
@@ -97,19 +114,24 @@ def filtered_match(words: str, plan: RecallPlan, catalog: bool) -> str | None:
 
 
 class EmbeddedEngine:
-    def __init__(self, path: Path, embedder: Embedder, threads: int = 2) -> None:
+    def __init__(self, path: Path, embedder: Embedder | ModelChoice, threads: int = 2) -> None:
         self.path = Path(path)
         self.threads = threads  # for the cosine scan
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.embedder = embedder
-        self.info = EngineInfo(name="embedded", embedding_model=embedder.model_id)
+        self.models = as_choice(embedder)
+        self.info = EngineInfo(name="embedded", embedding_model=self.models.choice_id)
         self._lock = threading.RLock()
         self._conn = self._connect()
-        self._vectors = VectorCache(embedder.dimensions)
+        self._vectors = VectorCache(self.models.dimensions)
         self._check_model()
         # Never embeds anything here: rows a crash left pending are repaired in the background.
-        self._deferred = DeferredEmbeddings(embedder, self._transaction, self._lock, self._on_stored)
+        self._deferred = DeferredEmbeddings(self.models, self._transaction, self._lock, self._on_stored)
         self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
+
+    @property
+    def embedder(self) -> Embedder:
+        """The model English text is embedded with (the only one, unless ``per-language``)."""
+        return self.models.embedder(self.models.members[0])
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -125,17 +147,31 @@ class EmbeddedEngine:
         return conn
 
     def _check_model(self) -> None:
-        """Never mix vector spaces: a store embedded by another model must be reindexed."""
+        """Never mix vector spaces: a store embedded by another model must be reindexed.
+
+        Between the built-in choices (``per-language`` and its two models; MiniLM alone was the
+        default before) a store moves on open instead: rows keep their vectors, each compared
+        in its own space, and those now due for another model are re-embedded in the
+        background (``adopt_choice``)."""
+        wanted = self.models.choice_id
         with self._transaction() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
             if row is None:
-                conn.execute(
-                    "INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (self.embedder.model_id,)
-                )
-            elif row[0] != self.embedder.model_id:
+                conn.execute("INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (wanted,))
+            elif row[0] != wanted and {row[0], wanted} <= set(BUILT_IN_CHOICES):
+                queued = adopt_choice(conn, self.models)
+                if queued:  # an English-only store moving to per-language has nothing to redo
+                    log.warning(
+                        "the store's embedding model changed; re-embedding what it concerns in the "
+                        "background (`atlas-mcp reindex` does it at once)",
+                        previous=row[0],
+                        configured=wanted,
+                        queued=queued,
+                    )
+            elif row[0] != wanted:
                 raise ConfigurationError(
                     f"{self.path} holds vectors from {row[0]!r}, but the configured model is "
-                    f"{self.embedder.model_id!r}; run `atlas-mcp reindex` to re-embed, or configure "
+                    f"{wanted!r}; run `atlas-mcp reindex` to re-embed, or configure "
                     "the original model"
                 )
 
@@ -175,9 +211,10 @@ class EmbeddedEngine:
             self._write_catalog(memory)
             return
         owner = owner_key(memory.user_id)
-        row = rows.to_row(memory) | {
+        row = rows.to_row(memory)
+        row |= {
             "embedding": schema.PENDING_EMBEDDING,
-            "embedding_model": self.embedder.model_id,
+            "embedding_model": self.models.model_for(row["search_text"]),
         }
         with self._lock:  # the cache update must not interleave with another thread's recall
             with self._transaction() as conn:
@@ -198,14 +235,12 @@ class EmbeddedEngine:
         for owner in sorted({e.owner for e in stored}):
             version_before = owner_version(conn, owner)
             bump_version(conn, owner)
-            mine = [(e.rowid, e.vectors) for e in stored if e.owner == owner]
+            mine = [(e.rowid, e.vectors, e.model_id) for e in stored if e.owner == owner]
             self._vectors.apply_vectors(owner, version_before, mine)
 
     def _write_catalog(self, memory: Memory) -> None:
-        row = rows.to_row(memory) | {
-            "embedding": to_blob(embed_memories(self.embedder, [memory.search_text()])[0]),
-            "embedding_model": self.embedder.model_id,
-        }
+        ((model_id, vectors),) = embed_by_model(self.models, [memory.search_text()])
+        row = rows.to_row(memory) | {"embedding": to_blob(vectors), "embedding_model": model_id}
         with self._transaction() as conn:
             row = {"rowid": slots.next_rowid(conn, CATALOG_OWNER)} | row
             self._upsert_catalog(conn, row)
@@ -227,17 +262,18 @@ class EmbeddedEngine:
         with this engine's model (one per memory, or per memory its passages' vectors, see
         ``passages.py``), and commits everything in one transaction. No supersession
         rules run here: the service has already applied them to what is being loaded.
+        Given ``vectors`` must come from the engine's first model (MiniLM under per-language)
+        and are recorded as that model's.
         """
         if vectors is None:
-            per_memory = embed_memories(self.embedder, [m.search_text() for m in memories])
+            per_memory = embed_by_model(self.models, [m.search_text() for m in memories])
         else:
-            per_memory = as_passage_vectors(vectors)
+            per_memory = [(self.models.members[0], v) for v in as_passage_vectors(vectors)]
         if len(per_memory) != len(memories):
             raise ValueError(f"{len(memories)} memories but {len(per_memory)} vectors")
-        model = self.embedder.model_id
         stored = [
             rows.to_row(m) | {"embedding": to_blob(v), "embedding_model": model}
-            for m, v in zip(memories, per_memory, strict=True)
+            for m, (model, v) in zip(memories, per_memory, strict=True)
         ]
         with self._transaction() as conn:
             following: dict[str, int] = {}
@@ -293,7 +329,8 @@ class EmbeddedEngine:
         if stored is None:
             raise Conflict(f"memory {memory.id!r} not found for this user")
         if stored[0] != row["search_text"]:
-            sets["embedding"] = to_blob(embed_memories(self.embedder, [row["search_text"]])[0])
+            ((model_id, vectors),) = embed_by_model(self.models, [row["search_text"]])
+            sets |= {"embedding": to_blob(vectors), "embedding_model": model_id}
         assignments = ", ".join(f"{k} = :{k}" for k in sets)
         with self._transaction() as conn:
             changed = conn.execute(
@@ -375,14 +412,24 @@ class EmbeddedEngine:
         loaded at the end agree even while other processes write.
         """
         # The model runs beside the pending-row check and BM25 (both release the GIL): on
-        # 2 cores that hides most of the query embedding, the largest single stage.
-        query_vector = self._query_vectors.submit(embed_query, self.embedder, plan.query)
-        for owner in self._owners(plan):  # same-turn visibility: the owner's pending rows first
+        # 2 cores that hides most of the query embedding, the largest single stage. It embeds
+        # the query in each space this process last saw the owners' rows use (no I/O); a space
+        # that turns out to be new (the user's first Chinese memory) is embedded in the snapshot.
+        owners = self._owners(plan)
+        guessed = {
+            code: self._query_vectors.submit(self._space_query, plan.query, code)
+            for code in self._cached_spaces(owners)
+        }
+        for owner in owners:  # same-turn visibility: the owner's pending rows first
             self._deferred.settle(owner)
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
             lexical = self._bm25(conn, plan, visible)
-            scores = [similarities(v.vectors, query_vector.result(), self.threads) for v in visible]
+            queries = {code: future.result() for code, future in guessed.items()}
+            queries = self._space_queries(plan.query, self._spaces_of([v.vectors for v in visible]), queries)
+            visible = [replace(v, searched=searchable(v.vectors, queries)) for v in visible]
+            cosines = [similarities(v.vectors, queries, self.threads) for v in visible]
+            scores = on_one_scale(cosines, [(v.vectors, v.searched) for v in visible], queries)
             dense = _merge_dense(visible, scores, plan.window)
             fused = reciprocal_rank_fusion(
                 [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
@@ -403,6 +450,34 @@ class EmbeddedEngine:
             if f.id in memories
         ]
 
+    def _spaces_of(self, owners: list[OwnerVectors]) -> set[int]:
+        """The vector spaces (codes) of the owners' rows this process can embed a query in."""
+        found = {code for vectors in owners for code in vectors.spaces_present()}
+        return {code for code in found if self.models.knows(self._vectors.spaces[code])}
+
+    def _cached_spaces(self, owners: list[str]) -> set[int]:
+        """The spaces this process's caches last held for ``owners``; MiniLM's for an owner it
+        has not cached yet (most first memories are English, and a wrong guess costs ~2 ms)."""
+        cached = [self._vectors.peek(owner) for owner in owners]
+        spaces = self._spaces_of([c for c in cached if c is not None])
+        if any(c is None for c in cached):
+            spaces.add(self._vectors.space_code(self.models.members[0]))
+        return spaces
+
+    def _space_queries(
+        self, query: str, spaces: set[int], done: dict[int, SpaceQuery]
+    ) -> dict[int, SpaceQuery]:
+        """``query`` embedded in each of ``spaces`` (reusing ``done``; spaces not needed are
+        dropped). An English-only owner has one space: its recall runs MiniLM alone."""
+        out = {code: done[code] for code in spaces if code in done}
+        for code in sorted(spaces - set(done)):
+            out[code] = self._space_query(query, code)
+        return out
+
+    def _space_query(self, query: str, code: int) -> SpaceQuery:
+        embedder = self.models.embedder(self._vectors.spaces[code])
+        return SpaceQuery(embed_query(embedder, query), cosine_background(embedder))
+
     def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
         """A read transaction: every read inside it sees the same committed state."""
         return self._transaction("BEGIN")
@@ -417,15 +492,17 @@ class EmbeddedEngine:
         out = []
         for owner in self._owners(plan):
             vectors = self._vectors.get(conn, owner)
-            out.append(OwnerRows(owner, vectors, allowed_rows(vectors, types, plan.include_superseded)))
+            allowed = allowed_rows(vectors, types, plan.include_superseded)
+            out.append(OwnerRows(owner, vectors, allowed, vectors.ready))
         return out
 
     def warm(self, user_id: str) -> None:
-        """Pay the first recall's start-up costs now: the model's first run, the vector caches."""
-        embed_query(self.embedder, "warm up")
+        """Pay the first recall's start-up costs now: the vector caches, the first run of each
+        model the user's recalls will need (MiniLM always: the user's first memory is likely English)."""
         with self._snapshot() as conn:
-            for owner in (owner_key(user_id), CATALOG_OWNER):
-                self._vectors.get(conn, owner)
+            owners = [self._vectors.get(conn, owner) for owner in (owner_key(user_id), CATALOG_OWNER)]
+        self._space_queries("warm up", self._spaces_of(owners), {})
+        embed_query(self.embedder, "warm up")
 
     def _owners(self, plan: RecallPlan) -> list[str]:
         owners = [plan.user_id]
@@ -482,13 +559,14 @@ class OwnerRows:
     owner: str
     vectors: OwnerVectors
     allowed: np.ndarray
+    searched: np.ndarray  # per row: has it a vector in a space the query was embedded in?
 
 
 def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int) -> list[tuple[str, float]]:
     hits = [
         (owner.vectors.ids[row], float(cosines[row]))
         for owner, cosines in zip(visible, scores, strict=True)
-        for row in top_rows(cosines, owner.allowed & owner.vectors.ready, window)
+        for row in top_rows(cosines, owner.allowed & owner.searched, window)
     ]
     hits.sort(key=lambda h: -h[1])
     return hits[:window]
@@ -498,7 +576,7 @@ def _cosine(visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str) 
     for owner, cosines in zip(visible, scores, strict=True):
         row = owner.vectors.index.get(memory_id)
         if row is not None:
-            return float(cosines[row]) if owner.vectors.has_vectors(row) else None
+            return float(cosines[row]) if owner.searched[row] else None
     return None
 
 

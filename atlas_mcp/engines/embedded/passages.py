@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...inference.embedder import Embedder
+from ...inference.embedder import Embedder, ModelChoice
 
 
 def passages(embedder: Embedder, text: str) -> list[str]:
@@ -30,6 +30,19 @@ def embed_memories(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray]
     for text_pieces in pieces:
         out.append(np.asarray(flat[start : start + len(text_pieces)], dtype=np.float32))
         start += len(text_pieces)
+    return out
+
+
+def embed_by_model(models: ModelChoice, texts: Sequence[str]) -> list[tuple[str, np.ndarray]]:
+    """Per text, the model its language calls for and its passage vectors from that model;
+    one batched call per model."""
+    chosen = [models.model_for(text) for text in texts]
+    out: list[tuple[str, np.ndarray]] = [("", np.zeros(0))] * len(texts)
+    for model_id in dict.fromkeys(chosen):
+        at = [i for i, m in enumerate(chosen) if m == model_id]
+        vectors = embed_memories(models.embedder(model_id), [texts[i] for i in at])
+        for i, v in zip(at, vectors, strict=True):
+            out[i] = (model_id, v)
     return out
 
 

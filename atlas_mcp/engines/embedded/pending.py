@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...inference.embedder import BATCH_SIZE, Embedder
+from ...inference.embedder import BATCH_SIZE, ModelChoice
 from ...log import get_logger
 from . import slots
-from .passages import embed_memories, to_blob
+from .passages import embed_by_model, to_blob
 
 log = get_logger(__name__)
 
@@ -62,12 +62,15 @@ def mark(conn: sqlite3.Connection, rowid: int) -> None:
     conn.execute("INSERT INTO pending_embeddings(rowid) VALUES (?)", (rowid,))
 
 
-def store(conn: sqlite3.Connection, rowid: int, vectors: np.ndarray) -> bool:
-    """Store the vectors of a row still marked pending; False if it no longer is (forgotten,
-    re-embedded by ``update``, or stored meanwhile by another process)."""
+def store(conn: sqlite3.Connection, rowid: int, vectors: np.ndarray, model_id: str) -> bool:
+    """Store the vectors of a row still marked pending, with the model they come from; False
+    if it no longer is (forgotten, re-embedded by ``update``, or stored meanwhile elsewhere)."""
     if not conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,)).rowcount:
         return False
-    conn.execute("UPDATE memories SET embedding = ? WHERE rowid = ?", (to_blob(vectors), rowid))
+    conn.execute(
+        "UPDATE memories SET embedding = ?, embedding_model = ? WHERE rowid = ?",
+        (to_blob(vectors), model_id, rowid),
+    )
     return True
 
 
@@ -122,6 +125,7 @@ class Embedded:
     owner: str
     rowid: int
     vectors: np.ndarray  # (passages, dimensions) float32
+    model_id: str  # whose vector space they are in
 
 
 Transaction = Callable[..., AbstractContextManager[sqlite3.Connection]]
@@ -135,14 +139,14 @@ class DeferredEmbeddings:
 
     def __init__(
         self,
-        embedder: Embedder,
+        models: ModelChoice,
         transaction: Transaction,
         lock: threading.RLock,
         on_stored: OnStored,
         backlog_limit: int = BACKLOG_LIMIT,
         repair_delay_s: float = REPAIR_DELAY_S,
     ) -> None:
-        self._embedder = embedder
+        self._models = models
         self._transaction = transaction
         self._store_lock = lock  # the engine's: a store never runs after the connection closed
         self._on_stored = on_stored
@@ -260,15 +264,17 @@ class DeferredEmbeddings:
         todo = [row for row in batch if row.rowid in texts]
         if not todo:
             return
-        vectors = embed_memories(self._embedder, [texts[row.rowid] for row in todo])
+        # Each text by the model its language calls for; a row re-embedded for another model
+        # (after a switch to per-language) changes space in the same UPDATE as its vector.
+        embedded = embed_by_model(self._models, [texts[row.rowid] for row in todo])
         with self._store_lock:
             if self._abandoned:
                 return
             with self._transaction() as conn:
                 stored = [
-                    Embedded(row.owner, row.rowid, v)
-                    for row, v in zip(todo, vectors, strict=True)
-                    if store(conn, row.rowid, v)
+                    Embedded(row.owner, row.rowid, v, model_id)
+                    for row, (model_id, v) in zip(todo, embedded, strict=True)
+                    if store(conn, row.rowid, v, model_id)
                 ]
                 if stored:
                     self._on_stored(conn, stored)

@@ -1,9 +1,10 @@
-"""Re-embed a whole store with another embedding model (``atlas-mcp reindex``).
+"""Move a store to the configured embedding models: at once (``atlas-mcp reindex``), or in
+the background when a store switches to ``per-language`` (``adopt_choice``).
 
-The engine refuses to open a store whose vectors come from a different model, because mixing
-vector spaces silently ruins recall. This is the way forward: every row is re-embedded in
-batches and the model id is switched in the same transaction, so a crash leaves the store
-entirely on the old model or entirely on the new one.
+The engine refuses to open a store whose vectors come from a model the configuration does
+not use, because mixing vector spaces silently ruins recall. ``reindex`` re-embeds every row
+in batches, each with the model its language calls for, and records the configuration in
+the same transaction, so a crash leaves the store entirely as it was or entirely moved.
 """
 
 from __future__ import annotations
@@ -12,16 +13,20 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from ...inference.embedder import BATCH_SIZE, Embedder
+from ...inference.embedder import BATCH_SIZE, Embedder, ModelChoice, as_choice
 from . import schema
-from .passages import embed_memories, to_blob
+from .passages import embed_by_model, to_blob
 from .vectors import bump_version
 
 BUSY_TIMEOUT_S = 30.0
+_ADOPT_CHUNK = 1_000
 
 
-def reindex(path: Path, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
+def reindex(
+    path: Path, embedder: Embedder | ModelChoice, progress: Callable[[int, int], None] | None = None
+) -> int:
     """Re-embed every memory in ``path`` with ``embedder``; returns how many rows changed."""
+    models = as_choice(embedder)
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
         for pragma in schema.PRAGMAS:
@@ -29,12 +34,12 @@ def reindex(path: Path, embedder: Embedder, progress: Callable[[int, int], None]
         schema.migrate(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            count = _reembed(conn, embedder, progress)
+            count = _reembed(conn, models, progress)
             conn.execute("DELETE FROM pending_embeddings")  # every row has its vector now
             conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('embedding_model', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (embedder.model_id,),
+                (models.choice_id,),
             )
             for (owner,) in conn.execute("SELECT DISTINCT COALESCE(user_id, '') FROM memories").fetchall():
                 bump_version(conn, owner)
@@ -48,16 +53,36 @@ def reindex(path: Path, embedder: Embedder, progress: Callable[[int, int], None]
 
 
 def _reembed(
-    conn: sqlite3.Connection, embedder: Embedder, progress: Callable[[int, int], None] | None
+    conn: sqlite3.Connection, models: ModelChoice, progress: Callable[[int, int], None] | None
 ) -> int:
     rows = conn.execute("SELECT rowid, search_text FROM memories ORDER BY rowid").fetchall()
     for start in range(0, len(rows), BATCH_SIZE):
         batch = rows[start : start + BATCH_SIZE]
-        vectors = embed_memories(embedder, [text for _, text in batch])
+        embedded = embed_by_model(models, [text for _, text in batch])
         conn.executemany(
             "UPDATE memories SET embedding = ?, embedding_model = ? WHERE rowid = ?",
-            [(to_blob(v), embedder.model_id, rowid) for (rowid, _), v in zip(batch, vectors, strict=True)],
+            [(to_blob(v), model, rowid) for (rowid, _), (model, v) in zip(batch, embedded, strict=True)],
         )
         if progress:
             progress(min(start + BATCH_SIZE, len(rows)), len(rows))
     return len(rows)
+
+
+def adopt_choice(conn: sqlite3.Connection, models: ModelChoice) -> int:
+    """In the caller's write transaction: record ``models`` as the store's configuration and
+    mark every row whose vector comes from another model than its language now calls for
+    (a Chinese memory embedded by MiniLM) for re-embedding; returns how many.
+
+    The marked rows keep their vectors, compared in their own space, until the background
+    repair (``pending.py``) replaces vector and model in one UPDATE. Deciding costs one
+    language detection per row (~20 µs: 2 s at 100k memories), once.
+    """
+    due = []
+    cursor = conn.execute(
+        "SELECT rowid, search_text, embedding_model FROM memories WHERE length(embedding) > 0"
+    )
+    while chunk := cursor.fetchmany(_ADOPT_CHUNK):
+        due.extend((rowid,) for rowid, text, model in chunk if models.model_for(text) != model)
+    conn.executemany("INSERT OR IGNORE INTO pending_embeddings(rowid) VALUES (?)", due)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'embedding_model'", (models.choice_id,))
+    return len(due)

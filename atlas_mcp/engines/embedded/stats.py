@@ -18,7 +18,10 @@ def store_stats(conn: sqlite3.Connection, path: Path) -> StoreStats:
         "GROUP BY user_id, memory_type ORDER BY user_id IS NOT NULL, user_id, memory_type"
     ).fetchall()
     counts = tuple(TypeCount(r[0], MemoryType(r[1]), r[2], r[3]) for r in found)
-    return StoreStats(counts=counts, size_bytes=_size_on_disk(path), location=str(path))
+    pending = conn.execute("SELECT COUNT(*) FROM pending_embeddings").fetchone()[0]
+    return StoreStats(
+        counts=counts, size_bytes=_size_on_disk(path), location=str(path), awaiting_embedding=pending
+    )
 
 
 def _size_on_disk(path: Path) -> int:
