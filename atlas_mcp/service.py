@@ -357,7 +357,7 @@ class MemoryService:
             for h in hits[: self.policy.use_top]
             if h.memory.tracks_usage
             and h.memory.user_id == user_id
-            and h.relevance >= self.policy.min_relevance
+            and h.relevance >= self.policy.relevance_floor
         ]
         if not used:
             return hits

@@ -93,7 +93,7 @@ def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_fil
         f"\ningest {result.ingest_seconds:.1f} s for {sum(len(c.turns) for c in conversations)} turns; "
         f"recall p50 {statistics.median(latencies):.1f} ms, p95 {latencies[int(0.95 * len(latencies))]:.1f} ms"
     )
-    click.echo(locomo_run.floor_line(result, service.policy.min_relevance))
+    click.echo(locomo_run.floor_line(result, service.policy.relevance_floor))
     if variants:
         click.echo("\n" + locomo_run.ablation_table(result, variants, ks))
     _write_json(json_file, locomo_run.to_json(result, variants, list(ablate)))

@@ -78,7 +78,7 @@ def ask(
         out.append(Ranked(CATEGORIES[question.category], question.evidence, ranked))
         if floored is not None:
             kept = tuple(
-                ids.get(h.memory.id, "?") for h in hits if h.relevance >= service.policy.min_relevance
+                ids.get(h.memory.id, "?") for h in hits if h.relevance >= service.policy.relevance_floor
             )
             floored.append(Ranked(CATEGORIES[question.category], question.evidence, kept))
     return out
@@ -117,14 +117,14 @@ def run(
 
 
 def floor_line(result: LocomoResult, floor: float) -> str:
-    """How many answerable questions keep an answer in their top 5 once the default floor applies."""
+    """How many answerable questions keep an answer in their top 5 if the floor is a filter."""
     answerable = GROUPS["answerable (1-4)"]
     before = by_group(result.questions, (5,), {"a": answerable})["a"]["Hit@5"]
     after = by_group(result.floored, (5,), {"a": answerable})["a"]["Hit@5"]
     adversarial = [q for q in result.floored if q.group == CATEGORIES[5]]
     empty = sum(not q.ranked for q in adversarial) / len(adversarial) if adversarial else float("nan")
     return (
-        f"with the default relevance floor ({floor}): answerable Hit@5 {after:.3f} (ranking alone {before:.3f}); "
+        f"with the relevance floor ({floor}) as a filter: answerable Hit@5 {after:.3f} (ranking alone {before:.3f}); "
         f"adversarial questions left empty {empty:.3f}"
     )
 

@@ -57,7 +57,7 @@ class Answer:
     expect: tuple[str, ...]
     ranked: tuple[str, ...]  # keys, best first, no floor
     relevance: tuple[float, ...]  # of ``ranked``
-    returned: tuple[str, ...]  # keys with the defaults (relevance floor)
+    returned: tuple[str, ...]  # keys served with the defaults that clear the relevance floor
     broken: str | None = None  # the rule it broke, if any
     features: tuple[Features, ...] = ()  # of ``ranked``: what calibration refits from
     scores: tuple[float, ...] = ()  # of ``ranked``: the final (ordering) score
@@ -83,7 +83,7 @@ class Answer:
 @dataclass(frozen=True, slots=True)
 class MixedResult:
     answers: tuple[Answer, ...]
-    small_talk_empty: float  # share of small-talk recalls that returned nothing
+    small_talk_empty: float  # share of small-talk recalls that returned nothing above the floor
     small_talk_recalls: int
     drift: tuple[str, ...]  # questions whose top 5 changed after the small-talk run
     playbook_before: tuple[Answer, ...]  # playbook questions asked before their outcomes
@@ -178,17 +178,20 @@ class _Asker:
             expect=tuple(question["expect"]),
             ranked=ranked,
             relevance=tuple(h.relevance for h in ranking),
-            returned=tuple(self.keys.get(h.memory.id, h.memory.id) for h in served),
+            returned=tuple(self.keys.get(h.memory.id, h.memory.id) for h in self._above_floor(served)),
             broken=_broken_rule(question, ranked, [h.memory.memory_type.value for h in ranking]),
             features=tuple(h.explanation.features for h in ranking),
             scores=tuple(h.score for h in ranking),
         )
 
+    def _above_floor(self, hits: list) -> list:
+        return [h for h in hits if h.relevance >= self.service.policy.relevance_floor]
+
     def small_talk(self, user: str, lines: Sequence[str], count: int) -> None:
         for i in range(count):
             self.clock.set(self.now)
             served = self.service.recall(user, lines[(self.small_talk_recalls + i) % len(lines)], RANK_K)
-            self.small_talk_empty += not served
+            self.small_talk_empty += not self._above_floor(served)
         self.small_talk_recalls += count
 
 

@@ -49,7 +49,7 @@ def run(service: MemoryService, clock: ManualClock, scenarios: dict | None = Non
             ranked = tuple(h.memory.id for h in hits)
             results.append(Ranked(f"{language} {question['kind']}", (gold,), ranked))
             kept[language].append(
-                any(h.memory.id == gold and h.relevance >= service.policy.min_relevance for h in hits[:1])
+                any(h.memory.id == gold and h.relevance >= service.policy.relevance_floor for h in hits[:1])
             )
             if ranked[:1] != (gold,):
                 failures.append(

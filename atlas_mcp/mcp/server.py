@@ -31,7 +31,7 @@ atlas-mcp is this user's long-term memory. Rules:
    a result with superseded_at is a previous state, not the current one.
 6. A fact with confidence below 0.7 is provisional: confirm before relying on it.
 7. Call forget_memory only when the user explicitly asks you to forget something.
-8. Each recalled memory has a relevance from 0 to 1; an empty result means nothing stored is
+8. Each recalled memory has a relevance from 0 to 1. If none reaches {floor}, nothing stored is
    about the question: say you do not know instead of guessing from unrelated memories.
 """
 
@@ -67,7 +67,7 @@ def build_server(service: MemoryService, stdio_user: str) -> MCPServer:
         name="atlas-mcp",
         title="atlas-mcp long-term memory",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS.format(floor=service.policy.relevance_floor),
         log_level="WARNING",
     )
     register_tools(server, service, stdio_user)

@@ -129,10 +129,31 @@ async def _call(service_call: Callable[[], T]) -> T:
         raise ToolError(str(exc)) from exc
 
 
+RECALL_DESCRIPTION = """\
+Recall long-term memories about the user relevant to a query, best first.
+
+Call this before answering anything that may depend on what you know about the user,
+with their message verbatim. Results mix episodic events, semantic facts, procedural
+playbooks (follow their steps) and shared catalog entries. A memory with
+superseded_at is a past state, shown only when include_superseded is true.
+
+Each memory has a relevance from 0 to 1: the estimated chance that it bears on the
+query (about 0.5 and up: very likely; 0.1-0.3: possibly, check before relying on it;
+below {floor}: probably unrelated). If no memory reaches {floor}, nothing stored is about
+this: say you do not know rather than guess. Pass min_relevance={floor} to receive only
+memories above that line (an empty list then means nothing is known). score only
+orders the results.
+memory_types, when given, is the whole filter (catalog entries only if listed).
+Questions about time ("last weekend", "in March", "my most recent ...") are read
+against the server's clock.
+"""
+
+
 def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -> None:
     max_k = service.limits.max_k
 
     @server.tool(
+        description=RECALL_DESCRIPTION.format(floor=service.policy.relevance_floor),
         annotations=ToolAnnotations(title="Recall memory", read_only_hint=True, open_world_hint=False),
     )
     async def recall_memory(
@@ -151,28 +172,13 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             Field(
                 ge=0,
                 le=1,
-                description="Drop memories whose relevance is below this; omit for the server's default.",
+                description="Drop memories whose relevance is below this (the floor in the description: only likely matches); omit to keep all k.",
             ),
         ] = None,
         explain: Annotated[
             bool, Field(description="Add each memory's score breakdown (ranks, rerank, multipliers).")
         ] = False,
     ) -> Annotated[CallToolResult, RecallOut]:
-        """Recall long-term memories about the user relevant to a query, best first.
-
-        Call this before answering anything that may depend on what you know about the user,
-        with their message verbatim. Results mix episodic events, semantic facts, procedural
-        playbooks (follow their steps) and shared catalog entries. A memory with
-        superseded_at is a past state, shown only when include_superseded is true.
-
-        Each memory has a relevance from 0 to 1: the estimated chance that it bears on the
-        query (about 0.5 and up: very likely; 0.1-0.3: possibly, check before relying on it).
-        Memories below min_relevance are left out, so an empty list means nothing stored is
-        about this: say you do not know rather than guess. score only orders the results.
-        memory_types, when given, is the whole filter (catalog entries only if listed).
-        Questions about time ("last weekend", "in March", "my most recent ...") are read
-        against the server's clock.
-        """
         user = principal(ctx, stdio_user)
         hits = await _call(
             partial(

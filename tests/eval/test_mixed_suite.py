@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
+from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.eval import mixed_suite
 from atlas_mcp.eval.harness import scratch_service
 from atlas_mcp.eval.scenario_suite import questions
@@ -48,7 +49,7 @@ def test_ranking_meets_its_targets(result):
     assert groups["recency"]["Hit@5"] == 1.0  # with the newer (older) one above the rest
 
 
-def test_with_defaults_no_answer_questions_and_small_talk_return_nothing(result):
+def test_with_defaults_no_answer_questions_and_small_talk_return_nothing_above_the_floor(result):
     groups = result.groups()
     assert groups[mixed_suite.NO_ANSWER]["empty"] >= 0.9
     assert result.small_talk_empty >= 0.9
@@ -83,12 +84,25 @@ async def test_recall_memory_carries_relevance_and_honours_min_relevance():
             ).structured_content
             top = found["memories"][0]
             assert "4471" in top["text"] and 0.0 <= top["relevance"] <= 1.0
-            nothing = await client.call_tool("recall_memory", {"query": "What is the capital of Peru?"})
-            assert nothing.structured_content["memories"] == []
-            everything = await client.call_tool(
-                "recall_memory", {"query": "What is the capital of Peru?", "min_relevance": 0}
+            # By default every memory comes back, each saying how likely it bears on the query:
+            # nothing stored is about Peru, so none reaches the floor the description names.
+            floor = ScoringPolicy().relevance_floor
+            unknown = (
+                await client.call_tool("recall_memory", {"query": "What is the capital of Peru?"})
+            ).structured_content["memories"]
+            assert len(unknown) == 2 and all(m["relevance"] < floor for m in unknown)
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert f"If no memory reaches {floor}" in tools["recall_memory"].description
+            asked_for_likely = await client.call_tool(
+                "recall_memory", {"query": "What is the capital of Peru?", "min_relevance": floor}
             )
-            assert len(everything.structured_content["memories"]) == 2
+            assert asked_for_likely.structured_content["memories"] == []
+            likely = await client.call_tool(
+                "recall_memory", {"query": "what's my gym locker code?", "min_relevance": floor}
+            )
+            assert [m["text"] for m in likely.structured_content["memories"]][:1] == [
+                "My gym locker code is 4471."
+            ]
 
 
 async def test_an_agent_reports_a_playbook_outcome_with_write_memory():

@@ -159,18 +159,17 @@ def service():
         yield service, clock
 
 
-def test_a_question_about_nothing_stored_returns_nothing_by_default(service):
+def test_a_question_about_nothing_stored_has_nothing_above_the_floor(service):
     service, _ = service
     service.write("u", "My husband is Daniel; he teaches chemistry.", fact_type="identity")
     service.write("u", "How to boil an egg.", "procedural", name="Boil an egg", steps=["Boil six minutes"])
-    assert service.recall("u", "What is the capital of Peru?") == []
-    assert service.recall("u", "hi") == []
-    everything = service.recall("u", "What is the capital of Peru?", min_relevance=0.0)
-    assert len(everything) == 10 and all(
-        0.0 <= h.relevance < service.policy.min_relevance for h in everything
-    )
-    hits = service.recall("u", "Who is my husband?")
-    assert "Daniel" in hits[0].memory.text and hits[0].relevance >= service.policy.min_relevance
+    floor = service.policy.relevance_floor
+    for query in ("What is the capital of Peru?", "hi"):
+        everything = service.recall("u", query)  # the default keeps all k, each with its relevance
+        assert len(everything) == 10 and all(0.0 <= h.relevance < floor for h in everything)
+        assert service.recall("u", query, min_relevance=floor) == []
+    hits = service.recall("u", "Who is my husband?", min_relevance=floor)
+    assert "Daniel" in hits[0].memory.text and hits[0].relevance >= floor
 
 
 def test_small_talk_earns_no_use_and_answers_earn_a_bounded_one(service):

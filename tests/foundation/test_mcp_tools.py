@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
+from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.mcp.server import INSTRUCTIONS, build_server
 
 from .mcp_helpers import call, call_error
@@ -50,7 +51,7 @@ async def test_tool_contract_names_parameters_and_annotations(session):
 
 async def test_instructions_carry_the_memory_rules(session):
     async with session() as client:
-        assert client.instructions == INSTRUCTIONS
+        assert client.instructions == INSTRUCTIONS.format(floor=ScoringPolicy().relevance_floor)
         for rule in ("verbatim", "supersedes_id", "harsh", "forget_memory only when"):
             assert rule in client.instructions
 

@@ -164,7 +164,12 @@ def test_user_memory_wins_near_tie_with_catalog(service: MemoryService):
 def test_newer_of_two_competing_events_wins(service: MemoryService):
     now = datetime.now(UTC)
     old = service.write(
-        "sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=1500)
+        # Eleven years back (decay ~0.07): at 1500 days (0.70) the dates in the two texts, which
+        # both branches see, moved the cosine by up to 0.03 and decided the order either way.
+        "sarah",
+        "Sarah's hub showed error E42",
+        "episodic",
+        occurred_at=now - timedelta(days=4000),
     )
     new = service.write(
         "sarah", "Sarah's hub showed error E42", "episodic", occurred_at=now - timedelta(days=2)
