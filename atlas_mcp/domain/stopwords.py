@@ -20,6 +20,7 @@ STOP_WORDS: dict[str, frozenset[str]] = {
         those it its i you he she we they me him her them my your his our their mine yours hers
         ours theirs myself yourself there here can could would should shall might must just also
         any some all each every very too more most other such own same ca wo
+        ya em
         """
     ),
     "de": _words(
