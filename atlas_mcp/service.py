@@ -351,13 +351,15 @@ class MemoryService:
         )
         return Hit(candidate.memory, score, why, relevance)
 
+    def likely(self, hits: Iterable[Hit]) -> list[Hit]:
+        """The hits that clear the relevance floor: those that probably bear on the query."""
+        return [h for h in hits if h.relevance >= self.policy.relevance_floor]
+
     def _touch(self, user_id: str, hits: list[Hit]) -> list[Hit]:
         used = [
             h.memory.id
-            for h in hits[: self.policy.use_top]
-            if h.memory.tracks_usage
-            and h.memory.user_id == user_id
-            and h.relevance >= self.policy.relevance_floor
+            for h in self.likely(hits[: self.policy.use_top])
+            if h.memory.tracks_usage and h.memory.user_id == user_id
         ]
         if not used:
             return hits

@@ -39,7 +39,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
 
 from .lexical import detect_language
 from .model import Memory
@@ -126,14 +125,14 @@ def tokens(text: str) -> list[str]:
 def _words_in(text: str, words: list[str]) -> set[str]:
     """``set(tokens(text)) & set(words)`` without tokenising all of ``text``: one C-speed scan
     for the words (plural ``s`` allowed), then ``tokens``' own rule on the few tokens found."""
-    found = set()
-    for token in _finder(tuple(words)).findall(text):
-        found.update(tokens(token))
-    return found & set(words)
+    return _found(text, _finder(words), frozenset(words))
 
 
-@lru_cache(maxsize=256)
-def _finder(words: tuple[str, ...]) -> re.Pattern[str]:
+def _found(text: str, finder: re.Pattern[str], wanted: frozenset[str]) -> set[str]:
+    return {word for token in finder.findall(text) for word in tokens(token) if word in wanted}
+
+
+def _finder(words: Sequence[str]) -> re.Pattern[str]:
     alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
     return re.compile(rf"(?<![^\W_])(?:{alternatives})s?(?![^\W_])", re.IGNORECASE)
 
@@ -150,7 +149,8 @@ def coverages(words: list[str], memories: Sequence[Memory]) -> list[float]:
     """Rarity-weighted share of ``words`` each memory contains; rarity is counted in the pool."""
     if not words or not memories:
         return [0.0] * len(memories)
-    bags = [_words_in(m.search_text(), words) for m in memories]
+    finder, wanted = _finder(words), frozenset(words)  # once per recall, not per candidate
+    bags = [_found(m.search_text(), finder, wanted) for m in memories]
     counts = Counter(w for bag in bags for w in words if w in bag)
     weight = {w: math.log(1 + len(bags) / (1 + counts[w])) for w in words}
     total = sum(weight.values())

@@ -95,7 +95,9 @@ def fused_scores(pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
         # fact or playbook was written to be short and complete (on facts, the prior put "Lena
         # prefers green tea to coffee" above "Lena is allergic to hazelnuts" for "which foods
         # should Lena avoid?"). Capped, so a long note gains at most length_weight × cap.
-        words = np.array([math.log1p(word_count(s.memory.text)) for s in pool])[events]  # fair to CJK
+        words = np.array(
+            [math.log1p(word_count(s.memory.text)) for s, e in zip(pool, events) if e]
+        )  # CJK-fair
         z = np.clip(zscores(words, policy.length_min_spread), -policy.length_z_floor, policy.length_z_cap)
         score[events] += policy.length_weight * z
     return score

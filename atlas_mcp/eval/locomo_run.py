@@ -77,9 +77,7 @@ def ask(
         ranked = tuple(ids.get(h.memory.id, "?") for h in hits)
         out.append(Ranked(CATEGORIES[question.category], question.evidence, ranked))
         if floored is not None:
-            kept = tuple(
-                ids.get(h.memory.id, "?") for h in hits if h.relevance >= service.policy.relevance_floor
-            )
+            kept = tuple(ids.get(h.memory.id, "?") for h in service.likely(hits))
             floored.append(Ranked(CATEGORIES[question.category], question.evidence, kept))
     return out
 

@@ -178,20 +178,17 @@ class _Asker:
             expect=tuple(question["expect"]),
             ranked=ranked,
             relevance=tuple(h.relevance for h in ranking),
-            returned=tuple(self.keys.get(h.memory.id, h.memory.id) for h in self._above_floor(served)),
+            returned=tuple(self.keys.get(h.memory.id, h.memory.id) for h in self.service.likely(served)),
             broken=_broken_rule(question, ranked, [h.memory.memory_type.value for h in ranking]),
             features=tuple(h.explanation.features for h in ranking),
             scores=tuple(h.score for h in ranking),
         )
 
-    def _above_floor(self, hits: list) -> list:
-        return [h for h in hits if h.relevance >= self.service.policy.relevance_floor]
-
     def small_talk(self, user: str, lines: Sequence[str], count: int) -> None:
         for i in range(count):
             self.clock.set(self.now)
             served = self.service.recall(user, lines[(self.small_talk_recalls + i) % len(lines)], RANK_K)
-            self.small_talk_empty += not self._above_floor(served)
+            self.small_talk_empty += not self.service.likely(served)
         self.small_talk_recalls += count
 
 

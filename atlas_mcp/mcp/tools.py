@@ -172,7 +172,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             Field(
                 ge=0,
                 le=1,
-                description="Drop memories whose relevance is below this (the floor in the description: only likely matches); omit to keep all k.",
+                description="Drop memories whose relevance is below this (the floor named above: only likely matches); omit for the server's default (all k unless configured).",
             ),
         ] = None,
         explain: Annotated[
