@@ -235,6 +235,15 @@ def _m007_analysed_text(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
 
 
+def _m008_use_counts_per_owner(conn: sqlite3.Connection) -> None:
+    """Count each owner's use updates next to its version: a process that cached the owner's
+    decoded rows (``memory_cache.py``) sees from the pair whether anything changed them, and
+    use updates still leave the version, and so every process's vector cache, alone."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(owner_versions)")}
+    if "uses" not in present:  # a store rolled back to an older version keeps its columns
+        conn.execute("ALTER TABLE owner_versions ADD COLUMN uses INTEGER NOT NULL DEFAULT 0")
+
+
 def lexical_columns(search_text: str) -> dict[str, str]:
     """The two analysed columns FTS5 indexes for a row (its tokenizer then only splits on spaces)."""
     analysis = analyse(search_text)
@@ -249,6 +258,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _m005_pending_embeddings,
     _m006_passages_for_long_texts,
     _m007_analysed_text,
+    _m008_use_counts_per_owner,
 )
 
 

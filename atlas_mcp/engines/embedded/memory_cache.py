@@ -1,0 +1,102 @@
+"""Decoded memories this process has recalled, reused while their owner's rows are unchanged.
+
+Every recall loads its ~300 candidates; reading and decoding them from SQLite was ~15% of a
+recall at 10k memories, and an agent's recalls keep meeting the same memories. An owner's
+entries hold for one *stamp*: the owner's ``owner_versions`` version (bumped by every change
+to its rows) and its ``uses`` count (bumped by every use update, which leaves the version
+alone so other processes' vector caches stay warm). A stamp read in a recall's snapshot that
+differs from the one the entries were stored under drops them all, whoever made the change.
+This process's own use updates advance the stamp in place (it knows exactly what changed),
+so a recall's touch does not empty the cache for the next one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ...domain.model import Memory
+
+Stamp = tuple[int, int]  # (version, uses) of one owner
+CAPACITY = 20_000  # decoded memories kept (~1 KB each with LoCoMo-sized texts)
+
+
+def owner_stamp(conn: sqlite3.Connection, owner: str) -> Stamp:
+    row = conn.execute("SELECT version, uses FROM owner_versions WHERE owner = ?", (owner,)).fetchone()
+    return (row[0], row[1]) if row else (0, 0)
+
+
+def count_use(conn: sqlite3.Connection, owner: str) -> None:
+    """Record, in the transaction that updated the owner's use statistics, that it did."""
+    conn.execute(
+        "INSERT INTO owner_versions(owner, version, uses) VALUES (?, 0, 1) "
+        "ON CONFLICT(owner) DO UPDATE SET uses = uses + 1",
+        (owner,),
+    )
+
+
+@dataclass(slots=True)
+class _Generation:
+    """One owner's entries under one stamp; entries of an older generation are dead."""
+
+    stamp: Stamp
+
+
+class MemoryCache:
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._generations: dict[str, _Generation] = {}
+        self._entries: OrderedDict[str, tuple[_Generation, Memory]] = OrderedDict()
+
+    def get(self, owner: str, stamp: Stamp, ids: Iterable[str]) -> dict[str, Memory]:
+        """The cached memories among ``ids``, if the owner's rows are as they were at ``stamp``."""
+        with self._lock:
+            generation = self._generation(owner, stamp)
+            found = {}
+            for memory_id in ids:
+                entry = self._entries.get(memory_id)
+                if entry is not None and entry[0] is generation:
+                    self._entries.move_to_end(memory_id)
+                    found[memory_id] = entry[1]
+            return found
+
+    def put(self, owner: str, stamp: Stamp, memories: Sequence[Memory]) -> None:
+        """Keep memories read at ``stamp`` (from the same snapshot as the stamp)."""
+        with self._lock:
+            generation = self._generation(owner, stamp)
+            for memory in memories:
+                self._entries[memory.id] = (generation, memory)
+                self._entries.move_to_end(memory.id)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+    def record_use(self, owner: str, before: Stamp, ids: Sequence[str], at: datetime) -> None:
+        """Apply this process's committed use update (read at ``before`` inside its transaction)
+        to the cached memories, as the UPDATE did to the rows; any other change in between
+        leaves the entries to be dropped by the next ``get``."""
+        with self._lock:
+            generation = self._generations.get(owner)
+            if generation is None or generation.stamp != before:
+                return
+            generation.stamp = (before[0], before[1] + 1)
+            used_at = datetime.fromisoformat(at.astimezone(UTC).isoformat())  # as stored, then read
+            for memory_id in ids:
+                entry = self._entries.get(memory_id)
+                if entry is not None and entry[0] is generation:
+                    memory = entry[1]
+                    changed = memory.evolve(use_count=memory.use_count + 1, last_used_at=used_at)
+                    self._entries[memory_id] = (generation, changed)
+
+    def _generation(self, owner: str, stamp: Stamp) -> _Generation:
+        generation = self._generations.get(owner)
+        if generation is None or generation.stamp != stamp:
+            generation = self._generations[owner] = _Generation(stamp)
+        return generation
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,126 @@
+"""Recall reuses the memories it decoded, and never shows one as it was before a change.
+
+Two services on one SQLite file stand for two server processes on one data directory: each
+has its own connection and its own caches, as separate processes do.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.engines.embedded import engine as engine_module
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.memory_cache import MemoryCache
+from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.service import MemoryService
+
+USER = "ines"
+
+
+@pytest.fixture
+def pair(tmp_path: Path):
+    path = tmp_path / "atlas.db"
+    first = MemoryService(EmbeddedEngine(path, default_embedder()))
+    second = MemoryService(EmbeddedEngine(path, default_embedder()))
+    yield first, second
+    first.close()
+    second.close()
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many rows recall read from SQLite, per call of the row reader."""
+    counted: list[int] = []
+    read = engine_module._read_memories
+
+    def counting(conn, owner, ids):
+        counted.append(len(ids))
+        return read(conn, owner, ids)
+
+    monkeypatch.setattr(engine_module, "_read_memories", counting)
+    return counted
+
+
+def _hit(service: MemoryService, query: str, memory_id: str, **options) -> Memory:
+    found = {h.memory.id: h.memory for h in service.recall(USER, query, **options)}
+    assert memory_id in found, f"{memory_id} not recalled for {query!r}"
+    return found[memory_id]
+
+
+def test_a_second_recall_reads_no_rows_and_sees_its_own_use_updates(pair, reads):
+    service, _ = pair
+    fact = service.write(USER, "Ines's dentist is Dr. Moreau on Rue Oberkampf")
+    service.write(USER, "Ines prefers window seats on trains")
+    first = _hit(service, "who is my dentist", fact.id)
+    assert reads and sum(reads) >= 2
+    reads.clear()
+    second = _hit(service, "who is my dentist", fact.id)
+    assert reads == []  # every candidate came from the cache
+    assert second.use_count == first.use_count + 1  # the first recall's use, applied in place
+    assert second == service.get(USER, fact.id)  # the cache holds what the row holds
+
+
+def test_another_process_touching_a_memory_is_seen(pair):
+    mine, other = pair
+    fact = mine.write(USER, "Ines's bike is a green Brompton")
+    before = _hit(mine, "what colour is my Brompton bike", fact.id, touch=False)
+    for _ in range(3):
+        _hit(other, "what colour is my Brompton bike", fact.id)
+    after = _hit(mine, "what colour is my Brompton bike", fact.id, touch=False)
+    assert after == other.get(USER, fact.id)
+    assert after.use_count == before.use_count + 3
+    assert after.last_used_at is not None
+
+
+def test_another_process_superseding_a_fact_is_seen(pair):
+    mine, other = pair
+    old = mine.write(USER, "Ines lives in Lyon")
+    _hit(mine, "where do I live", old.id)
+    new = other.write(USER, "Ines lives in Nantes now", supersedes_id=old.id)
+    ids = [h.memory.id for h in mine.recall(USER, "where do I live")]
+    assert new.id in ids and old.id not in ids
+    audited = _hit(mine, "where do I live", old.id, include_superseded=True)
+    assert audited.superseded_by == new.id
+
+
+def test_another_process_updating_or_forgetting_a_memory_is_seen(pair):
+    mine, other = pair
+    playbook = mine.write(
+        USER, "Reset the Halo Hub when it drops off Wi-Fi", "procedural", steps=["Hold the button for 10 s"]
+    )
+    _hit(mine, "reset the hub", playbook.id)
+    other.record_outcome(USER, other.get(USER, playbook.id), True, datetime.now(UTC))
+    assert _hit(mine, "reset the hub", playbook.id).success_count == 1
+    other.forget(USER, playbook.id)
+    assert playbook.id not in [h.memory.id for h in mine.recall(USER, "reset the hub")]
+
+
+def test_use_updates_apply_only_to_the_stamp_they_were_read_at():
+    cache = MemoryCache(capacity=10)
+    memory = Memory(
+        id="m1", memory_type=MemoryType.SEMANTIC, user_id=USER, text="x", created_at=datetime.now(UTC)
+    )
+    cache.put(USER, (3, 7), [memory])
+    cache.record_use(USER, (3, 6), ["m1"], datetime.now(UTC))  # something else happened since: ignored
+    assert cache.get(USER, (3, 8), ["m1"]) == {}  # and a newer stamp drops the entry
+    cache.put(USER, (3, 8), [memory])
+    at = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    cache.record_use(USER, (3, 8), ["m1"], at)
+    assert cache.get(USER, (3, 9), ["m1"])["m1"].use_count == 1
+    assert cache.get(USER, (3, 9), ["m1"])["m1"].last_used_at == at
+
+
+def test_the_cache_keeps_at_most_its_capacity():
+    cache = MemoryCache(capacity=3)
+    now = datetime.now(UTC)
+    memories = [
+        Memory(id=f"m{i}", memory_type=MemoryType.EPISODIC, user_id=USER, text="x", created_at=now)
+        for i in range(5)
+    ]
+    cache.put(USER, (1, 0), memories)
+    assert len(cache) == 3
+    assert set(cache.get(USER, (1, 0), [m.id for m in memories])) == {"m2", "m3", "m4"}
