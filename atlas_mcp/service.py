@@ -279,8 +279,9 @@ class MemoryService:
         asked = RecallQuery(user_id, query, k, memory_types, include_catalog, include_superseded)
         plan = self.recall_plan(asked, intent=intent)
         floor = self.policy.min_relevance if min_relevance is None else inputs.relevance_floor(min_relevance)
-        ranked = self.rank(plan.query, self._engine.candidates(plan), intent=intent, now=now)
-        hits = [h for h in ranked if h.relevance >= floor][:k]
+        hits = self.rank(
+            plan.query, self._engine.candidates(plan), intent=intent, now=now, limit=k, min_relevance=floor
+        )
         if touch:
             hits = self._touch(user_id, hits)
         return hits
@@ -296,8 +297,15 @@ class MemoryService:
         *,
         intent: TimeIntent | None = None,
         now: datetime | None = None,
+        limit: int | None = None,
+        min_relevance: float = 0.0,
     ) -> list[Hit]:
-        """Rerank (unless the engine already did), apply the multipliers, estimate relevance."""
+        """Rerank (unless the engine already did), apply the multipliers, estimate relevance:
+        the best ``limit`` candidates (all by default) whose relevance reaches ``min_relevance``.
+
+        Scores are computed for the whole pool, but a Hit, with its explanation, only for what
+        is returned: building one for each of ~300 candidates cost more than ranking them.
+        """
         if self._engine.info.reranks_server_side:
             match, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
         else:
@@ -305,6 +313,10 @@ class MemoryService:
         now = now or self.clock()
         intent = intent or self._intent(query, now)
         memories = [c.memory for c in candidates]
+        fits = time_fits(memories, match, intent, self.policy)
+        factors = [multipliers(m, now, self.policy, t) for m, t in zip(memories, fits, strict=True)]
+        scores = [final_score(x, f) for x, f in zip(match, factors, strict=True)]
+        order = sorted(range(len(memories)), key=lambda i: (-scores[i], memories[i].id))
         found = calibration.features(
             query,
             memories,
@@ -314,13 +326,11 @@ class MemoryService:
             self.policy.relevance,
         )
         relevance = calibration.calibrated(memories, found, intent, self.policy.relevance)
-        fits = time_fits(memories, match, intent, self.policy)
-        hits = [
-            self._hit(c, m, reranker, now, f, r, t)
-            for c, m, f, r, t in zip(candidates, match, found, relevance, fits, strict=True)
+        kept = [i for i in order if relevance[i] >= min_relevance][:limit]
+        return [
+            self._hit(candidates[i], match[i], reranker, factors[i], scores[i], found[i], relevance[i])
+            for i in kept
         ]
-        hits.sort(key=lambda h: (-h.score, h.memory.id))
-        return hits
 
     def _intent(self, query: str, now: datetime) -> TimeIntent:
         return time_intent(query, now, self.policy.zone) if self.policy.time_expressions else TimeIntent()
@@ -330,13 +340,11 @@ class MemoryService:
         candidate: Candidate,
         match: float,
         reranker: str,
-        now: datetime,
+        factors: Multipliers,
+        score: float,
         found: Features,
         relevance: float,
-        time_fit: float,
     ) -> Hit:
-        factors = multipliers(candidate.memory, now, self.policy, time_fit)
-        score = final_score(match, factors)
         why = Explanation(
             bm25_rank=candidate.bm25_rank,
             dense_rank=candidate.dense_rank,

@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from itertools import accumulate
 
 from .lexical import detect_language
 from .model import Memory
@@ -123,13 +125,27 @@ def tokens(text: str) -> list[str]:
 
 
 def _words_in(text: str, words: list[str]) -> set[str]:
-    """``set(tokens(text)) & set(words)`` without tokenising all of ``text``: one C-speed scan
-    for the words (plural ``s`` allowed), then ``tokens``' own rule on the few tokens found."""
-    return _found(text, _finder(words), frozenset(words))
+    """``set(tokens(text)) & set(words)`` without tokenising all of ``text``."""
+    return _bags([text], words)[0]
 
 
-def _found(text: str, finder: re.Pattern[str], wanted: frozenset[str]) -> set[str]:
-    return {word for token in finder.findall(text) for word in tokens(token) if word in wanted}
+def _bags(texts: Sequence[str], words: Sequence[str]) -> list[set[str]]:
+    """Per text, ``set(tokens(text)) & set(words)``: one C-speed scan of all the texts joined
+    for the words (plural ``s`` allowed), then ``tokens``' own rule on the few tokens found,
+    once per distinct token. A newline between texts keeps each text's word boundaries."""
+    bags: list[set[str]] = [set() for _ in texts]
+    if not words or not texts:
+        return bags
+    wanted, seen = frozenset(words), {}
+    starts = list(accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
+    for match in _finder(words).finditer("\n".join(texts)):
+        token = match.group()
+        found = seen.get(token)
+        if found is None:
+            found = seen[token] = [w for w in tokens(token) if w in wanted]
+        if found:
+            bags[bisect_right(starts, match.start()) - 1].update(found)
+    return bags
 
 
 def _finder(words: Sequence[str]) -> re.Pattern[str]:
@@ -149,8 +165,7 @@ def coverages(words: list[str], memories: Sequence[Memory]) -> list[float]:
     """Rarity-weighted share of ``words`` each memory contains; rarity is counted in the pool."""
     if not words or not memories:
         return [0.0] * len(memories)
-    finder, wanted = _finder(words), frozenset(words)  # once per recall, not per candidate
-    bags = [_found(m.search_text(), finder, wanted) for m in memories]
+    bags = _bags([m.search_text() for m in memories], words)
     counts = Counter(w for bag in bags for w in words if w in bag)
     weight = {w: math.log(1 + len(bags) / (1 + counts[w])) for w in words}
     total = sum(weight.values())

@@ -44,15 +44,19 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rank_constant: int
     ranks: dict[str, list[int | None]] = {}
     for position, ranking in enumerate(rankings):
         for rank, doc_id in enumerate(ranking[:window], start=1):
-            slot = ranks.setdefault(doc_id, [None] * len(rankings))
+            slot = ranks.get(doc_id)
+            if slot is None:
+                slot = ranks[doc_id] = [None] * len(rankings)
             if slot[position] is None:
                 slot[position] = rank
-    fused = [
-        Fused(doc_id, sum(1.0 / (rank_constant + r) for r in rs if r is not None), tuple(rs))
-        for doc_id, rs in ranks.items()
-    ]
-    fused.sort(key=lambda f: (-f.score, min(r for r in f.ranks if r is not None), f.id))
-    return fused[:window]
+    # Plain tuples sort several times faster than Fused objects under a key function, and
+    # only the ``window`` kept become Fused (recall fuses two lists of 300 on every call).
+    order = []
+    for doc_id, rs in ranks.items():
+        held = [r for r in rs if r is not None]
+        order.append((-sum(1.0 / (rank_constant + r) for r in held), min(held), doc_id, rs))
+    order.sort()
+    return [Fused(doc_id, -score, tuple(rs)) for score, _, doc_id, rs in order[:window]]
 
 
 def max_rrf_score(branches: int, rank_constant: int) -> float:

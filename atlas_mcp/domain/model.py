@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 
@@ -133,6 +134,7 @@ class Memory:
         return replace(self, **changes)
 
 
+@lru_cache(maxsize=16_384)  # every recall speaks the dates of ~150 events, mostly the same ones
 def spoken_date(value: datetime) -> str:
     """``1:56 pm on 8 May, 2023``: the words people use for dates, so queries can match them."""
     hour = value.hour % 12 or 12

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from atlas_mcp.domain.calibration import _words_in, coverages, tokens, topic_words
+from atlas_mcp.domain.calibration import _bags, _words_in, coverages, tokens, topic_words
 from atlas_mcp.domain.lexical import word_count
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy, use_boost
@@ -124,6 +124,17 @@ def test_the_fast_word_scan_finds_what_tokenising_finds(pieces, asked, separator
     text = separator.join(pieces)
     words = [w for piece in asked for w in tokens(piece)]
     assert _words_in(text, words) == set(tokens(text)) & set(words)
+
+
+@given(
+    st.lists(st.lists(_PIECES, max_size=6), max_size=5),
+    st.lists(_PIECES, min_size=1, max_size=4),
+    _SEPARATORS,
+)
+def test_one_scan_of_a_pool_finds_what_tokenising_each_text_finds(texts, asked, separator):
+    joined = [separator.join(pieces) for pieces in texts]
+    words = [w for piece in asked for w in tokens(piece)]
+    assert _bags(joined, words) == [set(tokens(t)) & set(words) for t in joined]
 
 
 @given(st.lists(_PIECES, max_size=12), _SEPARATORS)

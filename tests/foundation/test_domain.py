@@ -6,6 +6,8 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from atlas_mcp.domain.fusion import max_rrf_score, reciprocal_rank_fusion
 from atlas_mcp.domain.model import Contradiction, Memory, MemoryType
@@ -41,6 +43,28 @@ def test_rrf_window_cuts_inputs_and_output():
     fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "d", "e"]], rank_constant=30, window=2)
     assert {f.id for f in fused} <= {"a", "b", "c", "d"}
     assert len(fused) == 2
+
+
+@given(
+    st.lists(st.lists(st.sampled_from("abcdefghij"), max_size=10), min_size=1, max_size=3),
+    st.integers(1, 60),
+    st.integers(1, 12),
+)
+def test_rrf_is_its_definition(rankings, rank_constant, window):
+    """Score = sum of 1/(k + rank) over the lists' first ``window`` entries (first occurrence);
+    best score first, then best single rank, then id; cut to ``window``."""
+    expected = {}
+    for ranking in rankings:
+        firsts = {}
+        for rank, doc in enumerate(ranking[:window], start=1):
+            firsts.setdefault(doc, rank)
+        for doc, rank in firsts.items():
+            score, best = expected.get(doc, (0.0, rank))
+            expected[doc] = (score + 1.0 / (rank_constant + rank), min(best, rank))
+    order = sorted(expected, key=lambda d: (-expected[d][0], expected[d][1], d))[:window]
+    fused = reciprocal_rank_fusion(rankings, rank_constant, window)
+    assert [f.id for f in fused] == order
+    assert all(math.isclose(f.score, expected[f.id][0]) for f in fused)
 
 
 def test_max_rrf_is_first_in_every_branch():
