@@ -137,6 +137,15 @@ def test_one_scan_of_a_pool_finds_what_tokenising_each_text_finds(texts, asked, 
     assert _bags(joined, words) == [set(tokens(t)) & set(words) for t in joined]
 
 
+_LETTERS = st.text(alphabet="abSsİß猫_- \n3", max_size=30)
+
+
+@given(st.lists(_LETTERS, max_size=5), st.lists(_LETTERS, min_size=1, max_size=3))
+def test_one_scan_agrees_with_tokenising_on_any_text(texts, asked):
+    words = [w for piece in asked for w in tokens(piece)]
+    assert _bags(texts, words) == [set(tokens(t)) & set(words) for t in texts]
+
+
 @given(st.lists(_PIECES, max_size=12), _SEPARATORS)
 def test_word_count_counts_cjk_characters_as_two_thirds_of_a_word(pieces, separator):
     text = separator.join(pieces)
