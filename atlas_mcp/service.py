@@ -320,7 +320,10 @@ class MemoryService:
         found = calibration.features(
             query,
             memories,
-            [c.dense_similarity for c in candidates],
+            [
+                c.dense_similarity if c.relevance_similarity is None else c.relevance_similarity
+                for c in candidates
+            ],
             intent,
             timedelta(minutes=self.policy.episode_gap_minutes),
             self.policy.relevance,

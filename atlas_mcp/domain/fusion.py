@@ -29,6 +29,9 @@ class Candidate:
     dense_rank: int | None = None
     bm25_score: float | None = None
     dense_similarity: float | None = None
+    # The cosine as relevance calibration reads it (``inference.embedder.for_relevance``);
+    # None: ``dense_similarity`` as it is.
+    relevance_similarity: float | None = None
     rerank_score: float | None = None
     engine_score: float | None = None  # the engine's own score for it (a reranker's raw score)
     # No vector yet (its embedding is still pending): only the lexical branch could find it.

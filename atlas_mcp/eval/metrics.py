@@ -49,10 +49,11 @@ def by_group(results: Sequence[Ranked], ks: Sequence[int], groups: dict[str, Seq
 
 
 def table(rows: dict[str, dict[str, float]], columns: Sequence[str]) -> str:
-    """A Markdown table: one row per group, n first, then ``columns`` to three decimals."""
+    """A Markdown table: one row per group, n first, then ``columns`` to three decimals ("—"
+    where a group does not measure that column)."""
     head = ["group", "n", *columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, row in rows.items():
-        cells = [name, str(int(row["n"])), *(f"{row[c]:.3f}" for c in columns)]
+        cells = [name, str(int(row["n"])), *(f"{row[c]:.3f}" if c in row else "—" for c in columns)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -18,13 +18,34 @@ from .metrics import Ranked, summarise
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "multilingual.json"
 KS = (1, 3)
-COLUMNS = ("R@1", "R@3", "MRR")
+COLUMNS = ("R@1", "R@3", "MRR", "kept", "unknown")
 
 
 @dataclass(frozen=True, slots=True)
 class MultilingualResult:
     groups: dict[str, dict[str, float]]  # "<lang>" and "<lang> <kind>" → metrics
     failures: tuple[str, ...]
+
+
+def _unknown_without_the_answer(
+    service: MemoryService, clock: ManualClock, scenarios: dict, language: str
+) -> float:
+    """Each question asked of a household that holds every memory but its answer: the share
+    where nothing clears the relevance floor, i.e. recall says nothing stored is about it.
+    With ``kept`` (the answer stored, on top and above the floor) it shows whether the floor
+    means the same in every language."""
+    unknown = []
+    for number, question in enumerate(scenarios["questions"]):
+        tenant = f"household-{language}-without-{number}"
+        for position, text in enumerate(scenarios["memories"][language]):
+            if position != question["gold"]:
+                service.write(tenant, text, "semantic")
+        clock()
+        hits = service.recall(
+            tenant, question[language], 1, include_catalog=False, touch=False, min_relevance=0.0
+        )
+        unknown.append(not service.likely(hits))
+    return sum(unknown) / len(unknown)
 
 
 def load(path: Path = SCENARIOS) -> dict:
@@ -57,6 +78,7 @@ def run(service: MemoryService, clock: ManualClock, scenarios: dict | None = Non
     for language in scenarios["languages"]:
         groups[language] = summarise([r for r in results if r.group.split()[0] == language], KS)
         groups[language]["kept"] = sum(kept[language]) / len(kept[language])
+        groups[language]["unknown"] = _unknown_without_the_answer(service, clock, scenarios, language)
         for kind in sorted({q["kind"] for q in scenarios["questions"]}):
             group = f"{language} {kind}"
             groups[group] = summarise([r for r in results if r.group == group], KS)

@@ -28,9 +28,10 @@ from atlas_mcp.inference.embedder import (
     Embedder,
     PerLanguage,
     default_embedder,
+    default_models,
     open_models,
 )
-from atlas_mcp.service import MemoryService
+from atlas_mcp.service import MemoryService, RecallQuery
 
 HOUSEHOLD = {
     "fridge": "王伟不喜欢冰箱的嗡嗡声。",
@@ -151,6 +152,30 @@ def test_an_english_only_owner_never_embeds_a_query_with_e5(tmp_path: Path):
         minilm = models.queries(MINILM_MODEL_ID)
         service.recall("wang", "Which city do we live in?")
         assert (models.queries(E5_MODEL_ID), models.queries(MINILM_MODEL_ID)) == (2, minilm)
+    finally:
+        service.close()
+
+
+def test_relevance_reads_e5_cosines_stretched_and_minilm_cosines_as_they_are(tmp_path: Path):
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_models())
+    service = MemoryService(engine)
+    try:
+        service.write("sarah", "Sarah's boiler is a Vaillant ecoTEC.")
+        service.write("sarah", "Sarah drinks green tea in the morning.")
+        service.write("lena", "Lena ist allergisch gegen Haselnüsse.")
+        service.write("lena", "Lena fährt einen blauen Skoda Octavia.")
+        english = engine.candidates(service.recall_plan(RecallQuery("sarah", "what brand is the boiler", 5)))
+        assert english and all(c.relevance_similarity is None for c in english)  # MiniLM: unchanged
+        german = engine.candidates(
+            service.recall_plan(RecallQuery("lena", "Wogegen ist Lena allergisch?", 5))
+        )
+        best = max(german, key=lambda c: c.dense_similarity)
+        assert "Haselnüsse" in best.memory.text
+        assert best.relevance_similarity > best.dense_similarity  # pulled away from the background
+        hit = next(
+            h for h in service.recall("lena", "Wogegen ist Lena allergisch?") if h.memory.id == best.memory.id
+        )
+        assert hit.relevance >= service.policy.relevance_floor
     finally:
         service.close()
 

@@ -35,6 +35,8 @@ from ...inference.embedder import (
     as_choice,
     cosine_background,
     embed_query,
+    for_relevance,
+    relatedness_stretch,
 )
 from ...log import get_logger
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
@@ -54,6 +56,7 @@ from .vectors import (
     on_one_scale,
     owner_key,
     owner_version,
+    query_backgrounds,
     searchable,
     similarities,
     top_rows,
@@ -441,19 +444,29 @@ class EmbeddedEngine:
             )
             memories = self._load(conn, visible, [f.id for f in fused])
         bm25_scores = dict(lexical)
-        return [
-            Candidate(
-                memory=memories[f.id],
-                rrf_score=f.score,
-                bm25_rank=f.ranks[0],
-                dense_rank=f.ranks[1],
-                bm25_score=bm25_scores.get(f.id),
-                dense_similarity=_cosine(visible, scores, f.id),
-                embedding_pending=_pending(visible, f.id),
+        stretch = {
+            code: relatedness_stretch(self.models.embedder(self._vectors.spaces[code])) for code in queries
+        }
+        stretched = [code for code, factor in stretch.items() if factor != 1.0]
+        background = query_backgrounds(scores, [(v.vectors, v.searched) for v in visible], stretched)
+        out = []
+        for f in fused:
+            if f.id not in memories:
+                continue
+            cosine, code = _cosine(visible, scores, f.id)
+            out.append(
+                Candidate(
+                    memory=memories[f.id],
+                    rrf_score=f.score,
+                    bm25_rank=f.ranks[0],
+                    dense_rank=f.ranks[1],
+                    bm25_score=bm25_scores.get(f.id),
+                    dense_similarity=cosine,
+                    relevance_similarity=_for_relevance(cosine, stretch.get(code, 1.0), background.get(code)),
+                    embedding_pending=_pending(visible, f.id),
+                )
             )
-            for f in fused
-            if f.id in memories
-        ]
+        return out
 
     def _spaces_of(self, owners: list[OwnerVectors]) -> set[int]:
         """The vector spaces (codes) of the owners' rows this process can embed a query in."""
@@ -604,12 +617,22 @@ def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int
     return hits[:window]
 
 
-def _cosine(visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str) -> float | None:
+def _for_relevance(cosine: float | None, stretch: float, background: float | None) -> float | None:
+    """None where relevance reads the cosine as it is (MiniLM's rows: exactly as before)."""
+    if cosine is None or stretch == 1.0 or background is None:
+        return None
+    return for_relevance(cosine, stretch, background)
+
+
+def _cosine(
+    visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str
+) -> tuple[float | None, int | None]:
+    """The memory's cosine on one scale, and the vector space it came from."""
     for owner, cosines in zip(visible, scores, strict=True):
         row = owner.vectors.index.get(memory_id)
-        if row is not None:
-            return float(cosines[row]) if owner.searched[row] else None
-    return None
+        if row is not None and owner.searched[row]:
+            return float(cosines[row]), int(owner.vectors.spaces[row])
+    return None, None
 
 
 def _pending(visible: list[OwnerRows], memory_id: str) -> bool:
