@@ -109,7 +109,7 @@ def test_use_updates_apply_only_to_the_stamp_they_were_read_at():
     assert cache.get(USER, (3, 8), ["m1"]) == {}  # and a newer stamp drops the entry
     cache.put(USER, (3, 8), [memory])
     at = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-    cache.record_use(USER, (3, 8), ["m1"], at)
+    cache.record_use(USER, (3, 8), ["m1", "m1"], at)  # an id twice is one use, as in SQL
     assert cache.get(USER, (3, 9), ["m1"])["m1"].use_count == 1
     assert cache.get(USER, (3, 9), ["m1"])["m1"].last_used_at == at
 

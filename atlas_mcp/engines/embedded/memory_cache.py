@@ -85,7 +85,7 @@ class MemoryCache:
                 return
             generation.stamp = (before[0], before[1] + 1)
             used_at = datetime.fromisoformat(at.astimezone(UTC).isoformat())  # as stored, then read
-            for memory_id in ids:
+            for memory_id in set(ids):  # as the UPDATE's IN list: each row once
                 entry = self._entries.get(memory_id)
                 if entry is not None and entry[0] is generation:
                     memory = entry[1]
