@@ -124,3 +124,32 @@ def test_the_cache_keeps_at_most_its_capacity():
     cache.put(USER, (1, 0), memories)
     assert len(cache) == 3
     assert set(cache.get(USER, (1, 0), [m.id for m in memories])) == {"m2", "m3", "m4"}
+
+
+def test_an_agent_writing_between_recalls_keeps_the_cache(pair, reads):
+    service, _ = pair
+    for n in range(20):
+        service.write(USER, f"Ines noted chore number {n}: water the ferns on the balcony")
+    service.recall(USER, "what chores are there", k=25)
+    reads.clear()
+    new = service.write(USER, "Ines noted one more chore: descale the kettle")
+    hits = service.recall(USER, "what chores are there", k=25)  # waits for the new row's vector
+    assert sum(reads) == 1  # only the new memory was read; the other 20 stayed decoded
+    assert new.id in {h.memory.id for h in hits}
+
+
+def test_own_supersede_update_and_forget_are_seen_through_the_cache(pair):
+    service, _ = pair
+    old = service.write(USER, "Ines works at the bakery on Rue Oberkampf")
+    _hit(service, "where do I work", old.id)
+    new = service.write(USER, "Ines works at the library now", supersedes_id=old.id)
+    assert old.id not in [h.memory.id for h in service.recall(USER, "where do I work")]
+    assert _hit(service, "where do I work", old.id, include_superseded=True).superseded_by == new.id
+    playbook = service.write(
+        USER, "Reset the router when the TV app stalls", "procedural", steps=["Unplug it"]
+    )
+    _hit(service, "reset the router", playbook.id)
+    service.record_outcome(USER, service.get(USER, playbook.id), True, datetime.now(UTC))
+    assert _hit(service, "reset the router", playbook.id).success_count == 1
+    service.forget(USER, playbook.id)
+    assert playbook.id not in [h.memory.id for h in service.recall(USER, "reset the router")]

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,6 @@ from .vectors import (
     bump_version,
     on_one_scale,
     owner_key,
-    owner_version,
     query_backgrounds,
     searchable,
     similarities,
@@ -125,6 +125,7 @@ class EmbeddedEngine:
         self.models = as_choice(embedder)
         self.info = EngineInfo(name="embedded", embedding_model=self.models.choice_id)
         self._lock = threading.RLock()
+        self._after_commit: list[Callable[[], None]] = []  # see _transaction
         self._conn = self._connect()
         self._vectors = VectorCache(self.models.dimensions)
         self._memories = MemoryCache()
@@ -182,14 +183,29 @@ class EmbeddedEngine:
 
     @contextmanager
     def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
+        """One transaction; what it registered in ``_after_commit`` runs once it has committed."""
         with self._lock:
             self._conn.execute(begin)
             try:
                 yield self._conn
             except BaseException:
+                self._after_commit.clear()
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+            hooks, self._after_commit = self._after_commit, []
+            for hook in hooks:
+                hook()
+
+    def _changed(self, conn: sqlite3.Connection, owner: str, dropped: Sequence[str] = ()) -> int:
+        """Record in this transaction that the owner's rows changed (its version), and keep this
+        process's decoded memories of it once the change commits, all but ``dropped``.
+        Returns the version before."""
+        before = owner_stamp(conn, owner)
+        bump_version(conn, owner)
+        after = (before[0] + 1, before[1])
+        self._after_commit.append(partial(self._memories.advance, owner, before, after, tuple(dropped)))
+        return before[0]
 
     @contextmanager
     def synchronous(self, mode: str) -> Iterator[None]:
@@ -223,12 +239,11 @@ class EmbeddedEngine:
         }
         with self._lock:  # the cache update must not interleave with another thread's recall
             with self._transaction() as conn:
-                version_before = owner_version(conn, owner)
                 row = {"rowid": slots.next_rowid(conn, owner)} | row
                 rowid = self._insert(conn, row)
                 self._mark_superseded(conn, memory, supersede)
                 pending.mark(conn, rowid)
-                bump_version(conn, owner)
+                version_before = self._changed(conn, owner, dropped=supersede)
             self._vectors.apply_insert(
                 owner, version_before, rowid, memory.id, memory.memory_type.value, supersede
             )
@@ -238,8 +253,7 @@ class EmbeddedEngine:
         """In the worker's storing transaction: new vectors change what the owners' caches
         hold, so bump their versions (other processes reload) and update ours in place."""
         for owner in sorted({e.owner for e in stored}):
-            version_before = owner_version(conn, owner)
-            bump_version(conn, owner)
+            version_before = self._changed(conn, owner)  # vectors only: no memory changed
             mine = [(e.rowid, e.vectors, e.model_id) for e in stored if e.owner == owner]
             self._vectors.apply_vectors(owner, version_before, mine)
 
@@ -347,13 +361,13 @@ class EmbeddedEngine:
             ).fetchall()
             if "embedding" in sets and changed:  # a write's deferred vector would now be stale
                 conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (changed[0][0],))
-            bump_version(conn, owner_key(user_id))
+            self._changed(conn, owner_key(user_id), dropped=[memory.id])
 
     def forget(self, user_id: str, memory_id: str) -> bool:
         with self._transaction() as conn:
             cursor = conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
             if cursor.rowcount:
-                bump_version(conn, owner_key(user_id))
+                self._changed(conn, owner_key(user_id), dropped=[memory_id])
             return cursor.rowcount == 1
 
     # -- reads -------------------------------------------------------------------------

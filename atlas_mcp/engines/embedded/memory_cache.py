@@ -6,8 +6,10 @@ entries hold for one *stamp*: the owner's ``owner_versions`` version (bumped by 
 to its rows) and its ``uses`` count (bumped by every use update, which leaves the version
 alone so other processes' vector caches stay warm). A stamp read in a recall's snapshot that
 differs from the one the entries were stored under drops them all, whoever made the change.
-This process's own use updates advance the stamp in place (it knows exactly what changed),
-so a recall's touch does not empty the cache for the next one.
+This process's own changes advance the stamp in place (it knows exactly what changed): a
+recall's touch, a write (its superseded targets dropped), an update or a forget (that memory
+dropped), stored vectors (no memory changes). So an agent that writes between recalls keeps
+the cache, and only another process's change empties it.
 """
 
 from __future__ import annotations
@@ -74,6 +76,17 @@ class MemoryCache:
                 self._entries.move_to_end(memory.id)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
+
+    def advance(self, owner: str, before: Stamp, after: Stamp, dropped: Sequence[str] = ()) -> None:
+        """Apply this process's committed change (``before`` read inside its transaction, which
+        left the owner at ``after``), which changed no cached memory but ``dropped``."""
+        with self._lock:
+            generation = self._generations.get(owner)
+            if generation is None or generation.stamp != before:
+                return
+            generation.stamp = after
+            for memory_id in dropped:
+                self._entries.pop(memory_id, None)
 
     def record_use(self, owner: str, before: Stamp, ids: Sequence[str], at: datetime) -> None:
         """Apply this process's committed use update (read at ``before`` inside its transaction)
