@@ -206,6 +206,26 @@ def test_a_recall_never_waits_long_and_says_which_memories_only_words_could_find
         service.close()
 
 
+def test_a_recall_does_not_wait_for_more_left_over_rows_than_its_wait_could_embed(
+    path: Path, gated: GatedEmbedder, monkeypatch
+):
+    monkeypatch.setattr(pending, "RECALL_WAIT_S", GATE_TIMEOUT_S)  # a wait would be obvious
+    texts = ["The spare key is under the blue flowerpot."]
+    texts += [f"Chore note {n}: coil the garden hose." for n in range(pending.URGENT_WAIT_ROWS)]
+    left = _write_and_drop(path, texts)
+    service = MemoryService(EmbeddedEngine(path, gated))
+    try:
+        started = time.monotonic()
+        hit = _hit(service, "where is the spare key", left[0])
+        assert time.monotonic() - started < 10.0  # did not wait for rows it could not embed
+        assert hit is not None and hit.explanation.embedding_pending  # found by its words, and says so
+        gated.gate.set()
+        _wait_until_repaired(path)
+        assert not _hit(service, "where is the spare key", left[0]).explanation.embedding_pending
+    finally:
+        service.close()
+
+
 def test_another_process_sees_a_row_whose_vector_is_still_pending(path: Path, monkeypatch):
     monkeypatch.setattr(pending, "RECALL_WAIT_S", GATE_TIMEOUT_S)
     reader = MemoryService(EmbeddedEngine(path, default_embedder()))

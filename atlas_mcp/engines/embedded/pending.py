@@ -49,6 +49,11 @@ BACKLOG_LIMIT = 64
 # one batch (a few rows another process wrote just now), short enough that the first recall
 # after a crash mid-burst answers within the 1.5 s start budget (0.5 s missed it).
 RECALL_WAIT_S = 0.25
+# ...but only for as many rows as that wait can embed (~12 ms a text on 2 cores). More, as a
+# crash leaves (72 of them after a kill mid-burst), always cost the whole wait for nothing
+# (a batch of 32 takes ~0.4 s): those are matched by their words at once, said so in
+# ``explain``, and embedded first in the background.
+URGENT_WAIT_ROWS = 16
 CLOSE_GRACE_S = 1.5  # the TypeScript SDK sends SIGTERM 2 s after closing stdin
 # The repair waits this long after the store opens: a server's imports and first recall take
 # ~1 s of CPU, and a repair batch started beside them (two model threads on 2 cores) added
@@ -205,7 +210,8 @@ class DeferredEmbeddings:
             self._urgent.extend(PendingRow(owner, rowid) for rowid in sorted(fresh))
             self._urgent_ids.update(fresh)
             self._cond.notify_all()
-            self._cond.wait_for(lambda: not (wanted & self._urgent_ids) or self._abandoned, RECALL_WAIT_S)
+            if len(wanted) <= URGENT_WAIT_ROWS:
+                self._cond.wait_for(lambda: not (wanted & self._urgent_ids) or self._abandoned, RECALL_WAIT_S)
 
     # -- the worker ----------------------------------------------------------------------
 
