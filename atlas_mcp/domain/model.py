@@ -6,6 +6,7 @@ every surface (tools, CLI, eval, export) renders them.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -139,6 +140,17 @@ def spoken_date(value: datetime) -> str:
     """``1:56 pm on 8 May, 2023``: the words people use for dates, so queries can match them."""
     hour = value.hour % 12 or 12
     return f"{hour}:{value:%M} {'am' if value.hour < 12 else 'pm'} on {value.day} {value:%B}, {value.year}"
+
+
+# The date ``Memory.search_text`` puts before an event's text (see ``spoken_date``).
+_SPOKEN_DATE_PREFIX = re.compile(r"\[\d{1,2}:\d{2} [ap]m on \d{1,2} [A-Z][a-z]+, \d{4}\] ")
+
+
+def undated(search_text: str) -> str:
+    """A search text without the spoken date an event's carries: what the memory itself says.
+    Its language is the text's, not the English month name's."""
+    prefix = _SPOKEN_DATE_PREFIX.match(search_text)
+    return search_text[prefix.end() :] if prefix else search_text
 
 
 def iso(value: datetime | None) -> str | None:

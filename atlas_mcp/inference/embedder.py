@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..domain.lexical import detect_language
+from ..domain.model import undated
 from ..errors import ConfigurationError
 from .runtime import release_free_heap
 
@@ -338,7 +339,9 @@ class PerLanguage(ModelChoice):
         super().__init__(PER_LANGUAGE_ID, lambda m: _open_by_id(m, threads), (MINILM_MODEL_ID, E5_MODEL_ID))
 
     def model_for(self, text: str) -> str:
-        return MINILM_MODEL_ID if detect_language(text) == ENGLISH else E5_MODEL_ID
+        # An event's search text starts with its date in English words ("[3:00 pm on 14
+        # September, 2023] Bart在…"): counted, it sent short Chinese events to MiniLM.
+        return MINILM_MODEL_ID if detect_language(undated(text)) == ENGLISH else E5_MODEL_ID
 
 
 KNOWN_MODEL_IDS = (MINILM_MODEL_ID, E5_MODEL_ID)

@@ -215,6 +215,51 @@ def test_a_minilm_only_store_moves_to_per_language_in_the_background(tmp_path: P
         back.close()
 
 
+def test_an_event_is_embedded_by_the_model_of_its_own_text_not_of_its_date(tmp_path: Path):
+    # Its search text starts "[3:07 pm on 14 September, 2023] ": the English month once
+    # outweighed a short Chinese sentence, and MiniLM (English only) embedded it.
+    path = tmp_path / "atlas.db"
+    service = MemoryService(EmbeddedEngine(path, open_models("per-language", 2)))
+    when = "2023-09-14T15:07:00+00:00"
+    try:
+        chinese = service.write("wang", "Bart在海边放风筝，感到非常开心。", "episodic", occurred_at=when).id
+        english = service.write("wang", "Bart flew a kite at the beach.", "episodic", occurred_at=when).id
+        service.recall("wang", "anything")  # waits for the deferred embeddings
+    finally:
+        service.close()
+    with sqlite3.connect(path) as conn:
+        models = dict(conn.execute("SELECT id, embedding_model FROM memories"))
+    assert models == {chinese: E5_MODEL_ID, english: MINILM_MODEL_ID}
+
+
+def test_a_store_that_routed_by_the_old_rule_is_re_embedded_once_in_the_background(tmp_path: Path):
+    path = tmp_path / "atlas.db"
+    service = MemoryService(EmbeddedEngine(path, open_models("per-language", 2)))
+    chinese = service.write(
+        "wang", "Bart在海边放风筝，感到非常开心。", "episodic", occurred_at="2023-09-14T15:07:00+00:00"
+    ).id
+    service.close()
+    minilm = default_embedder().embed_batch(["stand-in for the old MiniLM vector"])[0]
+    with sqlite3.connect(path) as conn:  # as the old rule stored it
+        conn.execute(
+            "UPDATE memories SET embedding = ?, embedding_model = ? WHERE id = ?",
+            (minilm.astype(np.float32).tobytes(), MINILM_MODEL_ID, chinese),
+        )
+        conn.execute("DELETE FROM meta WHERE key = 'language_routing'")
+    reopened = MemoryService(EmbeddedEngine(path, open_models("per-language", 2)))
+    try:
+        _wait_until_embedded(path)
+        assert _models(path) == {"Bart在海边放风筝，感到非常开心。": E5_MODEL_ID}
+    finally:
+        reopened.close()
+    again = EmbeddedEngine(path, open_models("per-language", 2))  # once: nothing more to do
+    try:
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM pending_embeddings").fetchone()[0] == 0
+    finally:
+        again.close()
+
+
 def test_a_store_of_a_model_that_does_not_ship_is_refused(tmp_path: Path):
     path = tmp_path / "atlas.db"
     EmbeddedEngine(path, open_models("per-language", 2)).close()

@@ -31,6 +31,7 @@ from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ...inference.embedder import (
     BUILT_IN_CHOICES,
+    PER_LANGUAGE_ID,
     Embedder,
     ModelChoice,
     as_choice,
@@ -45,7 +46,7 @@ from . import pending, rows, schema, slots
 from .memory_cache import MemoryCache, Stamp, count_use, owner_stamp
 from .passages import as_passage_vectors, embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
-from .reindex import adopt_choice
+from .reindex import adopt_choice, mark_misrouted
 from .stats import store_stats
 from .vectors import (
     CATALOG_OWNER,
@@ -65,6 +66,8 @@ from .vectors import (
 log = get_logger(__name__)
 
 BUSY_TIMEOUT_S = 30.0
+# 2: an event's language is read from its own text, not from the English date before it.
+LANGUAGE_ROUTING = "2"
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
 MAX_QUERY_TERMS = 64
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
@@ -180,6 +183,22 @@ class EmbeddedEngine:
                     f"{wanted!r}; run `atlas-mcp reindex` to re-embed, or configure "
                     "the original model"
                 )
+            self._reroute_once(conn)
+
+    def _reroute_once(self, conn: sqlite3.Connection) -> None:
+        """Language routing changed (``LANGUAGE_ROUTING``): once per store, re-embed in the
+        background what it now sends to another model; the old vectors serve meanwhile."""
+        done = conn.execute("SELECT value FROM meta WHERE key = 'language_routing'").fetchone()
+        if done is not None and done[0] == LANGUAGE_ROUTING:
+            return
+        queued = mark_misrouted(conn, self.models) if self.models.choice_id == PER_LANGUAGE_ID else 0
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('language_routing', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (LANGUAGE_ROUTING,),
+        )
+        if queued:
+            log.warning("re-embedding memories whose language was misread, in the background", queued=queued)
 
     @contextmanager
     def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:

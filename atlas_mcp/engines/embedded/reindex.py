@@ -77,6 +77,14 @@ def adopt_choice(conn: sqlite3.Connection, models: ModelChoice) -> int:
     repair (``pending.py``) replaces vector and model in one UPDATE. Deciding costs one
     language detection per row (~20 µs: 2 s at 100k memories), once.
     """
+    due = mark_misrouted(conn, models)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'embedding_model'", (models.choice_id,))
+    return due
+
+
+def mark_misrouted(conn: sqlite3.Connection, models: ModelChoice) -> int:
+    """Mark for re-embedding every row whose vector comes from another model than its
+    language calls for; returns how many."""
     due = []
     cursor = conn.execute(
         "SELECT rowid, search_text, embedding_model FROM memories WHERE length(embedding) > 0"
@@ -84,5 +92,4 @@ def adopt_choice(conn: sqlite3.Connection, models: ModelChoice) -> int:
     while chunk := cursor.fetchmany(_ADOPT_CHUNK):
         due.extend((rowid,) for rowid, text, model in chunk if models.model_for(text) != model)
     conn.executemany("INSERT OR IGNORE INTO pending_embeddings(rowid) VALUES (?)", due)
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'embedding_model'", (models.choice_id,))
     return len(due)
