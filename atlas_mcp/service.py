@@ -320,10 +320,7 @@ class MemoryService:
         found = calibration.features(
             query,
             memories,
-            [
-                c.dense_similarity if c.relevance_similarity is None else c.relevance_similarity
-                for c in candidates
-            ],
+            [c.relevance_cosine for c in candidates],
             intent,
             timedelta(minutes=self.policy.episode_gap_minutes),
             self.policy.relevance,

@@ -122,11 +122,6 @@ def _normal(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _words_in(text: str, words: list[str]) -> set[str]:
-    """``set(tokens(text)) & set(words)`` without tokenising all of ``text``."""
-    return _bags([text], words)[0]
-
-
 def _bags(texts: Sequence[str], words: Sequence[str]) -> list[set[str]]:
     """Per text, ``set(tokens(text)) & set(words)``, without tokenising the texts: each word is
     looked for with ``str.find`` in all the texts joined and lower-cased (C speed, where a

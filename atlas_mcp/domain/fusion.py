@@ -37,6 +37,11 @@ class Candidate:
     # No vector yet (its embedding is still pending): only the lexical branch could find it.
     embedding_pending: bool = False
 
+    @property
+    def relevance_cosine(self) -> float | None:
+        """The cosine relevance calibration reads."""
+        return self.dense_similarity if self.relevance_similarity is None else self.relevance_similarity
+
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rank_constant: int, window: int) -> list[Fused]:
     """Fuse ranked lists: score(d) = Σ 1 / (rank_constant + rank_i(d)) over lists holding d.

@@ -169,6 +169,7 @@ class EmbeddedEngine:
                 conn.execute("INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (wanted,))
             elif row[0] != wanted and {row[0], wanted} <= set(BUILT_IN_CHOICES):
                 queued = adopt_choice(conn, self.models)
+                self._mark_routed(conn)  # adopt_choice routed every row by the current rule
                 if queued:  # an English-only store moving to per-language has nothing to redo
                     log.warning(
                         "the store's embedding model changed; re-embedding what it concerns in the "
@@ -192,13 +193,17 @@ class EmbeddedEngine:
         if done is not None and done[0] == LANGUAGE_ROUTING:
             return
         queued = mark_misrouted(conn, self.models) if self.models.choice_id == PER_LANGUAGE_ID else 0
+        self._mark_routed(conn)
+        if queued:
+            log.warning("re-embedding memories whose language was misread, in the background", queued=queued)
+
+    @staticmethod
+    def _mark_routed(conn: sqlite3.Connection) -> None:
         conn.execute(
             "INSERT INTO meta(key, value) VALUES ('language_routing', ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (LANGUAGE_ROUTING,),
         )
-        if queued:
-            log.warning("re-embedding memories whose language was misread, in the background", queued=queued)
 
     @contextmanager
     def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
@@ -486,7 +491,7 @@ class EmbeddedEngine:
         for f in fused:
             if f.id not in memories:
                 continue
-            cosine, code = _cosine(visible, scores, f.id)
+            cosine, code, pending_vector = _dense_of(visible, scores, f.id)
             out.append(
                 Candidate(
                     memory=memories[f.id],
@@ -496,7 +501,7 @@ class EmbeddedEngine:
                     bm25_score=bm25_scores.get(f.id),
                     dense_similarity=cosine,
                     relevance_similarity=_for_relevance(cosine, stretch.get(code, 1.0), background.get(code)),
-                    embedding_pending=_pending(visible, f.id),
+                    embedding_pending=pending_vector,
                 )
             )
         return out
@@ -586,7 +591,7 @@ class EmbeddedEngine:
             hidden = owner.vectors.size - int(np.count_nonzero(owner.allowed))
             if hidden <= plan.window:
                 # Few rows are filtered out (the usual case: a few superseded facts), so skip
-                # the filter words, whose postings cover nearly every row (~25% of BM25's
+                # the filter words, whose postings cover nearly every row (10-25% of BM25's
                 # time), and fetch as many more rows as could be dropped: the same top rows.
                 match, limit = words, plan.window + hidden
             for rowid, score in conn.execute(_BM25_SQL, (match, *block, limit)):
@@ -657,21 +662,16 @@ def _for_relevance(cosine: float | None, stretch: float, background: float | Non
     return for_relevance(cosine, stretch, background)
 
 
-def _cosine(
+def _dense_of(
     visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str
-) -> tuple[float | None, int | None]:
-    """The memory's cosine on one scale, and the vector space it came from."""
+) -> tuple[float | None, int | None, bool]:
+    """The memory's cosine on one scale (None if the query was not embedded in its space), the
+    space it came from, and whether it is still without vectors (only its words could find it)."""
     for owner, cosines in zip(visible, scores, strict=True):
         row = owner.vectors.index.get(memory_id)
-        if row is not None and owner.searched[row]:
-            return float(cosines[row]), int(owner.vectors.spaces[row])
-    return None, None
-
-
-def _pending(visible: list[OwnerRows], memory_id: str) -> bool:
-    """Is the memory still without vectors (so only its words could find it)?"""
-    for owner in visible:
-        row = owner.vectors.index.get(memory_id)
         if row is not None:
-            return not owner.vectors.has_vectors(row)
-    return False
+            pending_vector = not owner.vectors.has_vectors(row)
+            if not owner.searched[row]:
+                return None, None, pending_vector
+            return float(cosines[row]), int(owner.vectors.spaces[row]), pending_vector
+    return None, None, False

@@ -81,8 +81,8 @@ class MemoryCache:
         """Apply this process's committed change (``before`` read inside its transaction, which
         left the owner at ``after``), which changed no cached memory but ``dropped``."""
         with self._lock:
-            generation = self._generations.get(owner)
-            if generation is None or generation.stamp != before:
+            generation = self._current(owner, before)
+            if generation is None:
                 return
             generation.stamp = after
             for memory_id in dropped:
@@ -93,8 +93,8 @@ class MemoryCache:
         to the cached memories, as the UPDATE did to the rows; any other change in between
         leaves the entries to be dropped by the next ``get``."""
         with self._lock:
-            generation = self._generations.get(owner)
-            if generation is None or generation.stamp != before:
+            generation = self._current(owner, before)
+            if generation is None:
                 return
             generation.stamp = (before[0], before[1] + 1)
             used_at = datetime.fromisoformat(at.astimezone(UTC).isoformat())  # as stored, then read
@@ -104,6 +104,12 @@ class MemoryCache:
                     memory = entry[1]
                     changed = memory.evolve(use_count=memory.use_count + 1, last_used_at=used_at)
                     self._entries[memory_id] = (generation, changed)
+
+    def _current(self, owner: str, before: Stamp) -> _Generation | None:
+        """The owner's generation if it was current just before a change this process made
+        (``before`` read inside the changing transaction: nobody else changed it in between)."""
+        generation = self._generations.get(owner)
+        return generation if generation is not None and generation.stamp == before else None
 
     def _generation(self, owner: str, stamp: Stamp) -> _Generation:
         generation = self._generations.get(owner)
