@@ -54,7 +54,9 @@ class EmbeddingSettings(BaseModel):
     # (docs/multilingual.md); the other two embed everything with one model.
     model: Literal["per-language", "minilm-l6-int8", "multilingual-e5-small"] = "per-language"
     threads: int = Field(
-        2, ge=1, description="threads for one embedding (onnxruntime intra-op) and for the cosine scan"
+        2,
+        ge=1,
+        description="texts MiniLM embeds side by side, e5's threads per text, and the cosine scan's threads",
     )
 
 

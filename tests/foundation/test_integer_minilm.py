@@ -1,0 +1,124 @@
+"""MiniLM with integer matrix products: derived once from the pinned file, cached, and stores
+embedded by the float32 run move to it in the background. Real models, real SQLite files."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.passages import from_blob
+from atlas_mcp.errors import ConfigurationError
+from atlas_mcp.inference import quantized
+from atlas_mcp.inference.embedder import (
+    E5_MODEL_ID,
+    MINILM_FLOAT_ID,
+    MINILM_MODEL_ID,
+    MINILM_SHA256,
+    PER_LANGUAGE_FLOAT_ID,
+    PER_LANGUAGE_ID,
+    PerLanguage,
+    _float_minilm,
+    _minilm_file,
+    default_embedder,
+)
+from atlas_mcp.service import MemoryService
+
+TEXTS = [
+    "Met Nora in Nairobi to talk about the customer escalation.",
+    "Sarah's boiler is a Vaillant ecoTEC.",
+    "[3:07 pm on 14 September, 2023] Caroline went to the LGBTQ support group and felt accepted.",
+    "What's my favourite colour?",
+]
+
+
+def test_integer_vectors_stay_within_a_hair_of_the_float_run():
+    integer, floating = default_embedder().embed_batch(TEXTS), _float_minilm(2).embed_batch(TEXTS)
+    assert default_embedder().model_id == MINILM_MODEL_ID != MINILM_FLOAT_ID == _float_minilm(2).model_id
+    assert (integer * floating).sum(axis=1).min() > 0.99
+    assert not np.allclose(integer, floating)  # really another run: a space of its own
+    alone = np.stack([default_embedder().embed_batch([text])[0] for text in TEXTS])
+    assert np.array_equal(alone, integer)  # a text's vector never depends on its batch-mates
+
+
+def test_the_derived_file_keeps_the_feed_forward_output_projections_in_float(tmp_path: Path):
+    derived = quantized.derived_model(_minilm_file(), MINILM_SHA256, tmp_path)
+    ops = [node.op_type for node in onnx.load(str(derived)).graph.node]
+    # 6 layers x (query, key, value, attention output, feed-forward in) in int8; 6 x
+    # feed-forward out and the 12 attention products (activations by activations) in float.
+    assert ops.count("MatMulInteger") == 30 and ops.count("MatMul") == 18
+    before = derived.stat().st_mtime_ns
+    assert quantized.derived_model(_minilm_file(), MINILM_SHA256, tmp_path) == derived
+    assert derived.stat().st_mtime_ns == before  # cached: derived once
+    assert [p.name for p in tmp_path.iterdir()] == [derived.name]  # no scratch left behind
+
+
+def test_a_source_that_is_not_a_model_gets_a_clear_error(tmp_path: Path):
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"not a model")
+    with pytest.raises(ConfigurationError, match="could not derive the embedding model"):
+        quantized.derived_model(broken, "0" * 64, tmp_path / "cache")
+    assert not any((tmp_path / "cache").glob("*.onnx"))
+
+
+def test_an_unwritable_cache_falls_back_to_a_private_directory(tmp_path: Path, monkeypatch):
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setattr("platformdirs.user_cache_path", lambda name: blocker / name)
+    directory = quantized._cache_dir()
+    assert directory.is_dir() and blocker not in directory.parents
+
+
+class FloatPerLanguage(PerLanguage):
+    """per-language as it was before: English by the float32 run of MiniLM."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.choice_id = PER_LANGUAGE_FLOAT_ID
+        self.members = (MINILM_FLOAT_ID, E5_MODEL_ID)
+
+    def model_for(self, text: str) -> str:
+        chosen = super().model_for(text)
+        return MINILM_FLOAT_ID if chosen == MINILM_MODEL_ID else chosen
+
+
+def _rows(path: Path) -> dict[str, tuple[str, np.ndarray]]:
+    with sqlite3.connect(path) as conn:
+        found = conn.execute("SELECT text, embedding_model, embedding FROM memories").fetchall()
+    return {text: (model, from_blob(blob, 384)[0]) for text, model, blob in found}
+
+
+def test_a_store_of_the_float_run_moves_to_the_integer_model_in_the_background(tmp_path: Path):
+    path = tmp_path / "atlas.db"
+    old = MemoryService(EmbeddedEngine(path, FloatPerLanguage()))
+    boiler = old.write("sarah", TEXTS[1]).id
+    old.write("sarah", "王伟不喜欢冰箱的嗡嗡声。")
+    old.recall("sarah", "anything")  # waits for the deferred embeddings
+    old.close()
+    before = _rows(path)
+    assert {model for model, _ in before.values()} == {MINILM_FLOAT_ID, E5_MODEL_ID}
+
+    service = MemoryService(EmbeddedEngine(path, PerLanguage(2)))
+    try:
+        # Until the repair reaches it, the old vector answers, compared in its own space.
+        assert service.recall("sarah", "boiler brand", min_relevance=0.0)[0].memory.id == boiler
+        deadline = time.monotonic() + 30
+        while service.stats().awaiting_embedding and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = _rows(path)
+        assert after[TEXTS[1]][0] == MINILM_MODEL_ID
+        assert np.allclose(after[TEXTS[1]][1], default_embedder().embed_batch([TEXTS[1]])[0], atol=1e-2)
+        assert after["王伟不喜欢冰箱的嗡嗡声。"][0] == E5_MODEL_ID  # other spaces are left alone
+        assert np.array_equal(after["王伟不喜欢冰箱的嗡嗡声。"][1], before["王伟不喜欢冰箱的嗡嗡声。"][1])
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()[0] == (
+                PER_LANGUAGE_ID
+            )
+        assert service.recall("sarah", "boiler brand", min_relevance=0.0)[0].memory.id == boiler
+    finally:
+        service.close()
