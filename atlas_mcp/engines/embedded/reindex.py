@@ -84,12 +84,25 @@ def adopt_choice(conn: sqlite3.Connection, models: ModelChoice) -> int:
 
 def mark_misrouted(conn: sqlite3.Connection, models: ModelChoice) -> int:
     """Mark for re-embedding every row whose vector comes from another model than its
-    language calls for; returns how many."""
+    language calls for; returns how many.
+
+    A row from a model the choice no longer writes (MiniLM's float run) is due whatever its
+    language, so only rows of the choice's own models are read and their language detected
+    (a store of 30k rows moving off the float run answered `initialize` at 1.3 s, against
+    2.3 s when every row was read)."""
+    members = ", ".join("?" * len(models.members))
+    stale = conn.execute(
+        "INSERT OR IGNORE INTO pending_embeddings(rowid) SELECT rowid FROM memories "
+        f"WHERE length(embedding) > 0 AND embedding_model NOT IN ({members})",
+        models.members,
+    ).rowcount
     due = []
     cursor = conn.execute(
-        "SELECT rowid, search_text, embedding_model FROM memories WHERE length(embedding) > 0"
+        "SELECT rowid, search_text, embedding_model FROM memories "
+        f"WHERE length(embedding) > 0 AND embedding_model IN ({members})",
+        models.members,
     )
     while chunk := cursor.fetchmany(_ADOPT_CHUNK):
         due.extend((rowid,) for rowid, text, model in chunk if models.model_for(text) != model)
     conn.executemany("INSERT OR IGNORE INTO pending_embeddings(rowid) VALUES (?)", due)
-    return len(due)
+    return stale + len(due)
