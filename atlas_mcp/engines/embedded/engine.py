@@ -363,7 +363,7 @@ class EmbeddedEngine:
                 (iso(at), user_id, *ids),
             )
             count_use(conn, user_id)
-        self._memories.record_use(user_id, before, ids, at)
+            self._after_commit.append(partial(self._memories.record_use, user_id, before, ids, at))
 
     def update(self, user_id: str, memory: Memory) -> None:
         row = rows.to_row(memory)
