@@ -169,6 +169,12 @@ class Recorded:
         return scheme.lower(), decoded.split(":", 1)[0]
 
 
+# A fault's delay that stands for "never answers": far past any test's request timeout, so a
+# client stalled on a busy machine cannot wait long enough to be answered after all. The handler
+# threads are daemons, so a stop never waits for one.
+SILENT_S = 30.0
+
+
 @dataclass
 class Fault:
     method: str

@@ -16,7 +16,7 @@ from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.errors import BackendUnavailable, ConfigurationError, Conflict
 from atlas_mcp.service import MemoryService
 
-from .fake_es import ADMIN, WRITER_KEY
+from .fake_es import ADMIN, SILENT_S, WRITER_KEY
 from .harness import bootstrapped_engine, es_config
 
 
@@ -118,7 +118,7 @@ def test_cluster_down_is_a_clear_error(es_engine, tmp_path):
 def test_timeouts_are_retried_for_reads_then_reported(fake_es, tmp_path):
     engine = bootstrapped_engine(fake_es, tmp_path / "keys.json", request_timeout=0.3, max_retries=2)
     fake_es.requests.clear()
-    fake_es.fail("POST", r"/_search$", delay=1.0, times=3)
+    fake_es.fail("POST", r"/_search$", delay=SILENT_S, times=3)
     with pytest.raises(BackendUnavailable, match="did not answer"):
         MemoryService(engine).recall("u1", "anything")
     assert len(fake_es.requests_to("POST", r"/_search$")) == 3

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("elasticsearch", reason="the elasticsearch extra is not installed")
 
-from elasticsearch_engine.fake_es import FakeElasticsearch
+from elasticsearch_engine.fake_es import SILENT_S, FakeElasticsearch
 from elasticsearch_engine.harness import bootstrapped_engine
 from mcp import Client
 
@@ -53,7 +53,7 @@ async def test_faults_are_tool_errors_or_safe_retries(es) -> None:
         assert [m.id for m in engine.list(ListQuery("u1"))] == before, "a failed write left something behind"
         assert engine.list(ListQuery("u1"))[0].superseded_by is None, "half a supersession was applied"
 
-        fake.fail("POST", r"/_search$", delay=1.0, times=3)
+        fake.fail("POST", r"/_search$", delay=SILENT_S, times=3)
         result = await session.call_tool("recall_memory", {"query": "boat"})
         assert result.is_error and "did not answer" in _text(result)
 
