@@ -37,20 +37,21 @@ import math
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from itertools import accumulate
 
-from .lexical import detect_language
+from .lexical import cjk_words, detect_language, has_cjk
 from .model import Memory
 from .query import lexical_query
 from .relevance import episodes
 from .scoring import RelevanceModel, time_reference
-from .stopwords import STOP_WORDS
+from .stopwords import CJK_QUESTION_CHARACTERS, CJK_STOP_CHARACTERS, CJK_STOP_WORDS, STOP_WORDS
 from .when import TimeIntent, window_fit
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_CJK_GRAMMAR = CJK_STOP_CHARACTERS | CJK_QUESTION_CHARACTERS
 # Words that make a turn of small talk, not a question: a query made only of these and function
 # words ("hi", "ok thanks!", "good morning") asks memory for nothing.
 SMALL_TALK = frozenset(
@@ -113,8 +114,23 @@ class Features:
 
 
 def tokens(text: str) -> list[str]:
-    """Lower-case word forms with a plural ``s`` dropped: "birthdays" matches "birthday"."""
-    return [_normal(word) for word in _TOKEN.findall(text.lower()) if len(word) >= 2]
+    """Lower-case word forms with a plural ``s`` dropped: "birthdays" matches "birthday".
+
+    Chinese and Japanese mark no word ends: a token holding them gives the bigrams of its Han
+    and katakana runs (``lexical.cjk_words``), so "レナの車は何" asks for "レナ" and "車", not
+    for the whole phrase, which no memory holds."""
+    out: list[str] = []
+    for word in _TOKEN.findall(text.lower()):
+        if not has_cjk(word):
+            if len(word) >= 2:
+                out.append(_normal(word))
+            continue
+        for part in cjk_words(word):
+            if has_cjk(part):
+                out.append(part)
+            elif len(part) >= 2:
+                out.append(_normal(part))
+    return out
 
 
 def _normal(word: str) -> str:
@@ -123,46 +139,68 @@ def _normal(word: str) -> str:
 
 
 def _bags(texts: Sequence[str], words: Sequence[str]) -> list[set[str]]:
-    """Per text, ``set(tokens(text)) & set(words)``, without tokenising the texts: each word is
-    looked for with ``str.find`` in all the texts joined and lower-cased (C speed, where a
-    regex scan cost ~3 ms a recall), and each place it occurs is kept if the whole token
-    there is the word or its plural, as ``tokens`` reads it. A newline between texts keeps
-    each text's word boundaries."""
+    """Per text, the ``words`` it holds (``_words_in``), without tokenising the texts: each
+    word is looked for with ``str.find`` in all the texts joined and lower-cased (C speed,
+    where a regex scan cost ~3 ms a recall), and each place it occurs is kept if the whole
+    token there is the word or its plural, as ``tokens`` reads it; a Chinese or Japanese word
+    counts wherever it occurs. A newline between texts keeps each text's word boundaries."""
     bags: list[set[str]] = [set() for _ in texts]
     if not words or not texts:
         return bags
     joined = "\n".join(texts)
     lowered = joined.lower()
     if len(lowered) != len(joined):  # a letter whose lower case is longer ("İ"): offsets move
-        return [set(tokens(text)).intersection(words) for text in texts]
+        return [_words_in(text, words) for text in texts]
     starts = list(accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
     for word in set(words):
+        anywhere = has_cjk(word)
         at = lowered.find(word)
         while at != -1:
-            if _is_token(lowered, at, word):
+            if anywhere or _is_token(lowered, at, word):
                 bags[bisect_right(starts, at) - 1].add(word)
             at = lowered.find(word, at + 1)
     return bags
 
 
+def _words_in(text: str, words: Iterable[str]) -> set[str]:
+    """The ``words`` ``text`` holds: a word as one of its ``tokens``, a Chinese or Japanese
+    word (a bigram or a character) anywhere in it."""
+    lowered = text.lower()
+    found = set(tokens(text))
+    return {w for w in words if (w in lowered if has_cjk(w) else w in found)}
+
+
 def _is_token(text: str, at: int, word: str) -> bool:
     """Is the token that starts at ``at`` (if one does) ``word`` once ``tokens`` has read it?"""
-    if at > 0 and text[at - 1].isalnum():
+    if at > 0 and _continues(text[at - 1]):
         return False
     end = at + len(word)
-    if end < len(text) and text[end].isalnum():  # the plural, or a longer word
+    if end < len(text) and _continues(text[end]):  # the plural, or a longer word
         end += 1
-        if end < len(text) and text[end].isalnum():
+        if end < len(text) and _continues(text[end]):
             return False
     return end - at >= 2 and _normal(text[at:end]) == word  # text[at:end] is one lower-case token
+
+
+def _continues(character: str) -> bool:
+    """Does ``character`` continue a word? (Chinese and Japanese ones start their own.)"""
+    # Every Chinese or Japanese character sits at U+3040 or above: most need no regex.
+    return character.isalnum() and (character < "\u3040" or not has_cjk(character))
 
 
 def topic_words(query: str, intent: TimeIntent) -> list[str]:
     """The query's content words, without its time phrases: what a memory must be about."""
     content = lexical_query(intent.without_phrases(query))
     function_words = STOP_WORDS["en"] | STOP_WORDS.get(detect_language(query), frozenset())
-    words = [w for w in tokens(content) if w not in function_words]
+    words = [w for w in tokens(content) if w not in function_words and not _cjk_grammar(w)]
     return [] if all(w in SMALL_TALK for w in words) else list(dict.fromkeys(words))
+
+
+def _cjk_grammar(word: str) -> bool:
+    """A Chinese or Japanese function word (``CJK_STOP_WORDS``), or a word holding a grammar or
+    question character (了, 是, 何, 谁): a bigram across a particle ("好了", "我上") is rarely a
+    word, and one that is names no topic."""
+    return has_cjk(word) and (word in CJK_STOP_WORDS or any(c in _CJK_GRAMMAR for c in word))
 
 
 def coverages(words: list[str], memories: Sequence[Memory]) -> list[float]:

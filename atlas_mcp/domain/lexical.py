@@ -42,6 +42,7 @@ _TOKEN = re.compile(
     rf"[{_HAN}]+|[{_HIRAGANA}]+|[{_KATAKANA}ー]+|[{_HANGUL}]+|[^\W_{_CJK}{_HANGUL}]+(?:['’][^\W_{_CJK}{_HANGUL}]+)*"
 )
 _CJK_RUN = re.compile(rf"[{_CJK}]")
+_HIRAGANA_RUN = re.compile(rf"[{_HIRAGANA}]+")
 _HAN_CHAR = re.compile(rf"[{_HAN}]")
 _KANA = re.compile(rf"[{_HIRAGANA}{_KATAKANA}]")
 _HANGUL_CHAR = re.compile(rf"[{_HANGUL}]")
@@ -166,6 +167,24 @@ def _latin_language(text: str) -> str:
 def _latin_language_for(language: str) -> str:
     """The language whose stop words and stemmer apply to the Latin words of a text."""
     return language if language in SNOWBALL else DEFAULT_LANGUAGE
+
+
+def has_cjk(text: str) -> bool:
+    """Does ``text`` hold a Chinese or Japanese character (Han, hiragana, katakana)?"""
+    return _CJK_RUN.search(text) is not None
+
+
+def cjk_words(token: str) -> list[str]:
+    """What a token holding Chinese or Japanese says, as words: each Han or katakana run cut
+    into its bigrams (a one-character run kept whole), as the index cuts it; other-script runs
+    whole, lower-cased; hiragana runs dropped (mostly particles and endings: の, は, している)."""
+    out: list[str] = []
+    for run in _TOKEN.findall(token):
+        if not _CJK_RUN.match(run):
+            out.append(run.lower())
+        elif not _HIRAGANA_RUN.fullmatch(run):
+            out.extend(_bigrams(run))
+    return out
 
 
 def _cjk_share(text: str) -> float:

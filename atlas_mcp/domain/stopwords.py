@@ -90,3 +90,19 @@ CJK_STOP_CHARACTERS = frozenset(
     "的了是我你他她它们在和有也就都不这那吗呢吧啊个么之与及或而着过把被给对很还又让"
     "のはがをにでともへやかなたてだです"
 )
+# Question words written with Han characters (what, who, which, how, how many): a question's
+# grammar, like "what" and "who" in English, not what it is about.
+CJK_QUESTION_CHARACTERS = frozenset("何誰谁哪什怎幾几")
+# Chinese and Japanese function words of two characters (pronouns, conjunctions, modal verbs,
+# degree words, "feel", "together", "today"): what a question's bigrams share with any memory
+# of any user, like the English stop words, so they say nothing about what it is about.
+CJK_STOP_WORDS = frozenset(
+    """
+    我们 你们 他们 她们 它们 自己 大家 别人 这个 那个 这些 那些 这样 那样 这里 那里 这么 那么
+    如果 因为 所以 但是 可是 而且 或者 还是 然后 虽然 不过 其实 就是 还有 只是 不是 没有
+    可以 应该 可能 能够 需要 想要 知道 觉得 感觉 认为 希望 记得 喜欢 起来 一下 一点 一些 一个
+    一样 一起 一直 已经 真的 非常 特别 超级 比较 有点 有些 事情 东西 时候 现在 今天 昨天 明天
+    最近 上次 以前 以后 之前 之后
+    自分 今日 昨日 明日 最近 一緒 時間 今度 前回 本当 全部 場合
+    """.split()
+)

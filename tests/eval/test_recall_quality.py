@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from atlas_mcp.domain.calibration import _bags, coverages, tokens, topic_words
-from atlas_mcp.domain.lexical import word_count
+from atlas_mcp.domain.lexical import has_cjk, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy, use_boost
 from atlas_mcp.domain.when import Order, time_intent, window_fit
@@ -114,16 +114,26 @@ _PIECES = st.sampled_from(
         "3",
         "猫",
         "会议",
+        "レナ",
+        "Hubを",
+        "再起動",
     ]
 )
 _SEPARATORS = st.sampled_from([" ", "-", "", ". ", "\n"])
+
+
+def _held(text: str, words: list[str]) -> set[str]:
+    """What a text holds, by definition: a word among its tokens; a Chinese or Japanese word
+    (a bigram or a character: nothing marks where such words end) anywhere in it."""
+    found = set(tokens(text))
+    return {w for w in words if (w in text.lower() if has_cjk(w) else w in found)}
 
 
 @given(st.lists(_PIECES, max_size=12), st.lists(_PIECES, min_size=1, max_size=4), _SEPARATORS)
 def test_the_fast_word_scan_finds_what_tokenising_finds(pieces, asked, separator):
     text = separator.join(pieces)
     words = [w for piece in asked for w in tokens(piece)]
-    assert _bags([text], words)[0] == set(tokens(text)) & set(words)
+    assert _bags([text], words)[0] == _held(text, words)
 
 
 @given(
@@ -134,16 +144,16 @@ def test_the_fast_word_scan_finds_what_tokenising_finds(pieces, asked, separator
 def test_one_scan_of_a_pool_finds_what_tokenising_each_text_finds(texts, asked, separator):
     joined = [separator.join(pieces) for pieces in texts]
     words = [w for piece in asked for w in tokens(piece)]
-    assert _bags(joined, words) == [set(tokens(t)) & set(words) for t in joined]
+    assert _bags(joined, words) == [_held(t, words) for t in joined]
 
 
-_LETTERS = st.text(alphabet="abSsİß猫_- \n3", max_size=30)
+_LETTERS = st.text(alphabet="abSsİß猫会议レナの_- \n3", max_size=30)
 
 
 @given(st.lists(_LETTERS, max_size=5), st.lists(_LETTERS, min_size=1, max_size=3))
 def test_one_scan_agrees_with_tokenising_on_any_text(texts, asked):
     words = [w for piece in asked for w in tokens(piece)]
-    assert _bags(texts, words) == [set(tokens(t)) & set(words) for t in texts]
+    assert _bags(texts, words) == [_held(t, words) for t in texts]
 
 
 @given(st.lists(_PIECES, max_size=12), _SEPARATORS)
@@ -166,6 +176,34 @@ def test_coverage_weights_rare_words_above_common_ones():
     locker, bike, review = coverages(["gym", "locker", "code"], memories)
     assert locker == pytest.approx(1.0)
     assert bike == review < 0.3
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("レナの車は何？", ["レナ", "車"]),  # particles (の, は) and the question word (何) ask for nothing
+        ("谁修好了锅炉？", ["修好", "锅炉"]),  # no bigram across 了 or the question word 谁
+        ("Atlas 帮我重置了 Halo Hub", ["atla", "重置", "halo", "hub"]),
+        ("Hubを再起動した", ["hub", "再起", "起動"]),
+    ],
+)
+def test_chinese_and_japanese_questions_ask_for_their_bigrams(query, words):
+    assert topic_words(query, time_intent(query, NOW)) == words
+
+
+def test_a_japanese_question_covers_the_memory_that_names_its_subject():
+    """No spaces mark Japanese words: the whole question was one token no memory held, so
+    every Japanese answer had coverage 0 and relevance rested on the cosine alone."""
+    memories = [
+        Memory(str(i), MemoryType.SEMANTIC, "u", text, NOW)
+        for i, text in enumerate(
+            ["レナは青い車に乗っている。", "食洗機が夜中にうるさい。", "レナはお茶が好き。"]
+        )
+    ]
+    car, dishwasher, tea = coverages(topic_words("レナの車は何？", time_intent("x", NOW)), memories)
+    assert car == pytest.approx(1.0)
+    assert dishwasher == 0.0
+    assert 0.0 < tea < car
 
 
 @pytest.fixture
