@@ -120,16 +120,12 @@ def tokens(text: str) -> list[str]:
     and katakana runs (``lexical.cjk_words``), so "レナの車は何" asks for "レナ" and "車", not
     for the whole phrase, which no memory holds."""
     out: list[str] = []
-    for word in _TOKEN.findall(text.lower()):
-        if not has_cjk(word):
-            if len(word) >= 2:
+    for token in _TOKEN.findall(text.lower()):
+        for word in cjk_words(token) if has_cjk(token) else (token,):
+            if has_cjk(word):
+                out.append(word)
+            elif len(word) >= 2:
                 out.append(_normal(word))
-            continue
-        for part in cjk_words(word):
-            if has_cjk(part):
-                out.append(part)
-            elif len(part) >= 2:
-                out.append(_normal(part))
     return out
 
 
