@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from atlas_mcp.engines.embedded.engine import EmbeddedEngine, fts_query
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.errors import ConfigurationError
 from atlas_mcp.inference.embedder import MINILM_MODEL_ID, OnnxMiniLM, default_embedder, sha256_of
 from atlas_mcp.service import MemoryService
@@ -60,21 +60,6 @@ def test_embeddings_are_normalised_and_semantic():
     )
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert vectors[0] @ vectors[1] > 0.5 > vectors[0] @ vectors[2]
-
-
-@pytest.mark.parametrize(
-    ("text", "terms", "stems"),
-    [
-        ('hub "E42" NEAR(x', '"hub" OR "e42" OR "near" OR "x"', '"hub" OR "e42" OR "near" OR "x"'),
-        ("AND OR NOT", '"and" OR "or" OR "not"', '"and" OR "or" OR "not"'),
-        ("*** ::: ;;;", None, None),
-        ("Café naïve", '"café" OR "naïve"', '"café" OR "naïv"'),
-        ("重置 Hub", '"重置" OR "hub"', '"重置" OR "重" OR "置" OR "hub"'),
-    ],
-)
-def test_fts_query_quotes_every_term_and_stem(text, terms, stems):
-    expected = f"({{lexical_terms}}: ({terms}) OR {{lexical_stems}}: ({stems}))" if terms else None
-    assert fts_query(text) == expected
 
 
 def test_reindex_moves_a_store_to_the_configured_model(tmp_path: Path):

@@ -156,7 +156,9 @@ def test_user_memory_wins_near_tie_with_catalog(service: MemoryService):
     service.load_catalog(
         [{"id": "cat-1", "title": "Thermostat", "text": "The thermostat schedule is set in the app"}]
     )
-    own = service.write("sarah", "The thermostat schedule is set in the app")
+    # The same words as the catalog entry, whose title is part of its indexed text: a tie
+    # in both branches, which the catalog prior must break towards the user's own memory.
+    own = service.write("sarah", "Thermostat: the thermostat schedule is set in the app")
     hits = service.recall("sarah", "thermostat schedule")
     assert ids(hits)[:2] == [own.id, "cat-1"]
 

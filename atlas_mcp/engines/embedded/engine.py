@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from ...domain.fusion import reciprocal_rank_fusion
-from ...domain.lexical import analyse, detect_language
-from ...domain.model import USER_MEMORY_TYPES, Memory, MemoryType, iso
+from ...domain.lexical import detect_language
+from ...domain.model import Memory, MemoryType, iso
 from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ...inference.embedder import (
@@ -46,6 +46,7 @@ from . import pending, rows, schema, slots
 from .memory_cache import MemoryCache, Stamp, count_use, owner_stamp
 from .passages import as_passage_vectors, embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
+from .postings import bm25, query_words
 from .reindex import adopt_choice, mark_misrouted
 from .stats import store_stats
 from .vectors import (
@@ -69,55 +70,15 @@ BUSY_TIMEOUT_S = 30.0
 # 2: an event's language is read from its own text, not from the English date before it.
 LANGUAGE_ROUTING = "2"
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
-MAX_QUERY_TERMS = 64
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
 # dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
 # The unary + keeps the predicate and only disables that index for it.
 _BY_ID_FOR_OWNER = "+user_id"
-# Matching is on stems (and CJK bigrams); the surface word adds a fifth on top, so "called"
-# ranks "is called Marek" above "call the plumber". Surface words at full weight cost LoCoMo
-# R@10 0.758 -> 0.748; stems alone 0.762, but then nothing tells "called" from "call".
-# The recall_filter column gets weight 0: it filters, it does not score.
-TERM_WEIGHT = 0.2
-STEM_WEIGHT = 1.0
-_BM25_SQL = (
-    f"SELECT rowid, bm25(memories_fts, {TERM_WEIGHT}, {STEM_WEIGHT}, 0.0) AS score FROM memories_fts "
-    "WHERE memories_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score, rowid LIMIT ?"
-)
 _STORED_COLUMNS = ("rowid", *rows.COLUMNS, "embedding", "embedding_model")
 _INSERT = (
     f"INSERT INTO memories ({', '.join(_STORED_COLUMNS)}) "
     f"VALUES ({', '.join(':' + c for c in _STORED_COLUMNS)})"
 )
-
-
-def fts_query(text: str, language: str | None = None) -> str | None:
-    """User text → an FTS5 OR-query of quoted terms (surface words and CJK bigrams) and stems,
-    analysed as the index was (``domain.lexical``): no FTS syntax from users ever runs."""
-    analysis = analyse(text, language)
-    columns = (("lexical_terms", analysis.terms), ("lexical_stems", analysis.stems))
-    groups = [f"{{{column}}}: ({' OR '.join(_quoted(words))})" for column, words in columns if words]
-    return f"({' OR '.join(groups)})" if groups else None
-
-
-def _quoted(words: Sequence[str]) -> list[str]:
-    unique = list(dict.fromkeys(w.lower() for w in words))[:MAX_QUERY_TERMS]
-    return [f'"{w}"' for w in unique]
-
-
-def filtered_match(words: str, plan: RecallPlan, catalog: bool) -> str | None:
-    """The MATCH expression for one owner's block: the words in the text, and the plan's
-    filters on the indexed type and liveness words; None if the block holds no wanted type."""
-    held = {MemoryType.CATALOG} if catalog else set(USER_MEMORY_TYPES)
-    wanted = held & plan.memory_types
-    if not wanted:
-        return None
-    clauses = [words]
-    if not plan.include_superseded:
-        clauses.append(f"{{recall_filter}}: {schema.LIVE_WORD}")
-    if wanted != held:
-        clauses.append(f"{{recall_filter}}: ({' OR '.join(sorted(t.value for t in wanted))})")
-    return " AND ".join(clauses)
 
 
 class EmbeddedEngine:
@@ -269,7 +230,13 @@ class EmbeddedEngine:
                 pending.mark(conn, rowid)
                 version_before = self._changed(conn, owner, dropped=supersede)
             self._vectors.apply_insert(
-                owner, version_before, rowid, memory.id, memory.memory_type.value, supersede
+                owner,
+                version_before,
+                rowid,
+                memory.id,
+                memory.memory_type.value,
+                supersede,
+                (row["lexical_terms"], row["lexical_stems"]),
             )
         self._deferred.submit(PendingRow(owner, rowid, row["search_text"]))
 
@@ -470,7 +437,7 @@ class EmbeddedEngine:
             self._deferred.settle(owner)
         with self._snapshot() as conn:
             visible = self._visible(conn, plan)
-            lexical = self._bm25(conn, plan, visible)
+            lexical = self._bm25(plan, visible)
             queries = {code: future.result() for code, future in guessed.items()}
             queries = self._space_queries(plan.query, self._spaces_of([v.vectors for v in visible]), queries)
             visible = [replace(v, searched=searchable(v.vectors, queries)) for v in visible]
@@ -541,7 +508,7 @@ class EmbeddedEngine:
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
         with self._snapshot() as conn:
-            return self._bm25(conn, plan, self._visible(conn, plan))
+            return self._bm25(plan, self._visible(conn, plan))
 
     def _visible(self, conn: sqlite3.Connection, plan: RecallPlan) -> list[OwnerRows]:
         types = {t.value for t in plan.memory_types}
@@ -566,40 +533,17 @@ class EmbeddedEngine:
             owners.append(CATALOG_OWNER)
         return owners
 
-    def _bm25(
-        self, conn: sqlite3.Connection, plan: RecallPlan, visible: list[OwnerRows]
-    ) -> list[tuple[str, float]]:
-        """BM25 over each visible owner's rowid block, merged by (score, rowid).
-
-        One query per block lets FTS5 skip other tenants' postings, and the type and
-        liveness words indexed next to the text (migration 4) let it drop filtered rows
-        itself; there is no join to ``memories`` (it doubled the cost at 100k memories).
-        ``ORDER BY score, rowid`` per block and the merge give the order one query over the
-        whole index would (FTS5 scores rows in rowid order, so its ties broke by rowid).
-        The vector cache's filter, which holds the same facts, is checked again as defence.
-        """
-        words = fts_query(plan.lexical_text, detect_language(plan.query))
-        if words is None:
-            return []
-        found: list[tuple[float, int, str]] = []
-        for owner in visible:
-            block = slots.owner_range(conn, owner.owner)
-            match = filtered_match(words, plan, owner.owner == CATALOG_OWNER)
-            if block is None or match is None:
-                continue
-            limit = plan.window
-            hidden = owner.vectors.size - int(np.count_nonzero(owner.allowed))
-            if hidden <= plan.window:
-                # Few rows are filtered out (the usual case: a few superseded facts), so skip
-                # the filter words, whose postings cover nearly every row (10-25% of BM25's
-                # time), and fetch as many more rows as could be dropped: the same top rows.
-                match, limit = words, plan.window + hidden
-            for rowid, score in conn.execute(_BM25_SQL, (match, *block, limit)):
-                row = owner.vectors.rowids.get(rowid)
-                if row is not None and owner.allowed[row]:
-                    found.append((score, rowid, owner.vectors.ids[row]))
+    def _bm25(self, plan: RecallPlan, visible: list[OwnerRows]) -> list[tuple[str, float]]:
+        """BM25 over the visible owners' postings (``postings.py``), best first; ties go to
+        the earlier owner (the user before the catalog), then the older row."""
+        words = query_words(plan.lexical_text, detect_language(plan.query))
+        scored = bm25([owner.vectors.postings for owner in visible], words)
+        found: list[tuple[float, int, int, str]] = []
+        for place, (owner, (scores, matched)) in enumerate(zip(visible, scored, strict=True)):
+            for row in top_rows(scores, owner.allowed & matched, plan.window):
+                found.append((-float(scores[row]), place, int(row), owner.vectors.ids[row]))
         found.sort()
-        return [(memory_id, -score) for score, _, memory_id in found[: plan.window]]
+        return [(memory_id, -score) for score, _, _, memory_id in found[: plan.window]]
 
     def _load(self, conn: sqlite3.Connection, visible: list[OwnerRows], ids: list[str]) -> dict[str, Memory]:
         """The memories of ``ids`` (each a row of one of ``visible``), decoded once per change."""

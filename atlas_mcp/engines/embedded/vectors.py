@@ -32,6 +32,7 @@ from ...inference.embedder import REFERENCE_BACKGROUND, on_reference_scale
 from ...inference.runtime import release_free_heap
 from . import slots
 from .passages import from_blob
+from .postings import OwnerPostings
 
 CATALOG_OWNER = ""
 TYPE_CODES: dict[str, int] = {t.value: code for code, t in enumerate(MemoryType)}
@@ -67,6 +68,7 @@ class OwnerVectors:
         self._extra_rows = np.zeros(0, dtype=np.int64)  # -1: a dropped passage
         self.extra_size = 0
         self._extras_of: dict[int, list[int]] = {}  # row -> its positions in ``_extra``
+        self.postings = OwnerPostings()  # the same rows' words, for BM25
 
     @property
     def matrix(self) -> np.ndarray:
@@ -276,8 +278,10 @@ class VectorCache:
         memory_id: str,
         memory_type: str,
         superseded: Sequence[str],
+        words: tuple[str, str],
     ) -> None:
-        """Apply this process's own committed insert (its vectors still pending).
+        """Apply this process's own committed insert (its vectors still pending; ``words``:
+        its ``lexical_terms`` and ``lexical_stems``).
 
         A rowid below the cached ones (SQLite reuses the top rowid after a delete) would break
         rowid order, so that case reloads instead."""
@@ -288,6 +292,7 @@ class VectorCache:
             del self._owners[owner]  # cannot happen if the cache was current; reload to be safe
             return
         cached.append_pending(rowid, memory_id, memory_type)
+        cached.postings.put(cached.rowids[rowid], *words)
         cached.mark_superseded(superseded)
         cached.version = version_before + 1
 
@@ -341,6 +346,9 @@ class VectorCache:
                 old._passages[kept[at]] == passages
             )
         fresh.adopt(old, kept, reuse, in_place)
+        fresh.postings = _moved_postings(old, [r[0] for r in rows])
+        # A row's words are re-read where its vector is (its text changed, or only its vector:
+        # ``put`` compares digests); a reused vector proves the text unchanged.
         self._fetch_embeddings(conn, [rows[i][0] for i in np.flatnonzero(~reuse)], fresh)
         return fresh
 
@@ -349,17 +357,20 @@ class VectorCache:
         count = conn.execute(f"SELECT count(*) FROM memories WHERE {where[0]}", where[1]).fetchone()[0]
         fresh = OwnerVectors(self._dimensions, version, capacity=count + HEADROOM_ROWS)
         cursor = conn.execute(
-            f"SELECT rowid, id, memory_type, superseded_by IS NOT NULL, embedding, embedding_model "
-            f"FROM memories WHERE {where[0]} ORDER BY rowid",
+            f"SELECT rowid, id, memory_type, superseded_by IS NOT NULL, embedding, embedding_model, "
+            f"lexical_terms, lexical_stems FROM memories WHERE {where[0]} ORDER BY rowid",
             where[1],
         )
         cheap: list[tuple] = []
+        words: list[tuple[str, str]] = []
         while len(cheap) < count and (chunk := cursor.fetchmany(FETCH_CHUNK)):
             chunk = chunk[: count - len(cheap)]  # rows a concurrent writer added wait for the next version
             start = len(cheap)
             cheap.extend(r[:4] for r in chunk)
+            words.extend(r[6:8] for r in chunk)
             self._place([(start + i, r[4], r[5]) for i, r in enumerate(chunk)], fresh)
         fresh.fill(cheap)
+        fresh.postings.fill(words)
         return fresh
 
     def _fetch_embeddings(self, conn: sqlite3.Connection, rowids: list[int], into: OwnerVectors) -> None:
@@ -367,10 +378,14 @@ class VectorCache:
             chunk = rowids[start : start + FETCH_CHUNK]
             marks = ",".join("?" * len(chunk))
             found = conn.execute(
-                f"SELECT rowid, embedding, embedding_model FROM memories WHERE rowid IN ({marks})", chunk
+                "SELECT rowid, embedding, embedding_model, lexical_terms, lexical_stems FROM memories "
+                f"WHERE rowid IN ({marks})",
+                chunk,
             ).fetchall()
-            # Rows a concurrent insert added are not in this cache yet: skipped.
-            self._place([(into.rowids[r], blob, model) for r, blob, model in found if r in into.rowids], into)
+            found = [r for r in found if r[0] in into.rowids]  # a concurrent insert's: next version
+            self._place([(into.rowids[r[0]], r[1], r[2]) for r in found], into)
+            for rowid, _, _, terms, stems in found:
+                into.postings.put(into.rowids[rowid], terms, stems)
 
     def _place(self, blobs: list[tuple[int, bytes, str]], into: OwnerVectors) -> None:
         """Copy stored embeddings into their rows: single-passage ones in one block, long
@@ -387,6 +402,18 @@ class VectorCache:
         for row, blob, model in blobs:
             if len(blob) > single:
                 into.put_passages(row, from_blob(blob, self._dimensions), self.space_code(model))
+
+
+def _moved_postings(old: OwnerVectors, rowids: list[int]) -> OwnerPostings:
+    """``old``'s postings for the owner's rows now (``rowids``, in order), renumbered."""
+    moved = np.full(old.size, -1, dtype=np.int64)
+    for row, rowid in enumerate(rowids):
+        before = old.rowids.get(rowid)
+        if before is not None:
+            moved[before] = row
+    if len(rowids) == old.postings.size and np.array_equal(moved, np.arange(old.size)):
+        return old.postings
+    return old.postings.renumber(moved, len(rowids))
 
 
 def allowed_rows(vectors: OwnerVectors, allowed_types: set[str], include_superseded: bool) -> np.ndarray:

@@ -1,0 +1,275 @@
+"""BM25 from per-owner postings kept in memory next to the owner's vectors.
+
+FTS5's ``bm25()`` costs ~2 µs per matched row, and a question's common words match thousands
+of rows (an event's text starts with its date: "2023" is in half of them), so at 100k
+memories BM25 was half of every recall. Here each owner's analysed columns
+(``lexical_terms``, ``lexical_stems``, written by ``domain.lexical``) are kept as postings,
+one sorted list of (row, count) per word, and a question costs one numpy pass per word.
+
+The score is FTS5's ``bm25()`` as recall used it (k1 1.2, b 0.75, IDF floored at 1e-6, a
+stem counting ``STEM_WEIGHT``, a surface word ``TERM_WEIGHT``, a row as long as its terms
+and stems), with one change: the statistics (row count, rows per word, mean length) are
+those of the rows the caller can see — their own rows and the catalog when asked — not the
+whole file's, so other tenants' memories never move a user's scores, and at least
+``MIN_COUNTED_ROWS`` rows are counted, so a word in one of a new user's three memories is
+not scored as if it were in half of the index.
+
+Postings are built once per process (like the vector cache) and kept current: a row added or
+changed since goes to ``recent`` (a dict), a changed row's built entries are masked as
+outdated, and the lists are rebuilt, one linear merge, once ``recent`` grows past an
+eighth of them. A row's ``(terms, stems)`` digest tells whether a re-read changed it.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...domain.lexical import analyse
+
+K1 = 1.2
+B = 0.75
+IDF_FLOOR = 1e-6  # FTS5's: a word in half the rows or more scores almost nothing
+# Matching is on stems (and CJK bigrams); the surface word adds a fifth on top, so "called"
+# ranks "is called Marek" above "call the plumber". Surface words at full weight cost LoCoMo
+# R@10 0.758 -> 0.748; stems alone 0.762, but then nothing tells "called" from "call".
+TERM_WEIGHT = 0.2
+STEM_WEIGHT = 1.0
+# Counting at least this many rows keeps IDF informative in small stores (tuned on the
+# household scenarios in five languages and the mixed suite; see docs/recall.md).
+MIN_COUNTED_ROWS = 100
+MAX_QUERY_WORDS = 64  # per column, as many as the FTS5 query took
+RECENT_ROWS_MIN = 512  # rows added or changed before the lists are rebuilt, at the least
+STEM_MARK = "\x01"  # stems share the vocabulary with surface words, told apart by this prefix
+_ROW_BITS = 32
+
+
+def _latin_folding() -> dict[int, str]:
+    """Latin letters with diacritics → their base letter, and combining marks → nothing, as
+    FTS5's ``unicode61 remove_diacritics 2`` indexed them (é → e, ő → o; ß, ø and ł kept).
+    Read from SQLite's own tokenizer, once, so the two never disagree."""
+    candidates = [chr(c) for r in ((0xC0, 0x250), (0x300, 0x370), (0x1E00, 0x1F00)) for c in range(*r)]
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='unicode61 remove_diacritics 2')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+        conn.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", [(ord(c), f"q{c}q") for c in candidates])
+        # A separator (×, ÷) splits its row in two tokens: only one-token rows fold.
+        indexed = dict(conn.execute("SELECT doc, min(term) FROM v GROUP BY doc HAVING count(*) = 1"))
+    finally:
+        conn.close()
+    return {code: term[1:-1] for code, term in indexed.items() if term[1:-1] != chr(code)}
+
+
+_FOLDING = _latin_folding()
+
+
+def tokens(column: str) -> list[str]:
+    """The words of an analysed column as the index keeps them (diacritics folded)."""
+    return column.translate(_FOLDING).split()
+
+
+def _row_words(terms: str, stems: str) -> tuple[list[str], int]:
+    surface, stemmed = tokens(terms), tokens(stems)
+    return surface + [STEM_MARK + w for w in stemmed], len(surface) + len(stemmed)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryWord:
+    key: str  # as in the vocabulary (a stem carries ``STEM_MARK``)
+    weight: float
+
+
+def query_words(text: str, language: str | None) -> list[QueryWord]:
+    """The question's distinct surface words and stems, analysed as the rows were. A word
+    that folds onto another counts twice, as the two quoted phrases FTS5 was asked did."""
+    analysis = analyse(text, language)
+    out = []
+    for words, mark, weight in ((analysis.terms, "", TERM_WEIGHT), (analysis.stems, STEM_MARK, STEM_WEIGHT)):
+        for word in list(dict.fromkeys(w.lower() for w in words))[:MAX_QUERY_WORDS]:
+            out.extend(QueryWord(mark + folded, weight) for folded in tokens(word))
+    return out
+
+
+class _Vocabulary(dict[str, int]):
+    def __missing__(self, word: str) -> int:
+        code = self[word] = len(self)
+        return code
+
+
+class OwnerPostings:
+    """One owner's words, by row of its ``OwnerVectors`` (row ``i`` is the ``i``-th memory)."""
+
+    def __init__(self) -> None:
+        self.vocabulary = _Vocabulary()
+        self.size = 0
+        self.total_length = 0.0
+        self.lengths = np.zeros(0, dtype=np.float64)
+        self._digests: list[int | None] = []
+        # Built lists: word w's entries are _rows/_counts[_starts[w]:_starts[w + 1]].
+        self._starts = np.zeros(1, dtype=np.int64)
+        self._rows = np.zeros(0, dtype=np.int32)
+        self._counts = np.zeros(0, dtype=np.uint32)
+        self._current = np.zeros(0, dtype=bool)  # per row: its built entries still hold
+        self._built_rows = 0
+        self._outdated = 0
+        self._recent: dict[int, dict[int, int]] = {}  # word -> {row: count}, since the build
+        self._recent_rows: dict[int, list[int]] = {}  # row -> its words in ``_recent``
+
+    def fill(self, columns: Sequence[tuple[str, str]]) -> None:
+        """Build an empty owner's lists from its rows' ``(lexical_terms, lexical_stems)``."""
+        codes: list[int] = []
+        rows: list[int] = []
+        self._grow(len(columns))
+        for row, (terms, stems) in enumerate(columns):
+            words, length = _row_words(terms, stems)
+            codes.extend(map(self.vocabulary.__getitem__, words))
+            rows.extend([row] * len(words))
+            self.lengths[row] = length
+            self._digests[row] = hash((terms, stems))
+        self.size = len(columns)
+        self.total_length = float(self.lengths[: self.size].sum())
+        keys = (np.array(codes, dtype=np.int64) << _ROW_BITS) | np.array(rows, dtype=np.int64)
+        keys, counts = np.unique(keys, return_counts=True)
+        self._set_built(keys, counts.astype(np.uint32))
+
+    def put(self, row: int, terms: str, stems: str) -> None:
+        """Row ``row`` now holds this text (a new row, or a re-read one that may have changed)."""
+        digest = hash((terms, stems))
+        if row < self.size and self._digests[row] == digest:
+            return
+        if row >= self.size:
+            self._grow(row + 1)
+            self.size = row + 1
+        self._drop(row)
+        words, length = _row_words(terms, stems)
+        counted = Counter(map(self.vocabulary.__getitem__, words))
+        for code, count in counted.items():
+            self._recent.setdefault(code, {})[row] = count
+        self._recent_rows[row] = list(counted)
+        self.lengths[row] = length
+        self.total_length += length
+        self._digests[row] = digest
+        if len(self._recent_rows) + self._outdated > max(RECENT_ROWS_MIN, self._built_rows // 8):
+            self.rebuild()
+
+    def _drop(self, row: int) -> None:
+        if row < len(self._current) and self._current[row]:
+            self._current[row] = False
+            self._outdated += 1
+        for code in self._recent_rows.pop(row, ()):
+            del self._recent[code][row]
+        self.total_length -= self.lengths[row]
+        self.lengths[row] = 0
+
+    def _grow(self, size: int) -> None:
+        if size > len(self.lengths):
+            capacity = max(size, len(self.lengths) + len(self.lengths) // 8 + 64)
+            self.lengths = np.concatenate([self.lengths, np.zeros(capacity - len(self.lengths))])
+        self._digests.extend([None] * (size - len(self._digests)))
+
+    def entries(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """The rows holding ``key`` and how often each does."""
+        code = self.vocabulary.get(key)
+        if code is None:
+            return _NO_ENTRIES
+        rows, counts = _NO_ENTRIES
+        if code + 1 < len(self._starts):
+            start, stop = self._starts[code], self._starts[code + 1]
+            rows, counts = self._rows[start:stop], self._counts[start:stop]
+            if self._outdated:
+                current = self._current[rows]
+                rows, counts = rows[current], counts[current]
+        recent = self._recent.get(code)
+        if recent:
+            rows = np.concatenate([rows, np.fromiter(recent.keys(), np.int32, len(recent))])
+            counts = np.concatenate([counts, np.fromiter(recent.values(), np.uint32, len(recent))])
+        return rows, counts
+
+    def rebuild(self) -> None:
+        """Fold ``recent`` into the built lists, dropping outdated entries (one linear merge)."""
+        keys, counts = self._built_keys(keep=self._current[self._rows])
+        recent = [
+            (code << _ROW_BITS | row, n) for code, rows in self._recent.items() for row, n in rows.items()
+        ]
+        if recent:
+            recent.sort()
+            new_keys = np.array([k for k, _ in recent], dtype=np.int64)
+            at = np.searchsorted(keys, new_keys)
+            keys = np.insert(keys, at, new_keys)
+            counts = np.insert(counts, at, np.array([n for _, n in recent], dtype=np.uint32))
+        self._set_built(keys, counts)
+
+    def renumber(self, moved: np.ndarray, size: int) -> OwnerPostings:
+        """These postings for a reloaded owner: old row ``i`` is now row ``moved[i]`` (-1: gone),
+        ``size`` rows in all; rows that are new here are added by ``put``. ``moved`` keeps
+        the rows' order (both are rowid order), so every list stays sorted."""
+        fresh = OwnerPostings()
+        fresh.vocabulary = self.vocabulary
+        fresh._grow(size)
+        fresh.size = size
+        old = np.flatnonzero(moved[: self.size] >= 0)
+        fresh.lengths[moved[old]] = self.lengths[old]
+        for i in old:
+            fresh._digests[moved[i]] = self._digests[i]
+        fresh.total_length = float(fresh.lengths[:size].sum())
+        keep = self._current[self._rows] & (moved[self._rows] >= 0)
+        keys, counts = self._built_keys(keep)
+        keys = (keys >> _ROW_BITS << _ROW_BITS) | moved[keys & ((1 << _ROW_BITS) - 1)]
+        fresh._set_built(keys, counts)
+        for row, codes in self._recent_rows.items():
+            if row < len(moved) and moved[row] >= 0:
+                fresh._recent_rows[int(moved[row])] = codes
+                for code in codes:
+                    fresh._recent.setdefault(code, {})[int(moved[row])] = self._recent[code][row]
+        fresh._current[list(fresh._recent_rows)] = False
+        return fresh
+
+    def _built_keys(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        codes = np.repeat(np.arange(len(self._starts) - 1, dtype=np.int64), np.diff(self._starts))
+        keys = (codes[keep] << _ROW_BITS) | self._rows[keep].astype(np.int64)
+        return keys, self._counts[keep]
+
+    def _set_built(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        self._rows = (keys & ((1 << _ROW_BITS) - 1)).astype(np.int32)
+        self._counts = counts
+        self._starts = np.searchsorted(keys >> _ROW_BITS, np.arange(len(self.vocabulary) + 1)).astype(
+            np.int64
+        )
+        self._current = np.ones(max(self.size, 1), dtype=bool)
+        self._built_rows = self.size
+        self._outdated = 0
+        self._recent.clear()
+        self._recent_rows.clear()
+
+
+_NO_ENTRIES = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint32))
+
+
+def bm25(owners: Sequence[OwnerPostings], words: Sequence[QueryWord]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per owner, every row's score (0 where nothing matched) and which rows matched, the
+    statistics counted over all of ``owners``' rows (see the module docstring)."""
+    out = [(np.zeros(p.size), np.zeros(p.size, dtype=bool)) for p in owners]
+    rows = sum(p.size for p in owners)
+    if not rows or not words:
+        return out
+    mean_length = sum(p.total_length for p in owners) / rows
+    counted = max(rows, MIN_COUNTED_ROWS)
+    for word in words:
+        found = [p.entries(word.key) for p in owners]
+        hits = sum(len(r) for r, _ in found)
+        if not hits:
+            continue
+        idf = math.log((counted - hits + 0.5) / (hits + 0.5))
+        idf = idf if idf > 0 else IDF_FLOOR
+        for p, (matched_rows, counts), (scores, matched) in zip(owners, found, out, strict=True):
+            frequency = word.weight * counts
+            norm = K1 * (1 - B + B * p.lengths[matched_rows] / mean_length)
+            scores[matched_rows] += idf * frequency * (K1 + 1) / (frequency + norm)
+            matched[matched_rows] = True
+    return out
