@@ -26,14 +26,19 @@ def cosine():
 
 
 def test_the_shipped_minilm_threshold_is_the_calibrated_one(cosine):
-    """Re-runs the calibration: no distinct pair merged at the threshold, and it is the lowest such."""
+    """Re-runs the calibration: no distinct pair merged at the threshold, and it is no higher
+    than it must be. onnxruntime's integer kernels differ by CPU instruction set, which moves
+    the closest distinct pair between 0.91 (an AVX2-only EPYC) and 0.92 (where it was
+    calibrated): the shipped value is safe on both, and the lowest safe one is the threshold
+    or the step below it."""
     embedder = default_embedder()
     threshold = CALIBRATED_DUPLICATE_SIMILARITY[embedder.model_id]
-    rows = sweep(read_pairs(PAIRS), cosine, [round(threshold - 0.01, 2), threshold])
-    below, at = rows
-    assert at.wrong == 0 and below.wrong > 0
+    steps = [round(threshold - 0.02, 2), round(threshold - 0.01, 2), threshold]
+    rows = sweep(read_pairs(PAIRS), cosine, steps)
+    two_below, _, at = rows
+    assert at.wrong == 0 and two_below.wrong > 0
     assert at.caught >= 3
-    assert lowest_safe(rows) == at
+    assert lowest_safe(rows) in rows[1:]
 
 
 def test_cosine_alone_would_merge_contradictions(cosine):
@@ -41,7 +46,7 @@ def test_cosine_alone_would_merge_contradictions(cosine):
     versions = ("User's home hub runs firmware 4.2.1.", "User's home hub runs firmware 5.0.2.")
     threshold = CALIBRATED_DUPLICATE_SIMILARITY[MINILM_MODEL_ID]
     for a, b in (swapped, versions):
-        assert cosine(a, b) > threshold + 0.01
+        assert cosine(a, b) > threshold  # cosine alone would merge them
         assert not is_duplicate(b, a, cosine(a, b), threshold)
 
 

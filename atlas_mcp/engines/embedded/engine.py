@@ -1,13 +1,14 @@
 """The embedded engine: one SQLite file (WAL) + local ONNX embeddings, zero set-up.
 
-Recall runs two branches over the caller's rows (plus the catalog when asked) — FTS5 BM25
-on the query analysed like the text (``domain.lexical``), and exact cosine over cached float16 vectors — from one read
-snapshot, and fuses them with ``domain.fusion``. Each row's vector comes from the model its
-language calls for (``inference.embedder.ModelChoice``); the query is embedded once per
-vector space the caller's rows use, each row is compared in its own space, and the cosines,
-put on one scale, form one dense list. A write commits its row and is embedded right
-after, by a bounded background worker (``pending.py``). Several processes may share one data directory: SQLite serialises
-writers, ``busy_timeout`` absorbs contention, and ``owner_versions`` keeps caches fresh.
+Recall runs two branches over the caller's rows (plus the catalog when asked) — BM25 over
+in-memory postings of the analysed text (``postings.py``, the query analysed like the text by
+``domain.lexical``), and exact cosine over cached float16 vectors — from one read snapshot, and
+fuses them with ``domain.fusion``. Each row's vector comes from the model its language calls for
+(``inference.embedder.ModelChoice``); the query is embedded once per vector space the caller's
+rows use, each row is compared in its own space, and the cosines, put on one scale, form one
+dense list. A write commits its row and is embedded right after, by a bounded background worker
+(``pending.py``). Several processes may share one data directory: SQLite serialises writers,
+``busy_timeout`` absorbs contention, and ``owner_versions`` keeps caches fresh.
 """
 
 from __future__ import annotations

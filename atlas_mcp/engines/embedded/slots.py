@@ -1,10 +1,9 @@
 """Owner rowid ranges: each owner's memories occupy one contiguous block of rowids.
 
-Recall's FTS5 query then asks for the caller's block (``rowid BETWEEN``), which FTS5 answers
-by seeking inside each posting list, so other tenants' postings are skipped instead of being
-scored and filtered out: BM25 cost follows the caller's corpus, not the whole store. The
-scores are untouched (same index, same statistics) and so is the order of ties (rowid order
-within an owner is insertion order, as before).
+Loading an owner's vectors and postings, and finding its unembedded rows, then read one
+rowid range (``rowid BETWEEN``) instead of filtering the whole table, so that cost follows the
+caller's corpus, not the whole store; rowid order within an owner is insertion order, which
+is also the order of ties in recall.
 """
 
 from __future__ import annotations
