@@ -308,3 +308,38 @@ def test_tokens_fold_diacritics_as_fts5_unicode61_does():
     oracle.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", [(ord(c), f"q{c.lower()}q") for c in letters])
     indexed = dict(oracle.execute("SELECT doc, term FROM v"))
     assert {ord(c): postings.tokens(f"q{c.lower()}q")[0] for c in letters} == indexed
+
+
+def test_fill_builds_the_lists_put_builds_row_by_row(monkeypatch):
+    """``fill`` splits whole blocks of columns at once; every word's list and every row's
+    length must be what adding the rows one at a time gives, across block edges, for empty
+    columns, stray spaces, folded diacritics and CJK bigrams."""
+    monkeypatch.setattr(postings, "_FILL_BLOCK", 3)
+    texts = [
+        "The plumber Marek fixed the boiler",
+        "Wer hat den Heizkessel repariert? Café crème",
+        "Atlas 帮我重置了 Halo Hub",
+        "",
+        "!!!",
+        "Señor Núñez called about the ölfilter",
+        "calls calling called",
+    ]
+    columns = [tuple(schema.lexical_columns(t).values()) for t in texts]
+    columns += [("  spaced  out ", " space "), ("only terms", ""), ("", "only stem")]
+    # A surface word posing as an earlier row's stem, in one block: sorted the slow way.
+    columns += [("", "odd"), (STEM_MARK + "odd", "")]
+    assert (len(columns) - 2) // 3 == (len(columns) - 1) // 3
+    filled = postings.OwnerPostings()
+    filled.fill(columns)
+    added = postings.OwnerPostings()
+    for row, (terms, stems) in enumerate(columns):
+        added.put(row, terms, stems)
+    added.rebuild()
+    assert filled.size == added.size == len(columns)
+    assert filled.lengths[: filled.size].tolist() == added.lengths[: added.size].tolist()
+    assert filled.total_length == added.total_length
+    words = [w for w in added.vocabulary if STEM_MARK + "\x02" != w != "\x02"]
+    assert len(words) > 30
+    for word in words:
+        got, want = filled.entries(word), added.entries(word)
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist(), word

@@ -47,6 +47,8 @@ MAX_QUERY_WORDS = 64  # per column, as many as the FTS5 query took
 RECENT_ROWS_MIN = 512  # rows added or changed before the lists are rebuilt, at the least
 STEM_MARK = "\x01"  # stems share the vocabulary with surface words, told apart by this prefix
 _ROW_BITS = 32
+_ROW_BREAK = " \x02 "  # between rows when columns are split a block at a time (never in analysed text)
+_FILL_BLOCK = 4096  # rows split at once by ``fill``
 
 
 def _latin_folding() -> dict[int, str]:
@@ -69,9 +71,13 @@ def _latin_folding() -> dict[int, str]:
 _FOLDING = _latin_folding()
 
 
+def _folded(column: str) -> str:
+    return column if column.isascii() else column.translate(_FOLDING)
+
+
 def tokens(column: str) -> list[str]:
     """The words of an analysed column as the index keeps them (diacritics folded)."""
-    return column.translate(_FOLDING).split()
+    return _folded(column).split()
 
 
 def _row_words(terms: str, stems: str) -> tuple[list[str], int]:
@@ -122,21 +128,53 @@ class OwnerPostings:
         self._recent_rows: dict[int, list[int]] = {}  # row -> its words in ``_recent``
 
     def fill(self, columns: Sequence[tuple[str, str]]) -> None:
-        """Build an empty owner's lists from its rows' ``(lexical_terms, lexical_stems)``."""
-        codes: list[int] = []
-        rows: list[int] = []
+        """Build an empty owner's lists from its rows' ``(lexical_terms, lexical_stems)``.
+
+        Columns are joined, split and looked up a block of rows at a time, a separator word
+        between rows: row by row in Python this took 2.2 s at 100k memories, on the first
+        recall's path, and splitting everything at once held ~250 MB of words."""
         self._grow(len(columns))
-        for row, (terms, stems) in enumerate(columns):
-            words, length = _row_words(terms, stems)
-            codes.extend(map(self.vocabulary.__getitem__, words))
-            rows.extend([row] * len(words))
-            self.lengths[row] = length
-            self._digests[row] = hash((terms, stems))
+        self._digests[: len(columns)] = [hash(row) for row in columns]
+        blocks = [self._block_keys(columns, start) for start in range(0, len(columns), _FILL_BLOCK)]
         self.size = len(columns)
+        keys = np.concatenate([k for k, _ in blocks]) if blocks else np.zeros(0, dtype=np.int64)
+        self.lengths[: self.size] = np.concatenate([n for _, n in blocks]) if blocks else 0
         self.total_length = float(self.lengths[: self.size].sum())
-        keys = (np.array(codes, dtype=np.int64) << _ROW_BITS) | np.array(rows, dtype=np.int64)
-        keys, counts = np.unique(keys, return_counts=True)
-        self._set_built(keys, counts.astype(np.uint32))
+        self._set_built(*self._counted(keys))
+
+    def _counted(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``np.unique(keys, return_counts=True)``, sorting by word only: rows already come in
+        order within each word, and a stable sort of words under 2**16 is a radix sort (at
+        100k memories 0.14 s instead of 0.31)."""
+        codes = keys >> _ROW_BITS
+        order = np.argsort(
+            codes.astype(np.uint16) if len(self.vocabulary) <= 1 << 16 else codes, kind="stable"
+        )
+        keys = keys[order]
+        if len(keys) and not np.all(keys[1:] >= keys[:-1]):  # a word in both columns of a block
+            keys, counts = np.unique(keys, return_counts=True)
+            return keys, counts.astype(np.uint32)
+        first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+        return keys[first], np.diff(np.append(first, len(keys))).astype(np.uint32)
+
+    def _block_keys(self, columns: Sequence[tuple[str, str]], start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``start``.. of one block: a (word, row) key per word, and each row's length."""
+        block = columns[start : start + _FILL_BLOCK]
+        surface = _ROW_BREAK.join(_folded(terms) for terms, _ in block)
+        stemmed = (STEM_MARK + _ROW_BREAK.join(_folded(stems) for _, stems in block)).replace(
+            " ", " " + STEM_MARK
+        )
+        lone_mark = self.vocabulary[STEM_MARK]  # an empty stems column leaves one
+        codes, rows = [], []
+        for text, row_break in ((surface, _ROW_BREAK.strip()), (stemmed, STEM_MARK + _ROW_BREAK.strip())):
+            words = text.split()
+            found = np.fromiter(map(self.vocabulary.__getitem__, words), dtype=np.int64, count=len(words))
+            breaks = found == self.vocabulary[row_break]
+            kept = ~breaks & (found != lone_mark)
+            codes.append(found[kept])
+            rows.append(np.cumsum(breaks)[kept] + start)
+        codes, rows = np.concatenate(codes), np.concatenate(rows)
+        return (codes << _ROW_BITS) | rows, np.bincount(rows - start, minlength=len(block))
 
     def put(self, row: int, terms: str, stems: str) -> None:
         """Row ``row`` now holds this text (a new row, or a re-read one that may have changed)."""
