@@ -135,27 +135,37 @@ class OwnerPostings:
         recall's path, and splitting everything at once held ~250 MB of words."""
         self._grow(len(columns))
         self._digests[: len(columns)] = [hash(row) for row in columns]
-        blocks = [self._block_keys(columns, start) for start in range(0, len(columns), _FILL_BLOCK)]
+        keys = []
+        for start in range(0, len(columns), _FILL_BLOCK):
+            block_keys, lengths = self._block_keys(columns, start)
+            keys.append(block_keys)
+            self.lengths[start : start + len(lengths)] = lengths
         self.size = len(columns)
-        keys = np.concatenate([k for k, _ in blocks]) if blocks else np.zeros(0, dtype=np.int64)
-        self.lengths[: self.size] = np.concatenate([n for _, n in blocks]) if blocks else 0
         self.total_length = float(self.lengths[: self.size].sum())
         self._set_built(*self._counted(keys))
 
-    def _counted(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``np.unique(keys, return_counts=True)``, sorting by word only: rows already come in
-        order within each word, and a stable sort of words under 2**16 is a radix sort (at
-        100k memories 0.14 s instead of 0.31)."""
+    def _counted(self, parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """``np.unique`` of the keys in ``parts`` (emptied: the one copy left is the sorted
+        one) with counts, sorting by word only: rows already come in order within each word,
+        and a stable sort of words under 2**16 is a radix sort (0.14 s instead of 0.31 at 100k
+        memories)."""
+        keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        parts.clear()
         codes = keys >> _ROW_BITS
-        order = np.argsort(
-            codes.astype(np.uint16) if len(self.vocabulary) <= 1 << 16 else codes, kind="stable"
-        )
-        keys = keys[order]
+        if len(self.vocabulary) <= 1 << 16:
+            codes = codes.astype(np.uint16)
+        keys = keys[np.argsort(codes, kind="stable")]
+        del codes
         if len(keys) and not np.all(keys[1:] >= keys[:-1]):  # a word in both columns of a block
             keys, counts = np.unique(keys, return_counts=True)
             return keys, counts.astype(np.uint32)
-        first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-        return keys[first], np.diff(np.append(first, len(keys))).astype(np.uint32)
+        starts_run = np.empty(len(keys), dtype=bool)
+        starts_run[:1] = True
+        np.not_equal(keys[1:], keys[:-1], out=starts_run[1:])
+        first = np.flatnonzero(starts_run)
+        del starts_run
+        counts = np.diff(first, append=len(keys)).astype(np.uint32)
+        return keys[first], counts
 
     def _block_keys(self, columns: Sequence[tuple[str, str]], start: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``start``.. of one block: a (word, row) key per word, and each row's length."""
