@@ -343,3 +343,14 @@ def test_fill_builds_the_lists_put_builds_row_by_row(monkeypatch):
     for word in words:
         got, want = filled.entries(word), added.entries(word)
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist(), word
+
+
+@pytest.mark.parametrize("texts", [[], [""], ["", "!! ... ?"]])
+def test_fill_of_an_owner_with_no_words(texts):
+    """An owner whose last memory was forgotten, or whose memories hold no words."""
+    columns = [tuple(schema.lexical_columns(t).values()) for t in texts]
+    filled = postings.OwnerPostings()
+    filled.fill(columns)
+    assert filled.size == len(columns) and filled.total_length == 0
+    assert [len(a) for a in filled.entries("x")] == [0, 0]
+    assert postings.bm25([filled], [QueryWord("x", 1.0)])[0][1].tolist() == [False] * len(columns)
