@@ -4,12 +4,15 @@ The oracle indexes only the visible owners' rows (all of them: other types and s
 ones count in the statistics, as in the postings) in a fresh FTS5 table, asks the OR-query of
 quoted surface words and stems that recall used to send, and filters afterwards. Long-lived
 caches, kept current through writes, updates, forgets and supersessions made by this process
-and by another one, must rank exactly as a cache loaded from scratch.
+and by another one, must rank exactly as a cache loaded from scratch; so must postings a start
+reads from a saved snapshot and brings up to date, and a damaged snapshot is never trusted.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -19,7 +22,7 @@ from atlas_mcp.bench import corpus
 from atlas_mcp.domain.lexical import analyse, detect_language
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.base import ListQuery, RecallPlan
-from atlas_mcp.engines.embedded import postings, rows, schema
+from atlas_mcp.engines.embedded import postings, rows, schema, vectors
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.postings import STEM_MARK, STEM_WEIGHT, TERM_WEIGHT, QueryWord, query_words
 from atlas_mcp.inference.embedder import default_embedder
@@ -354,3 +357,115 @@ def test_fill_of_an_owner_with_no_words(texts):
     assert filled.size == len(columns) and filled.total_length == 0
     assert [len(a) for a in filled.entries("x")] == [0, 0]
     assert postings.bm25([filled], [QueryWord("x", 1.0)])[0][1].tolist() == [False] * len(columns)
+
+
+def _ranking_without_snapshots(path, plans) -> list[list[tuple[str, float]]]:
+    engine = EmbeddedEngine(path, default_embedder())
+    engine._vectors._snapshots = None  # built from the rows, nothing read or written
+    try:
+        return [engine.lexical(plan) for plan in plans]
+    finally:
+        engine.close()
+
+
+def _fresh_ranking(path, plans, monkeypatch, *, filled: bool) -> list[list[tuple[str, float]]]:
+    """A new engine's ranking; ``filled``: whether it must build the postings from the rows."""
+    calls = []
+    real_fill = postings.OwnerPostings.fill
+    monkeypatch.setattr(
+        postings.OwnerPostings, "fill", lambda self, cols: calls.append(1) or real_fill(self, cols)
+    )
+    engine = EmbeddedEngine(path, default_embedder())
+    try:
+        ranked = [engine.lexical(plan) for plan in plans]
+    finally:
+        engine.close()
+        monkeypatch.setattr(postings.OwnerPostings, "fill", real_fill)
+    assert bool(calls) == filled
+    return ranked
+
+
+def test_a_start_reads_saved_postings_and_catches_up_with_changes(tmp_path, monkeypatch):
+    """Saved postings are a head start only: after another process's writes, updates and
+    supersessions the restored ones rank exactly as postings built from the rows."""
+    monkeypatch.setattr(vectors, "SNAPSHOT_MIN_ROWS", 50)
+    path = tmp_path / "atlas.db"
+    user = corpus.tenant_id(0)
+    memories = [m for m in corpus.tenant_memories(0, corpus.specs(31, 200)) if m.superseded_by is None][:150]
+    plans = _plans(user, 31)
+    writer = EmbeddedEngine(path, default_embedder())
+    try:
+        _load(writer, memories[:120])
+        saved = writer._vectors._snapshots.path(user)
+        assert not saved.exists()
+        expected = _ranking_without_snapshots(path, plans)
+        assert _fresh_ranking(path, plans, monkeypatch, filled=True) == expected  # builds, saves
+        assert saved.exists() and saved.stat().st_mode & 0o077 == 0
+        assert _fresh_ranking(path, plans, monkeypatch, filled=False) == expected  # reads
+        for memory in memories[120:150]:
+            writer.write(memory)
+        writer.update(user, replace(memories[7], text="router firmware restart lisbon ramen"))
+        fact = next(m for m in memories[:120] if m.memory_type is MemoryType.SEMANTIC)
+        newer = Memory(id="newer", memory_type=MemoryType.SEMANTIC, user_id=user,
+                       text=f"{fact.text} (corrected)", created_at=fact.created_at)  # fmt: skip
+        writer.write(newer, supersede=[fact.id])
+        before = saved.stat().st_mtime_ns
+        expected = _ranking_without_snapshots(path, plans)
+        assert _fresh_ranking(path, plans, monkeypatch, filled=False) == expected  # read + caught up
+        assert saved.stat().st_mtime_ns != before  # and saved again, current
+        assert _fresh_ranking(path, plans, monkeypatch, filled=False) == expected
+        assert writer.forget(user, memories[3].id)
+        assert not saved.exists()  # a forgotten memory's words leave the disk
+        assert _fresh_ranking(path, plans, monkeypatch, filled=True) == _ranking_without_snapshots(
+            path, plans
+        )
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path, arrays: path.write_bytes(path.read_bytes()[:-200]),
+        lambda path, arrays: path.write_bytes(b"not a snapshot"),
+        lambda path, arrays: np.savez(path, **(arrays | {"format": np.array([99])})),
+        lambda path, arrays: np.savez(path, **(arrays | {"rows": arrays["rows"] + 10**6})),
+        lambda path, arrays: np.savez(path, **{k: v for k, v in arrays.items() if k != "digests"}),
+        lambda path, arrays: np.savez(
+            path, **(arrays | {"vocabulary": np.array([0xFF, 0xFE], dtype=np.uint8)})
+        ),
+    ],
+    ids=["truncated", "garbage", "other-format", "rows-out-of-range", "missing-part", "bad-vocabulary"],
+)
+def test_a_damaged_snapshot_is_built_again(tmp_path, monkeypatch, damage):
+    monkeypatch.setattr(vectors, "SNAPSHOT_MIN_ROWS", 50)
+    path = tmp_path / "atlas.db"
+    user = corpus.tenant_id(0)
+    writer = EmbeddedEngine(path, default_embedder())
+    try:
+        _load(writer, corpus.tenant_memories(0, corpus.specs(32, 80)))
+    finally:
+        writer.close()
+    plans = _plans(user, 32)
+    expected = _ranking_without_snapshots(path, plans)
+    assert _fresh_ranking(path, plans, monkeypatch, filled=True) == expected
+    saved = vectors.PostingsSnapshots(path.with_name(path.name + "-postings")).path(user)
+    with np.load(saved) as found:
+        arrays = {name: found[name] for name in found.files}
+    damage(saved, arrays)
+    assert _fresh_ranking(path, plans, monkeypatch, filled=True) == expected
+    assert _fresh_ranking(path, plans, monkeypatch, filled=False) == expected  # saved anew
+
+
+def test_saving_sweeps_what_a_killed_writer_left(tmp_path):
+    snapshots = vectors.PostingsSnapshots(tmp_path / "atlas.db-postings")
+    snapshots.folder.mkdir()
+    stale, recent = snapshots.folder / "a.tmp", snapshots.folder / "b.tmp"
+    for left in (stale, recent):
+        left.write_bytes(b"half a snapshot")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    filled = postings.OwnerPostings()
+    filled.fill([("plumber fixed boiler", "plumber fix boiler")])
+    snapshots.write("someone", filled.snapshot(np.array([5])))
+    assert not stale.exists() and recent.exists()  # another process may be writing that one
+    assert snapshots.read("someone") is not None and snapshots.read("someone else") is None

@@ -92,7 +92,9 @@ class EmbeddedEngine:
         self._lock = threading.RLock()
         self._after_commit: list[Callable[[], None]] = []  # see _transaction
         self._conn = self._connect()
-        self._vectors = VectorCache(self.models.dimensions)
+        self._vectors = VectorCache(
+            self.models.dimensions, snapshots=self.path.with_name(self.path.name + "-postings")
+        )
         self._memories = MemoryCache()
         self._check_model()
         # Never embeds anything here: rows a crash left pending are repaired in the background.
@@ -360,6 +362,7 @@ class EmbeddedEngine:
             cursor = conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
             if cursor.rowcount:
                 self._changed(conn, owner_key(user_id), dropped=[memory_id])
+                self._after_commit.append(partial(self._vectors.forgot, owner_key(user_id)))
             return cursor.rowcount == 1
 
     # -- reads -------------------------------------------------------------------------

@@ -18,12 +18,17 @@ Postings are built once per process (like the vector cache) and kept current: a 
 changed since goes to ``recent`` (a dict), a changed row's built entries are masked as
 outdated, and the lists are rebuilt, one linear merge, once ``recent`` grows past an
 eighth of them. A row's ``(terms, stems)`` digest tells whether a re-read changed it.
+
+Building a large owner's postings costs ~1.5 s per 100k memories, so they are also saved
+beside the database (``vectors.PostingsSnapshots``) and a later start restores them:
+``restored`` keeps each saved row whose rowid and digest still match and adds the rest.
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +52,7 @@ MAX_QUERY_WORDS = 64  # per column, as many as the FTS5 query took
 RECENT_ROWS_MIN = 512  # rows added or changed before the lists are rebuilt, at the least
 STEM_MARK = "\x01"  # stems share the vocabulary with surface words, told apart by this prefix
 _ROW_BITS = 32
+SNAPSHOT_FORMAT = 1  # what ``OwnerPostings.snapshot`` writes; another number is not read
 _ROW_BREAK = " \x02 "  # between rows when columns are split a block at a time (never in analysed text)
 _FILL_BLOCK = 4096  # rows split at once by ``fill``
 
@@ -78,6 +84,12 @@ def _folded(column: str) -> str:
 def tokens(column: str) -> list[str]:
     """The words of an analysed column as the index keeps them (diacritics folded)."""
     return _folded(column).split()
+
+
+def digest(terms: str, stems: str) -> int:
+    """A row's words, fingerprinted the same way in every process (``hash`` is salted per
+    process), so a saved snapshot can tell which of its rows still hold."""
+    return zlib.crc32(terms.encode()) << 32 | zlib.crc32(stems.encode())
 
 
 def _row_words(terms: str, stems: str) -> tuple[list[str], int]:
@@ -134,7 +146,7 @@ class OwnerPostings:
         between rows: row by row in Python this took 2.2 s at 100k memories, on the first
         recall's path, and splitting everything at once held ~250 MB of words."""
         self._grow(len(columns))
-        self._digests[: len(columns)] = [hash(row) for row in columns]
+        self._digests[: len(columns)] = [digest(terms, stems) for terms, stems in columns]
         keys = []
         for start in range(0, len(columns), _FILL_BLOCK):
             block_keys, lengths = self._block_keys(columns, start)
@@ -188,8 +200,8 @@ class OwnerPostings:
 
     def put(self, row: int, terms: str, stems: str) -> None:
         """Row ``row`` now holds this text (a new row, or a re-read one that may have changed)."""
-        digest = hash((terms, stems))
-        if row < self.size and self._digests[row] == digest:
+        fingerprint = digest(terms, stems)
+        if row < self.size and self._digests[row] == fingerprint:
             return
         if row >= self.size:
             self._grow(row + 1)
@@ -202,7 +214,7 @@ class OwnerPostings:
         self._recent_rows[row] = list(counted)
         self.lengths[row] = length
         self.total_length += length
-        self._digests[row] = digest
+        self._digests[row] = fingerprint
         if len(self._recent_rows) + self._outdated > max(RECENT_ROWS_MIN, self._built_rows // 8):
             self.rebuild()
 
@@ -278,6 +290,51 @@ class OwnerPostings:
         fresh._current[list(fresh._recent_rows)] = False
         return fresh
 
+    def pending_rows(self) -> int:
+        """Rows added or changed since the lists were last built."""
+        return len(self._recent_rows) + self._outdated
+
+    def snapshot(self, rowids: np.ndarray) -> dict[str, np.ndarray] | None:
+        """What ``restored`` needs to skip ``fill`` next time, row ``i`` being ``rowids[i]``;
+        None while changes wait in ``recent`` (only built lists are saved)."""
+        if self._recent or self._outdated or len(rowids) != self.size:
+            return None
+        return {
+            "format": np.array([SNAPSHOT_FORMAT]),
+            "vocabulary": np.frombuffer("\n".join(self.vocabulary).encode(), dtype=np.uint8),
+            "starts": self._starts,
+            "rows": self._rows,
+            "counts": self._counts,
+            "lengths": self.lengths[: self.size].copy(),
+            "rowids": np.asarray(rowids, dtype=np.int64),
+            "digests": np.array(self._digests[: self.size], dtype=np.uint64),
+        }
+
+    @classmethod
+    def restored(
+        cls, saved: dict[str, np.ndarray], rowids: np.ndarray, columns: Sequence[tuple[str, str]]
+    ) -> OwnerPostings | None:
+        """Postings for rows ``rowids`` holding ``columns``, from a snapshot of an earlier state:
+        a saved row is kept where its rowid and digest still match, every other row is added
+        from its columns. None if the snapshot is unreadable or holds under half the rows."""
+        old = _from_snapshot(saved)
+        if old is None:
+            return None
+        saved_rowids, saved_digests = saved["rowids"], saved["digests"]
+        at = np.minimum(np.searchsorted(rowids, saved_rowids), max(len(rowids) - 1, 0))
+        digests = np.array([digest(terms, stems) for terms, stems in columns], dtype=np.uint64)
+        held = (rowids[at] == saved_rowids) & (digests[at] == saved_digests) if len(rowids) else at < 0
+        if 2 * int(held.sum()) < len(rowids):
+            return None
+        if held.all() and len(rowids) == old.size:
+            return old  # nothing changed since it was saved
+        fresh = old.renumber(np.where(held, at, -1), len(rowids))
+        covered = np.zeros(len(rowids), dtype=bool)
+        covered[at[held]] = True
+        for row in np.flatnonzero(~covered):
+            fresh.put(int(row), *columns[row])
+        return fresh
+
     def _built_keys(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         codes = np.repeat(np.arange(len(self._starts) - 1, dtype=np.int64), np.diff(self._starts))
         keys = (codes[keep] << _ROW_BITS) | self._rows[keep].astype(np.int64)
@@ -297,6 +354,41 @@ class OwnerPostings:
 
 
 _NO_ENTRIES = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint32))
+
+
+def _from_snapshot(saved: dict[str, np.ndarray]) -> OwnerPostings | None:
+    """The saved postings as they were, or None if any part is missing or inconsistent."""
+    try:
+        if saved["format"].tolist() != [SNAPSHOT_FORMAT]:
+            return None
+        text = saved["vocabulary"].tobytes().decode()
+        starts, rows, counts = saved["starts"], saved["rows"], saved["counts"]
+        lengths, rowids, digests = saved["lengths"], saved["rowids"], saved["digests"]
+    except (KeyError, AttributeError, UnicodeDecodeError):
+        return None
+    words = text.split("\n") if text else []
+    size = len(rowids)
+    consistent = (
+        starts.dtype == np.int64 and rows.dtype == np.int32 and counts.dtype == np.uint32
+        and rowids.dtype == np.int64 and digests.dtype == np.uint64 and lengths.dtype == np.float64
+        and len(starts) == len(words) + 1 and starts[0] == 0 and starts[-1] == len(rows) == len(counts)
+        and bool(np.all(np.diff(starts) >= 0)) and len(lengths) == len(digests) == size
+        and len(set(words)) == len(words) and bool(np.all(np.diff(rowids) > 0))
+        and (not len(rows) or (int(rows.min()) >= 0 and int(rows.max()) < size))
+    )  # fmt: skip
+    if not consistent:
+        return None
+    postings = OwnerPostings()
+    postings.vocabulary.update((word, code) for code, word in enumerate(words))
+    postings._grow(size)
+    postings.size = size
+    postings.lengths[:size] = lengths
+    postings.total_length = float(lengths.sum())
+    postings._digests[:size] = digests.tolist()
+    postings._starts, postings._rows, postings._counts = starts, rows, counts
+    postings._current = np.ones(max(size, 1), dtype=bool)
+    postings._built_rows = size
+    return postings
 
 
 def bm25(owners: Sequence[OwnerPostings], words: Sequence[QueryWord]) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -20,9 +20,16 @@ in that row's own space only, so two spaces are never compared with each other.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import sqlite3
+import tempfile
+import time
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import simsimd
@@ -239,8 +246,9 @@ def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | Non
 
 
 class VectorCache:
-    def __init__(self, dimensions: int) -> None:
+    def __init__(self, dimensions: int, snapshots: Path | None = None) -> None:
         self._dimensions = dimensions
+        self._snapshots = PostingsSnapshots(snapshots) if snapshots is not None else None
         self._owners: dict[str, OwnerVectors] = {}
         self.spaces: list[str] = []  # space code -> the model id whose vectors it holds
 
@@ -319,7 +327,7 @@ class VectorCache:
         if where is None:
             return OwnerVectors(self._dimensions, version)
         if old is None or old.size == 0:
-            return self._load_all(conn, where, version)
+            return self._load_all(conn, owner, where, version)
         # An embedding's first 16 bytes and its length are its fingerprint: update() and the
         # repair re-embed a row in place (same rowid), and a cached vector may be reused only
         # if it is still the stored one.
@@ -352,7 +360,9 @@ class VectorCache:
         self._fetch_embeddings(conn, [rows[i][0] for i in np.flatnonzero(~reuse)], fresh)
         return fresh
 
-    def _load_all(self, conn: sqlite3.Connection, where: tuple[str, tuple], version: int) -> OwnerVectors:
+    def _load_all(
+        self, conn: sqlite3.Connection, owner: str, where: tuple[str, tuple], version: int
+    ) -> OwnerVectors:
         """Cold load: one pass over the owner's block, already in rowid order."""
         count = conn.execute(f"SELECT count(*) FROM memories WHERE {where[0]}", where[1]).fetchone()[0]
         fresh = OwnerVectors(self._dimensions, version, capacity=count + HEADROOM_ROWS)
@@ -370,8 +380,34 @@ class VectorCache:
             words.extend(r[6:8] for r in chunk)
             self._place([(start + i, r[4], r[5]) for i, r in enumerate(chunk)], fresh)
         fresh.fill(cheap)
-        fresh.postings.fill(words)
+        self._fill_postings(fresh, owner, words)
         return fresh
+
+    def _fill_postings(self, into: OwnerVectors, owner: str, words: list[tuple[str, str]]) -> None:
+        """An owner's postings from its saved snapshot where one still mostly holds, else from
+        its words; a large owner's are saved again when they changed (see ``PostingsSnapshots``)."""
+        snapshots = self._snapshots if len(words) >= SNAPSHOT_MIN_ROWS else None
+        if snapshots is None:
+            into.postings.fill(words)
+            return
+        rowids = np.fromiter(into.rowids, dtype=np.int64, count=len(into.rowids))
+        saved = snapshots.read(owner)
+        restored = OwnerPostings.restored(saved, rowids, words) if saved is not None else None
+        if restored is not None and not restored.pending_rows():
+            into.postings = restored
+            return
+        if restored is None:
+            into.postings.fill(words)
+        else:
+            restored.rebuild()
+            into.postings = restored
+        snapshots.write(owner, into.postings.snapshot(rowids))
+
+    def forgot(self, owner: str) -> None:
+        """A memory of ``owner``'s was deleted: its words leave the disk with it (the saved
+        postings are dropped, and written again at the next start)."""
+        if self._snapshots is not None:
+            self._snapshots.drop(owner)
 
     def _fetch_embeddings(self, conn: sqlite3.Connection, rowids: list[int], into: OwnerVectors) -> None:
         for start in range(0, len(rowids), FETCH_CHUNK):
@@ -402,6 +438,54 @@ class VectorCache:
         for row, blob, model in blobs:
             if len(blob) > single:
                 into.put_passages(row, from_blob(blob, self._dimensions), self.space_code(model))
+
+
+SNAPSHOT_MIN_ROWS = 20_000  # below this, building postings costs < 0.3 s: nothing is saved
+
+
+class PostingsSnapshots:
+    """Each large owner's postings, saved beside the database when a start had to build them
+    (one ``.npz`` per owner, named by a hash of the owner; written whole to a temporary file,
+    then renamed), so the next start reads them instead: ~1.5 s less per 100k memories. A
+    snapshot is only ever a head start: ``OwnerPostings.restored`` checks every saved row
+    against the row's rowid and words now, and adds the rows written since."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path(self, owner: str) -> Path:
+        name = hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return self.folder / f"{name}.npz"
+
+    def read(self, owner: str) -> dict[str, np.ndarray] | None:
+        try:
+            with np.load(self.path(owner), allow_pickle=False) as found:
+                return {name: found[name] for name in found.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+            return None  # none yet, or cut short: built from the rows instead
+
+    def write(self, owner: str, arrays: dict[str, np.ndarray] | None) -> None:
+        if arrays is None:
+            return
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._sweep()
+            handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")  # mode 0600
+            with os.fdopen(handle, "wb") as out:
+                np.savez(out, **arrays)
+            os.replace(temporary, self.path(owner))
+        except OSError:
+            return  # a read-only or full disk costs the next start its head start, nothing else
+
+    def _sweep(self) -> None:
+        """Remove what a process killed while writing left behind (an hour old: nobody's)."""
+        for left in self.folder.glob("*.tmp"):
+            with contextlib.suppress(OSError):
+                if time.time() - left.stat().st_mtime > 3600:
+                    left.unlink()
+
+    def drop(self, owner: str) -> None:
+        self.path(owner).unlink(missing_ok=True)
 
 
 def _moved_postings(old: OwnerVectors, rowids: list[int]) -> OwnerPostings:
