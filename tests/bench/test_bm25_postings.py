@@ -469,3 +469,34 @@ def test_saving_sweeps_what_a_killed_writer_left(tmp_path):
     snapshots.write("someone", filled.snapshot(np.array([5])))
     assert not stale.exists() and recent.exists()  # another process may be writing that one
     assert snapshots.read("someone") is not None and snapshots.read("someone else") is None
+
+
+def test_a_disk_that_refuses_snapshots_costs_only_the_head_start(tmp_path, monkeypatch):
+    """Saving fails (the folder's name is taken by a file), deleting fails (the snapshot's
+    name is taken by a folder): recall and forget work as without snapshots."""
+    blocked = vectors.PostingsSnapshots(tmp_path / "taken")
+    blocked.folder.write_bytes(b"a file, not a folder")
+    filled = postings.OwnerPostings()
+    filled.fill([("plumber fixed boiler", "plumber fix boiler")])
+    blocked.write("someone", filled.snapshot(np.array([1])))
+    assert blocked.read("someone") is None and list(tmp_path.iterdir()) == [blocked.folder]
+    full = vectors.PostingsSnapshots(tmp_path / "full")
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(vectors.np, "savez", no_space)
+    full.write("someone", filled.snapshot(np.array([1])))
+    assert list(full.folder.iterdir()) == []  # the half-written file is gone too
+    monkeypatch.undo()
+    path = tmp_path / "atlas.db"
+    engine = EmbeddedEngine(path, default_embedder())
+    try:
+        user = corpus.tenant_id(0)
+        memories = corpus.tenant_memories(0, corpus.specs(33, 5))
+        _load(engine, memories)
+        engine._vectors._snapshots.path(user).mkdir(parents=True)
+        assert engine.forget(user, memories[0].id)
+        assert engine.get(user, [memories[0].id]) == []
+    finally:
+        engine.close()

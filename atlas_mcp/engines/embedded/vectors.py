@@ -37,9 +37,12 @@ import simsimd
 from ...domain.model import MemoryType
 from ...inference.embedder import REFERENCE_BACKGROUND, on_reference_scale
 from ...inference.runtime import release_free_heap
+from ...log import get_logger
 from . import slots
 from .passages import from_blob
 from .postings import OwnerPostings
+
+log = get_logger(__name__)
 
 CATALOG_OWNER = ""
 TYPE_CODES: dict[str, int] = {t.value: code for code, t in enumerate(MemoryType)}
@@ -467,6 +470,7 @@ class PostingsSnapshots:
     def write(self, owner: str, arrays: dict[str, np.ndarray] | None) -> None:
         if arrays is None:
             return
+        temporary = None
         try:
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._sweep()
@@ -474,8 +478,10 @@ class PostingsSnapshots:
             with os.fdopen(handle, "wb") as out:
                 np.savez(out, **arrays)
             os.replace(temporary, self.path(owner))
-        except OSError:
-            return  # a read-only or full disk costs the next start its head start, nothing else
+        except OSError as error:  # a read-only or full disk costs the next start its head start
+            log.warning("postings not saved", folder=str(self.folder), error=str(error))
+            if temporary is not None:
+                Path(temporary).unlink(missing_ok=True)
 
     def _sweep(self) -> None:
         """Remove what a process killed while writing left behind (an hour old: nobody's)."""
@@ -485,7 +491,10 @@ class PostingsSnapshots:
                     left.unlink()
 
     def drop(self, owner: str) -> None:
-        self.path(owner).unlink(missing_ok=True)
+        try:
+            self.path(owner).unlink(missing_ok=True)
+        except OSError as error:  # the forget itself has committed: say so, never undo it
+            log.warning("saved postings not deleted", path=str(self.path(owner)), error=str(error))
 
 
 def _moved_postings(old: OwnerVectors, rowids: list[int]) -> OwnerPostings:
