@@ -22,7 +22,7 @@ from atlas_mcp.bench import corpus
 from atlas_mcp.domain.lexical import analyse, detect_language
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.base import ListQuery, RecallPlan
-from atlas_mcp.engines.embedded import postings, rows, schema, vectors
+from atlas_mcp.engines.embedded import postings, rows, schema, snapshots
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.postings import STEM_MARK, STEM_WEIGHT, TERM_WEIGHT, QueryWord, query_words
 from atlas_mcp.inference.embedder import default_embedder
@@ -388,7 +388,7 @@ def _fresh_ranking(path, plans, monkeypatch, *, filled: bool) -> list[list[tuple
 def test_a_start_reads_saved_postings_and_catches_up_with_changes(tmp_path, monkeypatch):
     """Saved postings are a head start only: after another process's writes, updates and
     supersessions the restored ones rank exactly as postings built from the rows."""
-    monkeypatch.setattr(vectors, "SNAPSHOT_MIN_ROWS", 50)
+    monkeypatch.setattr(snapshots, "SNAPSHOT_MIN_ROWS", 50)
     path = tmp_path / "atlas.db"
     user = corpus.tenant_id(0)
     memories = [m for m in corpus.tenant_memories(0, corpus.specs(31, 200)) if m.superseded_by is None][:150]
@@ -438,7 +438,7 @@ def test_a_start_reads_saved_postings_and_catches_up_with_changes(tmp_path, monk
     ids=["truncated", "garbage", "other-format", "rows-out-of-range", "missing-part", "bad-vocabulary"],
 )
 def test_a_damaged_snapshot_is_built_again(tmp_path, monkeypatch, damage):
-    monkeypatch.setattr(vectors, "SNAPSHOT_MIN_ROWS", 50)
+    monkeypatch.setattr(snapshots, "SNAPSHOT_MIN_ROWS", 50)
     path = tmp_path / "atlas.db"
     user = corpus.tenant_id(0)
     writer = EmbeddedEngine(path, default_embedder())
@@ -449,7 +449,7 @@ def test_a_damaged_snapshot_is_built_again(tmp_path, monkeypatch, damage):
     plans = _plans(user, 32)
     expected = _ranking_without_snapshots(path, plans)
     assert _fresh_ranking(path, plans, monkeypatch, filled=True) == expected
-    saved = vectors.PostingsSnapshots(path.with_name(path.name + "-postings")).path(user)
+    saved = snapshots.PostingsSnapshots(path.with_name(path.name + "-postings")).path(user)
     with np.load(saved) as found:
         arrays = {name: found[name] for name in found.files}
     damage(saved, arrays)
@@ -458,34 +458,34 @@ def test_a_damaged_snapshot_is_built_again(tmp_path, monkeypatch, damage):
 
 
 def test_saving_sweeps_what_a_killed_writer_left(tmp_path):
-    snapshots = vectors.PostingsSnapshots(tmp_path / "atlas.db-postings")
-    snapshots.folder.mkdir()
-    stale, recent = snapshots.folder / "a.tmp", snapshots.folder / "b.tmp"
+    saved = snapshots.PostingsSnapshots(tmp_path / "atlas.db-postings")
+    saved.folder.mkdir()
+    stale, recent = saved.folder / ".a.npz.x.tmp", saved.folder / ".b.npz.y.tmp"
     for left in (stale, recent):
         left.write_bytes(b"half a snapshot")
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
     filled = postings.OwnerPostings()
     filled.fill([("plumber fixed boiler", "plumber fix boiler")])
-    snapshots.write("someone", filled.snapshot(np.array([5])))
+    saved.write("someone", filled.snapshot(np.array([5])))
     assert not stale.exists() and recent.exists()  # another process may be writing that one
-    assert snapshots.read("someone") is not None and snapshots.read("someone else") is None
+    assert saved.read("someone") is not None and saved.read("someone else") is None
 
 
 def test_a_disk_that_refuses_snapshots_costs_only_the_head_start(tmp_path, monkeypatch):
     """Saving fails (the folder's name is taken by a file), deleting fails (the snapshot's
     name is taken by a folder): recall and forget work as without snapshots."""
-    blocked = vectors.PostingsSnapshots(tmp_path / "taken")
+    blocked = snapshots.PostingsSnapshots(tmp_path / "taken")
     blocked.folder.write_bytes(b"a file, not a folder")
     filled = postings.OwnerPostings()
     filled.fill([("plumber fixed boiler", "plumber fix boiler")])
     blocked.write("someone", filled.snapshot(np.array([1])))
     assert blocked.read("someone") is None and list(tmp_path.iterdir()) == [blocked.folder]
-    full = vectors.PostingsSnapshots(tmp_path / "full")
+    full = snapshots.PostingsSnapshots(tmp_path / "full")
 
     def no_space(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(vectors.np, "savez", no_space)
+    monkeypatch.setattr(snapshots.np, "savez", no_space)
     full.write("someone", filled.snapshot(np.array([1])))
     assert list(full.folder.iterdir()) == []  # the half-written file is gone too
     monkeypatch.undo()

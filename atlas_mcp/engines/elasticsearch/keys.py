@@ -10,8 +10,6 @@ query would silently lift the restriction.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +18,7 @@ from typing import Any
 
 from ...domain.model import iso, utcnow
 from ...errors import ConfigurationError
+from ...files import replaced
 from .layout import ALL_TYPES, IndexLayout
 from .requests import owner_filter
 
@@ -161,13 +160,6 @@ class KeyStore:
                 u: {"id": k.id, "encoded": k.encoded, "created_at": k.created_at} for u, k in keys.items()
             }
         }
-        fd, tmp = tempfile.mkstemp(prefix=".es-keys-", dir=self.path.parent)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2, sort_keys=True)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with replaced(self.path) as out:
+            out.write(json.dumps(data, indent=2, sort_keys=True).encode())
         self._loaded = None

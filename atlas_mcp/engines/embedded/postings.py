@@ -20,7 +20,7 @@ outdated, and the lists are rebuilt, one linear merge, once ``recent`` grows pas
 eighth of them. A row's ``(terms, stems)`` digest tells whether a re-read changed it.
 
 Building a large owner's postings costs ~1.5 s per 100k memories, so they are also saved
-beside the database (``vectors.PostingsSnapshots``) and a later start restores them:
+beside the database (``snapshots.py``) and a later start restores them:
 ``restored`` keeps each saved row whose rowid and digest still match and adds the rest.
 """
 

@@ -20,13 +20,7 @@ in that row's own space only, so two spaces are never compared with each other.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 import sqlite3
-import tempfile
-import time
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,12 +31,10 @@ import simsimd
 from ...domain.model import MemoryType
 from ...inference.embedder import REFERENCE_BACKGROUND, on_reference_scale
 from ...inference.runtime import release_free_heap
-from ...log import get_logger
 from . import slots
+from . import snapshots as saved_postings
 from .passages import from_blob
 from .postings import OwnerPostings
-
-log = get_logger(__name__)
 
 CATALOG_OWNER = ""
 TYPE_CODES: dict[str, int] = {t.value: code for code, t in enumerate(MemoryType)}
@@ -251,7 +243,7 @@ def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | Non
 class VectorCache:
     def __init__(self, dimensions: int, snapshots: Path | None = None) -> None:
         self._dimensions = dimensions
-        self._snapshots = PostingsSnapshots(snapshots) if snapshots is not None else None
+        self._snapshots = saved_postings.PostingsSnapshots(snapshots) if snapshots is not None else None
         self._owners: dict[str, OwnerVectors] = {}
         self.spaces: list[str] = []  # space code -> the model id whose vectors it holds
 
@@ -388,8 +380,8 @@ class VectorCache:
 
     def _fill_postings(self, into: OwnerVectors, owner: str, words: list[tuple[str, str]]) -> None:
         """An owner's postings from its saved snapshot where one still mostly holds, else from
-        its words; a large owner's are saved again when they changed (see ``PostingsSnapshots``)."""
-        snapshots = self._snapshots if len(words) >= SNAPSHOT_MIN_ROWS else None
+        its words; a large owner's are saved again when they changed (``snapshots.py``)."""
+        snapshots = self._snapshots if len(words) >= saved_postings.SNAPSHOT_MIN_ROWS else None
         if snapshots is None:
             into.postings.fill(words)
             return
@@ -441,60 +433,6 @@ class VectorCache:
         for row, blob, model in blobs:
             if len(blob) > single:
                 into.put_passages(row, from_blob(blob, self._dimensions), self.space_code(model))
-
-
-SNAPSHOT_MIN_ROWS = 20_000  # below this, building postings costs < 0.3 s: nothing is saved
-
-
-class PostingsSnapshots:
-    """Each large owner's postings, saved beside the database when a start had to build them
-    (one ``.npz`` per owner, named by a hash of the owner; written whole to a temporary file,
-    then renamed), so the next start reads them instead: ~1.5 s less per 100k memories. A
-    snapshot is only ever a head start: ``OwnerPostings.restored`` checks every saved row
-    against the row's rowid and words now, and adds the rows written since."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def path(self, owner: str) -> Path:
-        name = hashlib.sha256(owner.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return self.folder / f"{name}.npz"
-
-    def read(self, owner: str) -> dict[str, np.ndarray] | None:
-        try:
-            with np.load(self.path(owner), allow_pickle=False) as found:
-                return {name: found[name] for name in found.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-            return None  # none yet, or cut short: built from the rows instead
-
-    def write(self, owner: str, arrays: dict[str, np.ndarray] | None) -> None:
-        if arrays is None:
-            return
-        temporary = None
-        try:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._sweep()
-            handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")  # mode 0600
-            with os.fdopen(handle, "wb") as out:
-                np.savez(out, **arrays)
-            os.replace(temporary, self.path(owner))
-        except OSError as error:  # a read-only or full disk costs the next start its head start
-            log.warning("postings not saved", folder=str(self.folder), error=str(error))
-            if temporary is not None:
-                Path(temporary).unlink(missing_ok=True)
-
-    def _sweep(self) -> None:
-        """Remove what a process killed while writing left behind (an hour old: nobody's)."""
-        for left in self.folder.glob("*.tmp"):
-            with contextlib.suppress(OSError):
-                if time.time() - left.stat().st_mtime > 3600:
-                    left.unlink()
-
-    def drop(self, owner: str) -> None:
-        try:
-            self.path(owner).unlink(missing_ok=True)
-        except OSError as error:  # the forget itself has committed: say so, never undo it
-            log.warning("saved postings not deleted", path=str(self.path(owner)), error=str(error))
 
 
 def _moved_postings(old: OwnerVectors, rowids: list[int]) -> OwnerPostings:
