@@ -96,3 +96,19 @@ def test_a_supersession_that_lost_a_race_is_one_conflict_and_writes_nothing(
     with pytest.raises(Conflict, match="changed at the same time; nothing was written"):
         engine.write(late, supersede=[old.id])  # the service checked before the other write landed
     assert engine.get("u1", ["late-1"]) == []
+
+
+def test_a_memory_written_already_superseded_stays_hidden(contract_service, contract_engine):
+    """``import`` writes a store's history as it was: a superseded fact arrives superseded and
+    must be hidden from the very next recall in the process that wrote it, as after a restart."""
+    svc, engine = contract_service, contract_engine
+    current = svc.write("u1", "The user's bike is a grey Brompton")
+    assert ids(svc.recall("u1", "Brompton bike", min_relevance=0.0)) == [current.id]  # caches loaded
+    then = datetime(2026, 1, 1, tzinfo=UTC)
+    old = svc.get("u1", current.id).evolve(
+        id="old-bike", text="The user's bike is a red Brompton", superseded_by=current.id, superseded_at=then
+    )
+    engine.write(old)
+    assert engine.get("u1", [old.id])[0].superseded_at == then
+    assert old.id not in ids(svc.recall("u1", "Brompton bike", min_relevance=0.0))
+    assert old.id in ids(svc.recall("u1", "Brompton bike", min_relevance=0.0, include_superseded=True))

@@ -240,6 +240,7 @@ class EmbeddedEngine:
                 memory.memory_type.value,
                 supersede,
                 (row["lexical_terms"], row["lexical_stems"]),
+                arrived_superseded=memory.is_superseded,
             )
         self._deferred.submit(PendingRow(owner, rowid, row["search_text"]))
 

@@ -282,9 +282,12 @@ class VectorCache:
         memory_type: str,
         superseded: Sequence[str],
         words: tuple[str, str],
+        *,
+        arrived_superseded: bool = False,
     ) -> None:
         """Apply this process's own committed insert (its vectors still pending; ``words``:
-        its ``lexical_terms`` and ``lexical_stems``).
+        its ``lexical_terms`` and ``lexical_stems``; ``arrived_superseded``: the memory was
+        written already superseded, as ``import`` restores a store's history).
 
         A rowid below the cached ones (SQLite reuses the top rowid after a delete) would break
         rowid order, so that case reloads instead."""
@@ -296,7 +299,7 @@ class VectorCache:
             return
         cached.append_pending(rowid, memory_id, memory_type)
         cached.postings.put(cached.rowids[rowid], *words)
-        cached.mark_superseded(superseded)
+        cached.mark_superseded([*superseded, memory_id] if arrived_superseded else superseded)
         cached.version = version_before + 1
 
     def apply_vectors(
