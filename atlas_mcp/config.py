@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -23,6 +24,14 @@ from .errors import ConfigurationError
 from .validation import clauses, meant
 
 CONFIG_ENV = "ATLAS_CONFIG"
+ENV_PREFIX = "ATLAS_"
+# ATLAS_* variables something other than the settings reads: the live Elasticsearch suite
+# (ATLAS_ES_*), the test script (ATLAS_NO_BROWSER) and docker-compose.yml (the rest).
+NOT_SETTINGS_ENV = frozenset(
+    {CONFIG_ENV, "ATLAS_TOKEN", "ATLAS_EMBED_ID", "ATLAS_RERANK_ID", "ATLAS_NO_BROWSER"}
+    | {f"ATLAS_ES_{name}" for name in ("URL", "USER", "PASSWORD", "EMBED_ID", "RERANK_ID", "CA_CERTS")}
+    | {"ATLAS_ES_ALLOW_DOWNGRADE"}
+)
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -203,7 +212,7 @@ class ElasticsearchSettings(BaseModel):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="ATLAS_", env_nested_delimiter="__", extra="forbid", validate_default=True
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
     )
 
     backend: Literal["embedded", "elasticsearch"] = "embedded"
@@ -352,6 +361,47 @@ def _setting_names(table: list[Any]) -> list[str]:
             return []
         model = field.annotation
     return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+
+
+def ignored_environment(environ: Mapping[str, str]) -> list[str]:
+    """One warning per ATLAS_* variable that sets nothing. The environment is read leniently
+    (it holds other programs' variables), so without this a misspelt ATLAS_DATA_DIR in an MCP
+    client's config would silently put the user's memories in the default folder."""
+    return [
+        f"{name} is not an atlas-mcp setting and is ignored{meant(name, _environment_names())}"
+        for name in sorted(environ)
+        if name.upper().startswith(ENV_PREFIX) and name.upper() not in NOT_SETTINGS_ENV and not _sets(name)
+    ]
+
+
+def _sets(name: str) -> bool:
+    """Does ATLAS_<field>[__<field>...] name a setting? (``__`` steps into a table; a table of
+    named entries, like ``users``, takes any name at that step.)"""
+    node: Any = Settings
+    steps = name[len(ENV_PREFIX) :].lower().split("__")
+    while steps:
+        if get_origin(node) is dict:
+            steps.pop(0)
+            node = get_args(node)[1]
+            continue
+        if not (isinstance(node, type) and issubclass(node, BaseModel)):
+            return False
+        field = node.model_fields.get(steps.pop(0))
+        if field is None:
+            return False
+        node = field.annotation
+    return True
+
+
+def _environment_names() -> list[str]:
+    """Every setting as an environment variable, one table deep: what a misspelling meant."""
+    names = []
+    for field_name, field in Settings.model_fields.items():
+        names.append(f"{ENV_PREFIX}{field_name.upper()}")
+        table = field.annotation
+        if isinstance(table, type) and issubclass(table, BaseModel):
+            names += [f"{ENV_PREFIX}{field_name.upper()}__{sub.upper()}" for sub in table.model_fields]
+    return names
 
 
 def env_secret(name: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..app import open_service
-from ..config import Settings, load_settings
+from ..config import Settings, ignored_environment, load_settings
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -50,7 +51,12 @@ def user_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def settings_from(config_file: str | None, **flags: Any) -> Settings:
-    return load_settings(config_file, **flags)
+    """The settings every command runs with; ATLAS_* variables that set nothing are named on
+    stderr (never stdout: under ``serve`` that is the MCP wire)."""
+    settings = load_settings(config_file, **flags)
+    for warning in ignored_environment(os.environ):
+        click.echo(f"Warning: {warning}", err=True)
+    return settings
 
 
 def require_known_user(service: MemoryService, user_id: str) -> None:

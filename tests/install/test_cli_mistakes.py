@@ -105,3 +105,45 @@ def test_an_input_file_that_is_not_json_is_one_line(tmp_path: Path):
     garbage = tmp_path / "locomo.json"
     garbage.write_text("not json")
     assert "not valid JSON" in one_line_error(atlas("eval", "locomo", str(garbage)))
+
+
+def test_a_misspelt_environment_variable_is_named_with_the_one_meant(sarah):
+    """The environment is read leniently (it holds other programs' variables), so an ATLAS_*
+    name that sets nothing is a warning on stderr, and the command still runs."""
+    result = atlas("stats", ATLAS_DATADIR="/elsewhere", ATLAS_EMBEDING__MODEL="x")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("Warning: ")]
+    assert warnings == [
+        "Warning: ATLAS_DATADIR is not an atlas-mcp setting and is ignored (did you mean 'ATLAS_DATA_DIR'?)",
+        (
+            "Warning: ATLAS_EMBEDING__MODEL is not an atlas-mcp setting and is ignored "
+            "(did you mean 'ATLAS_EMBEDDING__MODEL'?)"
+        ),
+    ]
+    assert "sarah" in result.stdout  # the store the real ATLAS_DATA_DIR names
+
+
+def test_environment_variables_that_set_something_pass_silently():
+    from atlas_mcp.config import NOT_SETTINGS_ENV, ignored_environment
+
+    meaningful = {
+        "ATLAS_DATA_DIR": "/d",
+        "atlas_user": "lower case sets it too",
+        "ATLAS_SCORING__RRF_WINDOW": "80",
+        "ATLAS_USERS__SARAH__TOKEN_SHA256": "ab",
+        "ATLAS_ELASTICSEARCH__URL": "http://es:9200",
+        "HOME": "/root",
+    } | dict.fromkeys(NOT_SETTINGS_ENV, "used elsewhere")
+    assert ignored_environment(meaningful) == []
+    assert ignored_environment({"ATLAS_PORT__X": "1", "ATLAS_USERS__SARAH__TOKN": "ab"}) == [
+        "ATLAS_PORT__X is not an atlas-mcp setting and is ignored (did you mean 'ATLAS_PORT'?)",
+        "ATLAS_USERS__SARAH__TOKN is not an atlas-mcp setting and is ignored",
+    ]
+
+
+def test_a_data_folder_that_is_a_file_is_one_line(tmp_path: Path):
+    taken = tmp_path / "atlas-data"
+    taken.write_text("not a folder")
+    line = one_line_error(atlas("stats", ATLAS_DATA_DIR=str(taken)))
+    assert line == f"Error: the data folder {taken} is a file, not a folder"
+    assert taken.read_text() == "not a folder"

@@ -82,11 +82,19 @@ _INSERT = (
 )
 
 
+def _make_folder(folder: Path) -> None:
+    """The store's folder, made if missing. A file in its place gets its own message: mkdir's
+    "File exists" reads as if the folder were there and fine."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigurationError(f"the data folder {folder} is a file, not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+
+
 class EmbeddedEngine:
     def __init__(self, path: Path, embedder: Embedder | ModelChoice, threads: int = 2) -> None:
         self.path = Path(path)
         self.threads = threads  # for the cosine scan
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(self.path.parent)
         self.models = as_choice(embedder)
         self.info = EngineInfo(name="embedded", embedding_model=self.models.choice_id)
         self._lock = threading.RLock()
