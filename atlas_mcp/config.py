@@ -363,10 +363,12 @@ def _setting_names(table: list[Any]) -> list[str]:
     return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
 
 
-def ignored_environment(environ: Mapping[str, str]) -> list[str]:
-    """One warning per ATLAS_* variable that sets nothing. The environment is read leniently
-    (it holds other programs' variables), so without this a misspelt ATLAS_DATA_DIR in an MCP
-    client's config would silently put the user's memories in the default folder."""
+def ignored_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per ATLAS_* variable (of ``environ``, default this process's) that sets
+    nothing. The environment is read leniently (it holds other programs' variables), so without
+    this a misspelt ATLAS_DATA_DIR in an MCP client's config would silently put the user's
+    memories in the default folder."""
+    environ = os.environ if environ is None else environ
     return [
         f"{name} is not an atlas-mcp setting and is ignored{meant(name, _environment_names())}"
         for name in sorted(environ)

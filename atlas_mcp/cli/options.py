@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,7 +53,7 @@ def settings_from(config_file: str | None, **flags: Any) -> Settings:
     """The settings every command runs with; ATLAS_* variables that set nothing are named on
     stderr (never stdout: under ``serve`` that is the MCP wire)."""
     settings = load_settings(config_file, **flags)
-    for warning in ignored_environment(os.environ):
+    for warning in ignored_environment():
         click.echo(f"Warning: {warning}", err=True)
     return settings
 
