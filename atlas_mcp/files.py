@@ -1,7 +1,8 @@
-"""Files replaced whole: written beside their place, then renamed over it."""
+"""Files replaced whole (written beside their place, then renamed over it), and file digests."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -22,3 +23,11 @@ def replaced(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

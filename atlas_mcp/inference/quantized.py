@@ -35,7 +35,7 @@ log = get_logger(__name__)
 
 def derived_model(source: Path, source_sha256: str, cache_dir: Path | None = None) -> Path:
     """The integer-arithmetic model derived from ``source``: cached, else derived now."""
-    directory = cache_dir or _cache_dir()
+    directory = cache_dir or model_cache_dir()
     target = directory / f"minilm-l6-{source_sha256[:16]}-{RECIPE}.onnx"
     if target.is_file():
         return target
@@ -51,7 +51,7 @@ def derived_model(source: Path, source_sha256: str, cache_dir: Path | None = Non
     return target
 
 
-def _cache_dir() -> Path:
+def model_cache_dir() -> Path:
     """The user's cache directory, or a private temporary one where that is not writable (a
     read-only home): the model is then derived again by every process, which is logged."""
     from platformdirs import user_cache_path

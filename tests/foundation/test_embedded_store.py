@@ -10,7 +10,8 @@ import pytest
 
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.errors import ConfigurationError
-from atlas_mcp.inference.embedder import MINILM_MODEL_ID, OnnxMiniLM, default_embedder, sha256_of
+from atlas_mcp.files import sha256_of
+from atlas_mcp.inference.embedder import MINILM_MODEL_ID, OnnxMiniLM, default_embedder
 from atlas_mcp.service import MemoryService
 
 

@@ -70,7 +70,7 @@ def test_an_unwritable_cache_falls_back_to_a_private_directory(tmp_path: Path, m
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the cache directory should be")
     monkeypatch.setattr("platformdirs.user_cache_path", lambda name: blocker / name)
-    directory = quantized._cache_dir()
+    directory = quantized.model_cache_dir()
     assert directory.is_dir() and blocker not in directory.parents
 
 
