@@ -447,6 +447,12 @@ class MemoryService:
         if warm is not None:
             warm(user_id)
 
+    def warm_rows(self, user_id: str) -> None:
+        """The part of ``warm`` that is quick and holds the interpreter: a small store's caches."""
+        warm_rows = getattr(self._engine, "warm_rows", None)
+        if warm_rows is not None:
+            warm_rows(user_id)
+
     def export_memories(
         self, out: TextIO, users: Iterable[str | None], progress: portability.Progress = portability.ignore
     ) -> int:

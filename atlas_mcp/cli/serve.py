@@ -44,7 +44,12 @@ def serve(transport, host, port, insecure_no_auth, config_file, user) -> None:
         if listener is not None:
             anyio.run(_serve_http, service, settings, listener)
         else:
-            _warm_up_in_background(service, settings.user)  # overlaps the MCP imports below
+            # A small store's caches load first, alone: loaded beside the MCP SDK's imports
+            # (both hold the interpreter lock) they finished ~0.3 s after `initialize`, and the
+            # first recall waited for them. The rest of the warm-up (model sessions, which
+            # release the lock) then overlaps the imports.
+            service.warm_rows(settings.user)
+            _warm_up_in_background(service, settings.user)
             anyio.run(_serve_stdio, service, settings)
     finally:
         service.close()

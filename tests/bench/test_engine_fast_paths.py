@@ -136,6 +136,24 @@ def test_warm_loads_the_callers_and_the_catalogs_vectors(tmp_path):
         engine.close()
 
 
+def test_warm_rows_loads_a_small_store_at_once_and_leaves_a_large_one_to_warm(tmp_path, monkeypatch):
+    """``serve`` loads a small store's caches before the MCP imports (``warm_rows``); a store
+    over the bound is left to the background warm-up, so `initialize` never waits on it."""
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    try:
+        engine.write_many(corpus.tenant_memories(0, corpus.specs(9, 20)))
+        engine.write_many(corpus.tenant_memories(1, corpus.specs(9, 20)))
+        monkeypatch.setattr("atlas_mcp.engines.embedded.engine.QUICK_LOAD_ROWS", 19)
+        assert engine.warm_rows(USER) is False and engine._vectors._owners == {}
+        monkeypatch.setattr("atlas_mcp.engines.embedded.engine.QUICK_LOAD_ROWS", 20)
+        assert engine.warm_rows(USER) is True
+        assert set(engine._vectors._owners) == {USER, ""}  # the caller and the catalog, no one else
+        _assert_same(engine._vectors._owners[USER], _fresh_cache(engine, USER))
+        assert engine.warm_rows("nobody") is True  # an unknown user costs nothing and loads nothing
+    finally:
+        engine.close()
+
+
 def test_a_changed_text_refreshes_its_cached_vector(tmp_path):
     """update() re-embeds in place (same rowid): the cache must not keep the old vector."""
     engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())

@@ -45,3 +45,11 @@ def next_rowid(conn: sqlite3.Connection, owner: str) -> int:
     if rowid > high:  # 4 billion memories for one owner
         raise Conflict("this owner's rowid block is full")
     return rowid
+
+
+def row_count(conn: sqlite3.Connection, owner: str) -> int:
+    """How many rows the owner has (a range count on the rowid: ~1 ms at 10k)."""
+    found = owner_range(conn, owner)
+    if found is None:
+        return 0
+    return conn.execute("SELECT count(*) FROM memories WHERE rowid BETWEEN ? AND ?", found).fetchone()[0]
