@@ -140,3 +140,14 @@ def test_compose_refuses_a_guessable_token_and_says_how_to_make_one(compose, tmp
     refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert refused.returncode != 0
     assert "atlas-mcp users token sarah" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_the_images_model_warm_up_runs():
+    """The image builds both models' derived files at build time (RUN python -c ...): the
+    snippet must keep working as the code moves, or the image fails to build."""
+    text = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
+    (snippet,) = re.findall(r'^RUN python -c "(.+)"$', text, re.MULTILINE)
+    done = subprocess.run(
+        [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
