@@ -48,7 +48,7 @@ def serve(transport, host, port, insecure_no_auth, config_file, user) -> None:
             # (both hold the interpreter lock) they finished ~0.3 s after `initialize`, and the
             # first recall waited for them. The rest of the warm-up (model sessions, which
             # release the lock) then overlaps the imports.
-            service.warm_rows(settings.user)
+            _load_small_store(service, settings.user)
             _warm_up_in_background(service, settings.user)
             anyio.run(_serve_stdio, service, settings)
     finally:
@@ -60,6 +60,13 @@ async def _serve_stdio(service, settings: Settings) -> None:
 
     log.info("serving", transport="stdio", user=settings.user, data_dir=str(settings.data_dir))
     await build_server(service, settings.user).run_stdio_async()
+
+
+def _load_small_store(service, user: str) -> None:
+    try:
+        service.warm_rows(user)
+    except Exception as exc:  # noqa: BLE001 - it only speeds up the first recall, which will say what is wrong
+        log.warning("could not load the store's caches at start", error=str(exc))
 
 
 def _warm_up_in_background(service, user: str) -> None:

@@ -147,3 +147,18 @@ def test_a_data_folder_that_is_a_file_is_one_line(tmp_path: Path):
     line = one_line_error(atlas("stats", ATLAS_DATA_DIR=str(taken)))
     assert line == f"Error: the data folder {taken} is a file, not a folder"
     assert taken.read_text() == "not a folder"
+
+
+def test_a_store_whose_caches_fail_to_load_at_start_still_serves(monkeypatch):
+    """Loading a small store's caches before the MCP imports only makes the first recall
+    faster: if it fails, `serve` warns and carries on (the first recall reports the problem)."""
+    from atlas_mcp.cli import serve
+
+    class Unreadable:
+        def warm_rows(self, user: str) -> None:
+            raise OSError("disk I/O error")
+
+    warned = []
+    monkeypatch.setattr(serve.log, "warning", lambda event, **fields: warned.append((event, fields)))
+    serve._load_small_store(Unreadable(), "sarah")
+    assert warned == [("could not load the store's caches at start", {"error": "disk I/O error"})]
