@@ -201,7 +201,7 @@ def encoder_graph(model: ModelFile) -> bytes:
 
     def linear(x: str, name: str, rows: int, columns: int) -> str:
         blocks = model.blocks(f"{name}.w", rows, columns)
-        values = np.concatenate([blocks["nibbles"] & 0x0F, blocks["nibbles"] >> 4], axis=-1)
+        values = _nibbles(blocks)
         packed = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)  # ORT's order
         scales = blocks["scale"].astype(np.float32).reshape(-1)
         inputs = [x, constant(f"{name}.packed", packed), constant(f"{name}.scales", scales)]
@@ -344,8 +344,7 @@ class E5:
     def _embedded(self, ids: list[int]) -> np.ndarray:
         """Word + position + type embeddings, layer-normalised: the encoder's input."""
         blocks = self._words[np.asarray(ids)]
-        nibbles = np.concatenate([blocks["nibbles"] & 0x0F, blocks["nibbles"] >> 4], axis=-1)
-        words = (nibbles.astype(np.float32) - 8.0) * blocks["scale"].astype(np.float32)[..., None]
+        words = (_nibbles(blocks).astype(np.float32) - 8.0) * blocks["scale"].astype(np.float32)[..., None]
         x = words.reshape(len(ids), -1) + self._positions[: len(ids)] + self._type
         mean = x.mean(axis=-1, keepdims=True)
         spread = np.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + self._model.shape.epsilon)
@@ -375,19 +374,26 @@ def _runs(windows: list[_Window]) -> list[list[int]]:
     return runs
 
 
+def _nibbles(blocks: np.ndarray) -> np.ndarray:
+    """Each ``Q4_BLOCK``'s 32 unsigned 4-bit values (0-15, zero point 8), in weight order."""
+    return np.concatenate([blocks["nibbles"] & 0x0F, blocks["nibbles"] >> 4], axis=-1)
+
+
 def _session(model: ModelFile, source: Path, options, cache_dir: Path | None):
     """The encoder's session, from the cached graph; a cached file onnxruntime cannot load (a
     damaged disk, another version's) is built again, once."""
     import onnxruntime as ort
 
+    def load(graph: Path):
+        return ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+
     graph = derived_graph(model, source, cache_dir)
     try:
-        return ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        return load(graph)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own unexported types
         log.warning("the cached multilingual embedding graph did not load; building it again", error=str(exc))
         graph.unlink(missing_ok=True)
-        graph = derived_graph(model, source, cache_dir)
-        return ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        return load(derived_graph(model, source, cache_dir))
 
 
 def derived_graph(model: ModelFile, source: Path, cache_dir: Path | None = None) -> Path:

@@ -49,6 +49,7 @@ from .passages import as_passage_vectors, embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
 from .postings import bm25, query_words
 from .reindex import adopt_choice, mark_misrouted
+from .snapshots import SNAPSHOT_MIN_ROWS
 from .stats import store_stats
 from .vectors import (
     CATALOG_OWNER,
@@ -71,9 +72,10 @@ BUSY_TIMEOUT_S = 30.0
 # 2: an event's language is read from its own text, not from the English date before it.
 LANGUAGE_ROUTING = "2"
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
-# Owners up to this size load their caches in well under 0.3 s (~0.05 s at 8k rows on the
-# reference machine), so a start may load them before answering anything (``warm_rows``).
-QUICK_LOAD_ROWS = 20_000
+# Owners up to the size whose postings are not worth saving load their caches in well under
+# 0.3 s (~0.05 s at 8k rows on the reference machine), so a start may load them before
+# answering anything (``warm_rows``).
+QUICK_LOAD_ROWS = SNAPSHOT_MIN_ROWS
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
 # dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
 # The unary + keeps the predicate and only disables that index for it.
