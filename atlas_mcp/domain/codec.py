@@ -1,28 +1,29 @@
 """The one codec for a memory: every outside form of a ``Memory`` is derived from ``FIELDS``.
 
-A field is declared once, with how its value becomes JSON (``Kind``), which memories store it,
-which memory types show it in a view and whether an engine's ``update`` may change it. The
-SQLite row (``engines.embedded.rows``), the Elasticsearch document
-(``engines.elasticsearch.documents``), the export line (``portability``), the tool/CLI/inspector
-view (``views``) and the MCP result model (``mcp.tools``) are all built from this table, so a
-field added here reaches every representation at once.
+A field is declared once: how its value becomes JSON (``Kind``), which memories store it
+(``Scope``), how a search engine indexes it (``Index``), which memory types show it in a view
+and where (its view rank), and whether an engine's ``update`` may change it. The SQLite row
+(``engines.embedded.rows``), the Elasticsearch document and mapping
+(``engines.elasticsearch.documents``, ``.mappings``), the export line (``portability``), the
+tool/CLI/inspector view (``views``) and the MCP result model (``mcp.tools``) are all built from
+this table, so a field added here reaches every representation at once.
 """
 
 from __future__ import annotations
 
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import MISSING, dataclass
+from dataclasses import KW_ONLY, MISSING, dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from .model import Memory, MemoryType, Step, iso
+from .model import USAGE_TYPES, Memory, MemoryType, Step, iso
 
 E, S, P, C = MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL, MemoryType.CATALOG
 EVERY_TYPE = frozenset(MemoryType)
-TRACKED = frozenset({S, P})  # the types with usage statistics and supersession
+NOWHERE: frozenset[MemoryType] = frozenset()
 
 
 class Kind(Enum):
@@ -44,55 +45,82 @@ class Scope(Enum):
     CATALOG = "catalog"
 
 
+class Index(Enum):
+    """What a search engine must be able to do with a field (its mapping is derived from this)."""
+
+    EXACT = "exact"  # filter and match whole values: ids, kinds, labels
+    WORDS = "words"  # match by the words in it
+    TIME = "time"  # range and sort
+    INTEGER = "integer"  # range and sort
+    FLOAT = "float"  # range and sort
+    STORED = "stored"  # kept with the memory, never searched
+
+
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str
+    _: KW_ONLY
     kind: Kind = Kind.PLAIN
     scope: Scope = Scope.OWNED
-    shown: frozenset[MemoryType] = TRACKED  # the memory types whose view shows it
+    index: Index | None  # None: derived, never stored
+    shown: frozenset[MemoryType] = USAGE_TYPES  # the memory types whose view shows it
+    view: int | None = None  # its place in a view (ascending); every shown field has one
     always: bool = False  # shown even when empty (else only when it holds something)
     mutable: bool = True  # an engine's update may change it (identity, type, owner, links may not)
 
 
-# In ``Memory``'s field order (a test checks the two agree).
+# In ``Memory``'s field order (a test checks the two agree). View ranks put identity first,
+# then when, then what, metadata last; they leave gaps so a new field can go between two.
 FIELDS: tuple[Field, ...] = (
-    Field("id", scope=Scope.ALL, shown=EVERY_TYPE, always=True, mutable=False),
-    Field("memory_type", Kind.TYPE, Scope.ALL, EVERY_TYPE, always=True, mutable=False),
-    Field("user_id", shown=frozenset(), mutable=False),  # catalog entries have no owner
-    Field("text", scope=Scope.ALL, shown=EVERY_TYPE, always=True),
-    Field("created_at", Kind.TIME, Scope.ALL, EVERY_TYPE, always=True, mutable=False),
-    Field("occurred_at", Kind.TIME, shown=frozenset({E}), always=True),
-    Field("fact_type", shown=frozenset({S})),
-    Field("confidence"),
-    Field("source_episodes", Kind.STRINGS),
-    Field("supersedes", Kind.STRINGS, mutable=False),
-    Field("superseded_by", mutable=False),
-    Field("superseded_at", Kind.TIME, mutable=False),
-    Field("last_used_at", Kind.TIME, always=True),
-    Field("use_count", always=True),
-    Field("name", shown=frozenset({P}), always=True),
-    Field("steps", Kind.STEPS, shown=frozenset({P}), always=True),
-    Field("success_count", shown=frozenset({P}), always=True),
-    Field("failure_count", shown=frozenset({P}), always=True),
-    Field("last_success_at", Kind.TIME, shown=frozenset({P})),
-    Field("title", scope=Scope.CATALOG, shown=frozenset({C})),
-    Field("category", scope=Scope.CATALOG, shown=frozenset({C})),
-    Field("tags", Kind.STRINGS, Scope.CATALOG, frozenset({C})),
-    Field("metadata", Kind.MAPPING, Scope.ALL, EVERY_TYPE),
-)
+    Field("id", scope=Scope.ALL, index=Index.EXACT, shown=EVERY_TYPE, view=10, always=True, mutable=False),
+    Field("memory_type", kind=Kind.TYPE, scope=Scope.ALL, index=Index.EXACT, shown=EVERY_TYPE, view=20,
+          always=True, mutable=False),
+    Field("user_id", index=Index.EXACT, shown=NOWHERE, mutable=False),  # catalog entries have no owner
+    Field("text", scope=Scope.ALL, index=Index.STORED, shown=EVERY_TYPE, view=30, always=True),
+    Field("created_at", kind=Kind.TIME, scope=Scope.ALL, index=Index.TIME, shown=EVERY_TYPE, view=50,
+          always=True, mutable=False),
+    Field("occurred_at", kind=Kind.TIME, index=Index.TIME, shown=frozenset({E}), view=40, always=True),
+    Field("fact_type", index=Index.EXACT, shown=frozenset({S}), view=160),
+    Field("confidence", index=Index.FLOAT, view=110),
+    Field("source_episodes", kind=Kind.STRINGS, index=Index.EXACT, view=150),
+    Field("supersedes", kind=Kind.STRINGS, index=Index.EXACT, view=120, mutable=False),
+    Field("superseded_by", index=Index.EXACT, view=130, mutable=False),
+    Field("superseded_at", kind=Kind.TIME, index=Index.TIME, view=140, mutable=False),
+    Field("last_used_at", kind=Kind.TIME, index=Index.TIME, view=100, always=True),
+    Field("use_count", index=Index.INTEGER, view=90, always=True),
+    Field("name", index=Index.WORDS, shown=frozenset({P}), view=170, always=True),
+    Field("steps", kind=Kind.STEPS, index=Index.STORED, shown=frozenset({P}), view=190, always=True),
+    Field("success_count", index=Index.INTEGER, shown=frozenset({P}), view=200, always=True),
+    Field("failure_count", index=Index.INTEGER, shown=frozenset({P}), view=210, always=True),
+    Field("last_success_at", kind=Kind.TIME, index=Index.TIME, shown=frozenset({P}), view=220),
+    Field("title", scope=Scope.CATALOG, index=Index.WORDS, shown=frozenset({C}), view=60),
+    Field("category", scope=Scope.CATALOG, index=Index.EXACT, shown=frozenset({C}), view=70),
+    Field("tags", kind=Kind.STRINGS, scope=Scope.CATALOG, index=Index.EXACT, shown=frozenset({C}), view=80),
+    Field("metadata", kind=Kind.MAPPING, scope=Scope.ALL, index=Index.STORED, shown=EVERY_TYPE, view=230),
+)  # fmt: skip
+# Shown in views, never stored: a playbook's trigger is its text (``Memory.trigger_text``).
+VIEW_ONLY = {
+    "trigger_text": Field(
+        "trigger_text", index=None, shown=frozenset({P}), view=180, always=True, mutable=False
+    )
+}
 BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
 NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
 MUTABLE: tuple[str, ...] = tuple(f.name for f in FIELDS if f.mutable)
 HINTS: dict[str, Any] = typing.get_type_hints(Memory)
-# The order a view lists fields in: identity first, then when, then what, metadata last.
-# ``trigger_text`` is derived (a playbook's trigger is its text) and shown for playbooks only.
-VIEW_ORDER: tuple[str, ...] = (
-    "id", "memory_type", "text", "occurred_at", "created_at", "title", "category", "tags",
-    "use_count", "last_used_at", "confidence", "supersedes", "superseded_by", "superseded_at",
-    "source_episodes", "fact_type", "name", "trigger_text", "steps", "success_count",
-    "failure_count", "last_success_at", "metadata",
-)  # fmt: skip
-VIEW_ONLY = {"trigger_text": Field("trigger_text", shown=frozenset({P}), always=True, mutable=False)}
+
+
+def _view_rank(field: Field) -> int:
+    if field.view is None:
+        raise ValueError(f"codec field {field.name!r} is shown in views but has no view rank")
+    return field.view
+
+
+# Every field some view shows, in view order.
+VIEWED: tuple[Field, ...] = tuple(
+    sorted((f for f in (*FIELDS, *VIEW_ONLY.values()) if f.shown), key=_view_rank)
+)
+VIEW_ORDER: tuple[str, ...] = tuple(f.name for f in VIEWED)
 
 
 def _time(value: str | None) -> datetime | None:
@@ -179,8 +207,7 @@ def stored_names(memory_type: MemoryType) -> tuple[str, ...]:
 
 def view_fields(memory_type: MemoryType) -> tuple[Field, ...]:
     """The fields a view of this type shows, in view order."""
-    spec = BY_NAME | VIEW_ONLY
-    return tuple(spec[n] for n in VIEW_ORDER if memory_type in spec[n].shown)
+    return tuple(f for f in VIEWED if memory_type in f.shown)
 
 
 _VIEW_FIELDS = {t: view_fields(t) for t in MemoryType}

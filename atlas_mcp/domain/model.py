@@ -27,6 +27,9 @@ USER_MEMORY_TYPES: tuple[MemoryType, ...] = (
     MemoryType.SEMANTIC,
     MemoryType.PROCEDURAL,
 )
+# The types whose recall counts uses (``last_used_at``/``use_count``) and which a newer memory
+# can supersede: facts and playbooks are kept current; events are history, catalog entries shared.
+USAGE_TYPES = frozenset({MemoryType.SEMANTIC, MemoryType.PROCEDURAL})
 
 
 class Contradiction(StrEnum):
@@ -110,8 +113,8 @@ class Memory:
 
     @property
     def tracks_usage(self) -> bool:
-        """Recall refreshes ``last_used_at``/``use_count`` only for these types."""
-        return self.memory_type in (MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
+        """Recall refreshes ``last_used_at``/``use_count`` only for ``USAGE_TYPES``."""
+        return self.memory_type in USAGE_TYPES
 
     @property
     def trigger_text(self) -> str | None:

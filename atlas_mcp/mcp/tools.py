@@ -81,19 +81,25 @@ def _view_field(field: codec.Field) -> tuple[Any, Any]:
     return json_type | None, None
 
 
+def _view_fields(fields: tuple[codec.Field, ...]) -> dict[str, Any]:
+    return {f.name: _view_field(f) for f in fields}
+
+
+_AFTER_TEXT = codec.VIEW_ORDER.index("text") + 1  # a recalled memory's score follows its text
+
 # One recalled memory, derived from the codec's view fields so the result schema and the
 # view cannot drift; fields that do not apply to a memory's type are omitted.
 MemoryOut: type[BaseModel] = create_model(
     "MemoryOut",
     __config__=ConfigDict(extra="forbid"),
     __doc__="One recalled memory; fields that do not apply to its type are omitted.",
-    **{n: _view_field((codec.BY_NAME | codec.VIEW_ONLY)[n]) for n in codec.VIEW_ORDER[:3]},
+    **_view_fields(codec.VIEWED[:_AFTER_TEXT]),
     score=(float, Field(description="orders the results; comparable only within one recall")),
     relevance=(
         float | None,
         Field(None, description="0-1, calibrated: how likely this memory bears on the query"),
     ),
-    **{n: _view_field((codec.BY_NAME | codec.VIEW_ONLY)[n]) for n in codec.VIEW_ORDER[3:]},
+    **_view_fields(codec.VIEWED[_AFTER_TEXT:]),
     explain=(ExplainOut | None, None),
 )
 

@@ -55,6 +55,21 @@ def test_the_codec_declares_every_memory_field_in_order():
     assert codec.NAMES == tuple(f.name for f in fields(Memory))
 
 
+def test_every_shown_field_has_its_own_place_in_the_views():
+    shown = [f for f in (*codec.FIELDS, *codec.VIEW_ONLY.values()) if f.shown]
+    assert [f.name for f in shown if f.view is None] == []
+    assert len({f.view for f in shown}) == len(shown), "two fields share a view rank"
+    assert set(codec.VIEW_ORDER) == {f.name for f in shown}
+    for kind in MemoryType:
+        assert {f.name for f in codec.view_fields(kind)} == {f.name for f in shown if kind in f.shown}
+
+
+def test_a_shown_field_without_a_view_rank_is_refused_at_import():
+    unranked = codec.Field("importance", index=codec.Index.FLOAT)
+    with pytest.raises(ValueError, match="'importance' is shown in views but has no view rank"):
+        codec._view_rank(unranked)
+
+
 @pytest.mark.parametrize("kind", list(MemoryType))
 def test_a_row_an_export_line_and_a_document_round_trip(kind):
     memory = _full(kind)
@@ -70,6 +85,19 @@ def test_a_document_holds_only_fields_its_index_maps(kind):
     mapped = mapping(kind, "inference").get("properties", {})
     assert documents.to_source(_full(kind)).keys() <= mapped.keys()
     assert set(codec.stored_names(kind)) <= mapped.keys()
+
+
+def test_the_mapping_indexes_each_field_as_the_codec_declares():
+    mapped = (
+        mapping(MemoryType.SEMANTIC, "inference")["properties"]
+        | mapping(MemoryType.CATALOG, "i")["properties"]
+    )
+    searched_as = {"keyword": codec.Index.EXACT, "text": codec.Index.WORDS, "integer": codec.Index.INTEGER}
+    for name in ("user_id", "fact_type", "tags", "name", "title", "use_count"):
+        assert searched_as[mapped[name]["type"]] is codec.BY_NAME[name].index
+    assert mapped["confidence"] == {"type": "float"} and mapped["occurred_at"] == {"type": "date"}
+    assert mapped["text"] == {"type": "text", "index": False}
+    assert mapped["steps"] == mapped["metadata"] == {"type": "object", "enabled": False}
 
 
 @pytest.mark.parametrize("kind", list(MemoryType))

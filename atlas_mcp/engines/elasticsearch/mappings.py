@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...domain import codec
+from ...domain.codec import Index, Kind, Scope
 from ...domain.model import MemoryType
 from .layout import ALL_TYPES, IndexLayout
 
@@ -26,37 +28,40 @@ _KEYWORD = {"type": "keyword"}
 _DATE = {"type": "date"}
 _NANOS = {"type": "date_nanos"}
 _STORED_ONLY = {"type": "object", "enabled": False}
+_BY_INDEX: dict[Index, dict[str, Any]] = {
+    Index.EXACT: _KEYWORD,
+    Index.WORDS: {"type": "text"},
+    Index.TIME: _DATE,
+    Index.INTEGER: {"type": "integer"},
+    Index.FLOAT: {"type": "float"},
+    Index.STORED: _STORED_ONLY,
+}
+# The document's _id holds the id, and each type has its own index (``memory_type`` below).
+_NOT_PROPERTIES = frozenset({"id", "memory_type"})
+# Microseconds matter: consolidation reads episodes created strictly after a watermark.
+_PRECISE = frozenset({"created_at"})
+
+
+def _property(field: codec.Field) -> dict[str, Any]:
+    if field.name in _PRECISE:
+        return _NANOS
+    if field.index is Index.STORED and field.kind is Kind.PLAIN:
+        return {"type": "text", "index": False}  # stored text: kept, returned, never searched
+    assert field.index is not None  # the codec stores only indexed fields
+    return _BY_INDEX[field.index]
+
+
+def _properties(scope: Scope) -> dict[str, Any]:
+    return {f.name: _property(f) for f in codec.FIELDS if f.scope is scope and f.name not in _NOT_PROPERTIES}
+
 
 _COMMON: dict[str, Any] = {
-    "text": {"type": "text", "index": False},
-    # Microseconds matter: consolidation reads episodes created strictly after a watermark.
-    "created_at": _NANOS,
+    **_properties(Scope.ALL),
     # occurred_at for events, else created_at: the one field listings sort on
     "timeline_at": _NANOS,
-    "metadata": _STORED_ONLY,
 }
-_OWNED: dict[str, Any] = {
-    "user_id": _KEYWORD,
-    "occurred_at": _DATE,
-    "fact_type": _KEYWORD,
-    "confidence": {"type": "float"},
-    "source_episodes": _KEYWORD,
-    "supersedes": _KEYWORD,
-    "superseded_by": _KEYWORD,
-    "superseded_at": _DATE,
-    "last_used_at": _DATE,
-    "use_count": {"type": "integer"},
-    "name": {"type": "text"},
-    "steps": _STORED_ONLY,
-    "success_count": {"type": "integer"},
-    "failure_count": {"type": "integer"},
-    "last_success_at": _DATE,
-}
-_CATALOG: dict[str, Any] = {
-    "title": {"type": "text"},
-    "category": _KEYWORD,
-    "tags": _KEYWORD,
-}
+_OWNED: dict[str, Any] = _properties(Scope.OWNED)
+_CATALOG: dict[str, Any] = _properties(Scope.CATALOG)
 
 
 def mapping(kind: MemoryType, inference_id: str) -> dict[str, Any]:
