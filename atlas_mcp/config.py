@@ -11,16 +11,18 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from . import tokens
+from .choices import OneOf
 from .domain.limits import Limits
 from .domain.scoring import ScoringPolicy
 from .errors import ConfigurationError
+from .inference.names import EMBEDDING_MODELS, PER_LANGUAGE
 from .validation import clauses, meant
 
 CONFIG_ENV = "ATLAS_CONFIG"
@@ -61,7 +63,7 @@ class EmbeddingSettings(BaseModel):
 
     # per-language: MiniLM for English memories, multilingual-e5-small for the rest
     # (docs/multilingual.md); the other two embed everything with one model.
-    model: Literal["per-language", "minilm-l6-int8", "multilingual-e5-small"] = "per-language"
+    model: Annotated[str, OneOf(*EMBEDDING_MODELS)] = PER_LANGUAGE
     threads: int = Field(
         2,
         ge=1,

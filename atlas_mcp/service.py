@@ -20,6 +20,7 @@ from .domain.model import (
     Contradiction,
     Memory,
     MemoryType,
+    Outcome,
     new_id,
     utcnow,
 )
@@ -32,7 +33,6 @@ from .errors import InvalidInput, NotFound
 from .inference.reranker import ContextReranker, Reranker
 
 WRITABLE_TYPES = USER_MEMORY_TYPES  # catalog entries are loaded by an admin, never by a tool
-OUTCOMES = ("success", "failure")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,12 +129,12 @@ class MemoryService:
         memory = memory.evolve(source_episodes=tuple(inputs.memory_id(e) for e in source_episodes))
         if playbook is not None:
             memory = memory.evolve(
-                metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": outcome}
+                metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": Outcome(outcome).value}
             )
         self._engine.write(memory, supersede=targets)
         if playbook is not None:
             self.record_outcome(
-                user_id, playbook, outcome == "success", memory.occurred_at or memory.created_at
+                user_id, playbook, outcome == Outcome.SUCCESS, memory.occurred_at or memory.created_at
             )
         return WriteResult(memory.id, kind, targets)
 
@@ -149,10 +149,9 @@ class MemoryService:
         """The playbook an event reports on, checked before anything is written."""
         if playbook_id is None and outcome is None:
             return None
-        if playbook_id is None or outcome not in OUTCOMES:
-            raise InvalidInput(
-                "to report a playbook outcome pass both playbook_id and outcome ('success' or 'failure')"
-            )
+        if playbook_id is None or outcome not in tuple(Outcome):
+            outcomes = " or ".join(repr(o.value) for o in Outcome)
+            raise InvalidInput(f"to report a playbook outcome pass both playbook_id and outcome ({outcomes})")
         if kind is not MemoryType.EPISODIC:
             raise InvalidInput("a playbook outcome is an event: write it with memory_type='episodic'")
         found = self._engine.get(user_id, [inputs.memory_id(playbook_id)])

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..domain.model import Memory
+from ..domain.model import Contradiction, FactType, Memory, Outcome
 
 
 def _ids(ids: tuple[str, ...]) -> str:
@@ -19,11 +19,11 @@ def _ids(ids: tuple[str, ...]) -> str:
 @dataclass(frozen=True, slots=True)
 class WriteFact:
     text: str
-    fact_type: str
+    fact_type: FactType
     confidence: float
     episodes: tuple[str, ...]
     supersedes: tuple[str, ...] = ()
-    contradiction: str = "natural"
+    contradiction: Contradiction = Contradiction.NATURAL
 
     def describe(self) -> str:
         line = f'new fact "{self.text}" ({self.fact_type}, {self.confidence:.2f}) from {_ids(self.episodes)}'
@@ -69,7 +69,7 @@ class MergeProcedure:
 @dataclass(frozen=True, slots=True)
 class RecordOutcome:
     playbook: Memory
-    outcome: str
+    outcome: Outcome
     episodes: tuple[str, ...]
     at: datetime
     refined_steps: tuple[Any, ...] | None = None

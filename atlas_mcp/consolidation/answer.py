@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..domain.model import FactType
+from ..domain.model import Contradiction, FactType, Outcome
 from ..errors import AtlasError
 
 DEFAULT_FACT_CONFIDENCE = 0.7  # what the model meant when it gave none (the seed's default)
@@ -40,7 +40,7 @@ class NewFact(_Item):
     fact_type: FactType = FactType.PREFERENCE
     confidence: float = Field(DEFAULT_FACT_CONFIDENCE, ge=0, le=1)
     supersedes_id: list[str] = Field(default_factory=list)
-    contradiction: Literal["natural", "harsh"] = "natural"
+    contradiction: Contradiction = Contradiction.NATURAL
 
     @field_validator("supersedes_id", mode="before")
     @classmethod
@@ -53,7 +53,7 @@ class NewFact(_Item):
     @classmethod
     def _null_is_default(cls, value: Any, info) -> Any:
         if value is None:
-            return "natural" if info.field_name == "contradiction" else FactType.PREFERENCE
+            return Contradiction.NATURAL if info.field_name == "contradiction" else FactType.PREFERENCE
         return value
 
 
@@ -73,7 +73,7 @@ class NewProcedure(_Item):
 
 class ProceduralUpdate(_Item):
     id: str = Field(min_length=1)
-    outcome: Literal["success", "failure"]
+    outcome: Outcome
     refined_steps: list[str | NewStep] | None = None
 
 

@@ -26,7 +26,7 @@ import anyio.to_thread
 
 from ..config import ConsolidationSettings
 from ..domain import inputs
-from ..domain.model import Memory, MemoryType, iso
+from ..domain.model import Memory, MemoryType, Outcome, iso
 from ..domain.scoring import outcome_changes
 from ..errors import AtlasError, BackendUnavailable, ConfigurationError
 from ..log import get_logger
@@ -242,7 +242,7 @@ class Consolidator:
             self.service.check_supersession(user, MemoryType.SEMANTIC, targets)
         return WriteFact(
             inputs.clean_text(fact.text, "text", self.service.limits.max_text_chars),
-            fact.fact_type.value,
+            fact.fact_type,
             fact.confidence,
             episodes,
             targets,
@@ -328,7 +328,7 @@ class Consolidator:
 
 
 def _outcome_changes(playbook: Memory, action: RecordOutcome, limits) -> dict[str, Any]:
-    changes: dict[str, Any] = outcome_changes(playbook, action.outcome == "success", action.at)
+    changes: dict[str, Any] = outcome_changes(playbook, action.outcome is Outcome.SUCCESS, action.at)
     if action.refined_steps is not None:
         changes["steps"] = inputs.steps(list(action.refined_steps), limits)
     return changes

@@ -37,6 +37,13 @@ class Contradiction(StrEnum):
     HARSH = "harsh"  # the user corrected us: the new fact starts less certain
 
 
+class Outcome(StrEnum):
+    """How following a playbook went, as an event reports it; it moves the track record."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+
+
 class FactType(StrEnum):
     PREFERENCE = "preference"
     IDENTITY = "identity"

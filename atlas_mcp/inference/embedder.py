@@ -27,6 +27,7 @@ from ..errors import ConfigurationError
 from ..files import sha256_of
 from . import quantized
 from .e5 import MODEL_ID as E5_MODEL_ID
+from .names import EMBEDDING_MODELS, PER_LANGUAGE
 from .runtime import release_free_heap
 
 MINILM_MODEL_ID = f"all-MiniLM-L6-v2-onnx-{quantized.RECIPE}"
@@ -273,8 +274,6 @@ def _e5(threads: int) -> Embedder:
     return E5(model_path(), threads)
 
 
-PER_LANGUAGE = "per-language"
-EMBEDDING_MODELS = (PER_LANGUAGE, "minilm-l6-int8", "multilingual-e5-small")
 # The store's record of the per-language choice (``meta.embedding_model``): both spaces it uses.
 PER_LANGUAGE_ID = f"{PER_LANGUAGE}:{MINILM_MODEL_ID}+{E5_MODEL_ID}"
 ENGLISH = "en"

@@ -9,7 +9,7 @@ over HTTP the user whose bearer token the auth middleware verified for this very
 import json
 from collections.abc import Callable
 from functools import partial
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -17,15 +17,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ..choices import OneOf
 from ..domain import codec
 from ..domain.codec import Kind
+from ..domain.model import Contradiction, FactType, MemoryType, Outcome
 from ..errors import AtlasError
-from ..service import MemoryService
+from ..service import WRITABLE_TYPES, MemoryService
 from ..views import recalled_view
 from .identity import principal
 
-MemoryTypeName = Literal["episodic", "semantic", "procedural", "catalog"]
-WritableTypeName = Literal["episodic", "semantic", "procedural"]
+AnyType = Annotated[MemoryType, OneOf(*MemoryType)]
+WritableType = Annotated[MemoryType, OneOf(*WRITABLE_TYPES)]
 T = TypeVar("T")
 
 
@@ -65,7 +67,7 @@ class ExplainOut(BaseModel):
 
 
 _JSON_TYPES: dict[Kind, Any] = {
-    Kind.TYPE: MemoryTypeName,
+    Kind.TYPE: AnyType,
     Kind.TIME: str,
     Kind.STRINGS: list[str],
     Kind.STEPS: list[Step],
@@ -110,7 +112,7 @@ class RecallOut(BaseModel):
 
 class WriteOut(BaseModel):
     id: str
-    memory_type: WritableTypeName
+    memory_type: WritableType
     superseded: list[str]
 
 
@@ -167,7 +169,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         query: Annotated[str, Field(description="What to look for. Pass the user's message verbatim first.")],
         k: Annotated[int, Field(ge=1, le=max_k, description="How many memories to return.")] = 10,
         memory_types: Annotated[
-            list[MemoryTypeName] | None, Field(description="Restrict to these types; omit for all.")
+            list[AnyType] | None, Field(description="Restrict to these types; omit for all.")
         ] = None,
         include_catalog: Annotated[bool, Field(description="Also search shared catalog entries.")] = True,
         include_superseded: Annotated[
@@ -212,23 +214,25 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         ctx: Context,
         text: Annotated[str, Field(description="The memory, as a self-contained sentence.")],
         memory_type: Annotated[
-            WritableTypeName,
+            MemoryType,
+            OneOf(*WRITABLE_TYPES),
             Field(description="semantic: a fact about the user; episodic: an event; procedural: a playbook."),
-        ] = "semantic",
+        ] = MemoryType.SEMANTIC,
         supersedes_id: Annotated[
             str | list[str] | None,
             Field(description="Id(s) of facts this new one makes false; they are kept but hidden."),
         ] = None,
         contradiction: Annotated[
-            Literal["natural", "harsh"],
+            Contradiction,
+            OneOf(*Contradiction),
             Field(description="natural: the world changed; harsh: the user corrected a wrong fact."),
-        ] = "natural",
+        ] = Contradiction.NATURAL,
         occurred_at: Annotated[
             str | None, Field(description="ISO-8601 time of an event; default now.")
         ] = None,
         confidence: Annotated[float | None, Field(ge=0, le=1, description="How certain the fact is.")] = None,
         fact_type: Annotated[
-            Literal["preference", "identity", "constraint", "world"] | None,
+            Annotated[FactType, OneOf(*FactType)] | None,
             Field(description="Kind of semantic fact; default preference."),
         ] = None,
         steps: Annotated[
@@ -241,7 +245,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             str | None, Field(description="Episodic only: the id of the playbook this event reports on.")
         ] = None,
         outcome: Annotated[
-            Literal["success", "failure"] | None,
+            Annotated[Outcome, OneOf(*Outcome)] | None,
             Field(description="With playbook_id: whether following the playbook worked."),
         ] = None,
     ) -> Annotated[CallToolResult, WriteOut]:
@@ -275,7 +279,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             )
         )
         return _result(
-            WriteOut(id=result.id, memory_type=result.memory_type.value, superseded=list(result.superseded))
+            WriteOut(id=result.id, memory_type=result.memory_type, superseded=list(result.superseded))
         )
 
     @server.tool(

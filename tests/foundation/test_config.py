@@ -8,6 +8,7 @@ import pytest
 
 from atlas_mcp.config import load_settings
 from atlas_mcp.errors import ConfigurationError
+from atlas_mcp.inference.names import EMBEDDING_MODELS
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch):
@@ -68,3 +69,12 @@ def test_serving_http_needs_a_token_unless_insecure_on_loopback():
     assert load_settings(transport="http", insecure_no_auth=True).check_serving() == []
     with pytest.raises(ConfigurationError, match="loopback"):
         load_settings(transport="http", insecure_no_auth=True, host="0.0.0.0").check_serving()
+
+
+def test_the_embedding_models_a_setting_accepts_are_the_ones_the_models_module_names():
+    for model in EMBEDDING_MODELS:
+        assert load_settings(embedding={"model": model}).embedding.model == model
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings(embedding={"model": "minilm"})
+    listed = ", ".join(repr(m) for m in EMBEDDING_MODELS[:-1]) + f" or {EMBEDDING_MODELS[-1]!r}"
+    assert f"embedding.model must be {listed}" in str(raised.value)

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from atlas_mcp.domain.model import Contradiction, FactType, MemoryType, Outcome
 from atlas_mcp.mcp.server import build_server
+from atlas_mcp.service import WRITABLE_TYPES
 
 SNAPSHOT = Path(__file__).with_name("tool_contract.json")
 REGENERATE = "UPDATE_GOLDEN=1 pytest tests/foundation/test_tool_contract.py"
@@ -74,3 +76,23 @@ async def test_the_snapshot_names_every_tool_parameter_and_its_description():
     assert tools["write_memory"]["annotations"]["destructiveHint"] is False
     assert tools["forget_memory"]["annotations"]["destructiveHint"] is True
     assert "verbatim" in pinned["instructions"]
+
+
+def _choices(schema: dict[str, Any]) -> list[str]:
+    """The values a parameter's schema allows (through ``anyOf`` with null and array items)."""
+    for branch in schema.get("anyOf", [schema]):
+        if "enum" in branch:
+            return branch["enum"]
+        if "items" in branch:
+            return _choices(branch["items"])
+    raise AssertionError(f"no enum in {schema}")
+
+
+def test_closed_parameter_sets_are_the_domain_enums():
+    pinned = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    params = {t["name"]: t["inputSchema"]["properties"] for t in pinned["tools"]}
+    assert _choices(params["recall_memory"]["memory_types"]) == [t.value for t in MemoryType]
+    assert _choices(params["write_memory"]["memory_type"]) == [t.value for t in WRITABLE_TYPES]
+    assert _choices(params["write_memory"]["contradiction"]) == [c.value for c in Contradiction]
+    assert _choices(params["write_memory"]["fact_type"]) == [f.value for f in FactType]
+    assert _choices(params["write_memory"]["outcome"]) == [o.value for o in Outcome]
