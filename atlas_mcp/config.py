@@ -42,8 +42,14 @@ class UserConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    token: str | None = Field(None, repr=False)
-    token_sha256: str | None = None
+    token: str | None = Field(
+        None,
+        repr=False,
+        description="this user's HTTP bearer token, in clear; token_sha256 keeps it out of the file. "
+        "`atlas-mcp users token ID` prints a random one and its sha256; serve refuses tokens under "
+        "16 characters and well-known examples",
+    )
+    token_sha256: str | None = Field(None, description="the sha256 of this user's bearer token, in hex")
     es_api_key: str | None = Field(
         None,
         repr=False,
@@ -61,9 +67,11 @@ class UserConfig(BaseModel):
 class EmbeddingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # per-language: MiniLM for English memories, multilingual-e5-small for the rest
-    # (docs/multilingual.md); the other two embed everything with one model.
-    model: Annotated[str, OneOf(*EMBEDDING_MODELS)] = PER_LANGUAGE
+    model: Annotated[str, OneOf(*EMBEDDING_MODELS)] = Field(
+        PER_LANGUAGE,
+        description="per-language embeds English memories with MiniLM and every other language with "
+        "multilingual-e5-small; the other two embed everything with one model",
+    )
     threads: int = Field(
         2,
         ge=1,
@@ -92,8 +100,10 @@ class OAuthSettings(BaseModel):
     )
     audience: str | None = Field(None, description="the aud tokens must carry; default resource_url")
     user_claim: str = Field("sub", min_length=1, description="the claim that names the memory user")
-    required_scopes: list[str] = Field(default_factory=list)
-    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"])
+    required_scopes: list[str] = Field(default_factory=list, description="scopes every token must carry")
+    algorithms: list[str] = Field(
+        default_factory=lambda: ["RS256", "ES256"], description="signatures accepted (asymmetric only)"
+    )
     leeway_s: int = Field(30, ge=0, description="clock skew allowed on exp/nbf/iat")
     jwks_cache_s: int = Field(300, ge=1, description="how long fetched signing keys are reused")
 
@@ -178,19 +188,21 @@ class ElasticsearchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str | None = Field(None, description="e.g. https://localhost:9200; or set cloud_id")
-    cloud_id: str | None = None
-    # The server's own writer credential. Minting per-user keys needs a *user* credential
-    # (username/password): an API key cannot create keys that carry privileges.
-    api_key: str | None = Field(None, repr=False, description="writer API key (encoded id:key)")
-    username: str | None = None
-    password: str | None = Field(None, repr=False)
-    ca_certs: Path | None = None
-    verify_certs: bool = True
+    cloud_id: str | None = Field(None, description="an Elastic Cloud deployment's id, instead of url")
+    api_key: str | None = Field(None, repr=False, description="the server's writer API key (encoded id:key)")
+    # Minting per-user keys needs a *user* credential: an API key cannot create keys that
+    # carry privileges.
+    username: str | None = Field(None, description="a user credential, needed to mint per-user keys")
+    password: str | None = Field(None, repr=False, description="that user's password")
+    ca_certs: Path | None = Field(None, description="the CA bundle that signed the cluster's certificate")
+    verify_certs: bool = Field(True, description="check the cluster's TLS certificate")
     request_timeout: float = Field(30.0, gt=0, description="seconds per request")
     max_retries: int = Field(3, ge=0, description="retries of transient failures, with backoff")
     retry_backoff: float = Field(0.5, ge=0, description="first backoff in seconds, doubled per retry")
     max_retry_wait: float = Field(10.0, ge=0, description="cap on one wait, Retry-After included")
-    embedding_inference_id: str = Field(".jina-embeddings-v5-text-small", min_length=1)
+    embedding_inference_id: str = Field(
+        ".jina-embeddings-v5-text-small", min_length=1, description="the endpoint that embeds memories"
+    )
     rerank_inference_id: str | None = Field(
         ".jina-reranker-v2-base-multilingual", description="empty = no server-side rerank"
     )
@@ -202,7 +214,9 @@ class ElasticsearchSettings(BaseModel):
     rerank_window: int = Field(
         80, ge=1, description="how many fused candidates the server-side reranker scores"
     )
-    index_prefix: str = Field("atlas", pattern=r"^[a-z0-9][a-z0-9_\-]{0,40}$")
+    index_prefix: str = Field(
+        "atlas", pattern=r"^[a-z0-9][a-z0-9_\-]{0,40}$", description="the start of every index and alias name"
+    )
     secrets_file: Path | None = Field(
         None, description="per-user keys (mode 0600); default data_dir/es-keys.json"
     )
@@ -217,14 +231,23 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
     )
 
-    backend: Literal["embedded", "elasticsearch"] = "embedded"
-    data_dir: Path = Field(default_factory=lambda: Path(user_data_dir("atlas-mcp", appauthor=False)))
-    user: str = Field("default", min_length=1, description="the stdio identity")
+    backend: Literal["embedded", "elasticsearch"] = Field(
+        "embedded", description="embedded: SQLite and local ONNX models; elasticsearch: see [elasticsearch]"
+    )
+    data_dir: Path = Field(
+        default_factory=lambda: Path(user_data_dir("atlas-mcp", appauthor=False)),
+        description="where the embedded store lives: atlas.db, and atlas.db-postings/ with large users' "
+        "keyword postings, so a start need not rebuild them (safe to delete)",
+        json_schema_extra={"shown_default": "the user data folder (`~/.local/share/atlas-mcp` on Linux)"},
+    )
+    user: str = Field("default", min_length=1, description="the stdio identity (also --user)")
     users: dict[str, UserConfig] = Field(default_factory=dict)
-    transport: Literal["stdio", "http"] = "stdio"
-    host: str = "127.0.0.1"
-    port: int = Field(8765, ge=0, le=65535)
-    insecure_no_auth: bool = False
+    transport: Literal["stdio", "http"] = Field(
+        "stdio", description="how serve talks to clients: stdio (one local client) or streamable HTTP"
+    )
+    host: str = Field("127.0.0.1", description="the address HTTP listens on")
+    port: int = Field(8765, ge=0, le=65535, description="the port HTTP listens on")
+    insecure_no_auth: bool = Field(False, description="HTTP without tokens, on a loopback host only")
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Host headers HTTP accepts (DNS-rebinding guard); loopback by default",
@@ -235,7 +258,9 @@ class Settings(BaseSettings):
         600, ge=0, description="HTTP requests per user per minute; 0 = no limit"
     )
     rate_limit_burst: int = Field(120, ge=1, description="HTTP requests a user may send at once")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="logs go to stderr, never stdout"
+    )
     scoring: ScoringPolicy = Field(default_factory=ScoringPolicy)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
