@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -320,15 +321,20 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _TomlSource(settings_cls))
+        return (init_settings, env_settings, _TomlSource(settings_cls, _config_file.get()))
+
+
+# The file ``load_settings`` was given, for the one ``Settings`` it builds (pydantic-settings
+# makes the sources in a classmethod, so the path cannot be an argument).
+_config_file: ContextVar[str | os.PathLike[str] | None] = ContextVar("config_file", default=None)
 
 
 class _TomlSource(PydanticBaseSettingsSource):
-    """The TOML file named by ``ATLAS_CONFIG`` (``load_settings`` sets it from ``--config``)."""
+    """The TOML file given to ``load_settings`` (``--config``), else the one ``ATLAS_CONFIG`` names."""
 
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+    def __init__(self, settings_cls: type[BaseSettings], path: str | os.PathLike[str] | None) -> None:
         super().__init__(settings_cls)
-        self._data = read_toml(os.environ.get(CONFIG_ENV))
+        self._data = read_toml(path if path is not None else os.environ.get(CONFIG_ENV))
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return self._data.get(field_name), field_name, False
@@ -351,15 +357,16 @@ def read_toml(path: str | os.PathLike[str] | None) -> dict[str, Any]:
 
 def load_settings(config_file: str | os.PathLike[str] | None = None, **flags: Any) -> Settings:
     """Build settings; ``flags`` are command-line values (``None`` = not given)."""
-    if config_file is not None:
-        os.environ[CONFIG_ENV] = str(config_file)
     given = {k: v for k, v in flags.items() if v is not None}
+    reading = _config_file.set(config_file)
     try:
         return Settings(**given)
     except ValidationError as exc:
         raise ConfigurationError(settings_problem(exc)) from exc
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from exc
+    finally:
+        _config_file.reset(reading)
 
 
 def settings_problem(exc: ValidationError) -> str:
@@ -431,8 +438,3 @@ def _environment_names() -> list[str]:
         if isinstance(table, type) and issubclass(table, BaseModel):
             names += [f"{ENV_PREFIX}{field_name.upper()}__{sub.upper()}" for sub in table.model_fields]
     return names
-
-
-def env_secret(name: str) -> str | None:
-    """A secret named in the settings (e.g. ``api_key_env``), read from the environment here only."""
-    return os.environ.get(name) or None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,18 @@ def test_atlas_config_env_names_the_file(tmp_path: Path, monkeypatch: pytest.Mon
     assert load_settings().token_digests() == {
         "e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8": "sarah"
     }
+
+
+def test_a_config_file_is_read_for_that_load_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The file given to one load neither leaks into the process environment nor into the next
+    load, and it wins over the file ATLAS_CONFIG names."""
+    named, given = tmp_path / "named.toml", tmp_path / "given.toml"
+    named.write_text('user = "named"\n')
+    given.write_text('user = "given"\n')
+    assert load_settings(given).user == "given"
+    assert "ATLAS_CONFIG" not in os.environ and load_settings().user == "default"
+    monkeypatch.setenv("ATLAS_CONFIG", str(named))
+    assert (load_settings(given).user, load_settings().user) == ("given", "named")
 
 
 @pytest.mark.parametrize(
