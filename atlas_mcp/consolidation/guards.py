@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..domain.lexical import analyse
+from ..domain.stopwords import STOP_WORDS
 from ..inference.embedder import E5_MODEL_ID, MINILM_MODEL_ID, PER_LANGUAGE_ID
 
 # Lowest cosine at which, with the veto below, no distinct pair of the calibration set
@@ -37,12 +39,9 @@ CALIBRATED_DUPLICATE_SIMILARITY: dict[str, float] = {
 UNCALIBRATED_DUPLICATE_SIMILARITY = 0.97
 
 _WORD = re.compile(r"\d+(?:[.,:/-]\d+)*[a-z]*|[^\W\d_]+(?:['’][^\W\d_]+)?", re.UNICODE)
-_STOPWORDS = frozenset(
-    "a an the is are was were be been being am i i'm user user's users their theirs they them "
-    "he she his her its it this that these those of to in on at for with by from as and or "
-    "but do does did have has had s my me we our your you who which".split()
-)
-_SUFFIXES = ("ing", "ed", "es", "s")
+# Capitalised but never a name: function words, and the subject facts are written about
+# ("User prefers...", "I'm vegetarian").
+_NOT_NAMES = STOP_WORDS["en"] | {"user", "users", "i'm"}
 
 
 def duplicate_similarity(embedding_model: str | None, configured: float | None) -> float:
@@ -72,7 +71,7 @@ def distinctive_tokens(text: str) -> frozenset[str]:
             out.add(word.lower())
         elif word[0].isupper() and not _sentence_start(text, match.start()):
             name = word.lower().removesuffix("'s").removesuffix("’s")
-            if name not in _STOPWORDS:
+            if name not in _NOT_NAMES:
                 out.add(name)
     return frozenset(out)
 
@@ -86,20 +85,14 @@ def _words(text: str) -> list[str]:
     return [m.group().lower() for m in _WORD.finditer(text)]
 
 
-def content_words(text: str) -> list[str]:
-    return [_stem(w) for w in (m.group().lower() for m in _WORD.finditer(text)) if w not in _STOPWORDS]
-
-
-def _stem(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+def _content_stems(text: str) -> tuple[str, ...]:
+    """The stems of ``text``'s content words, in order, as the keyword index reads them."""
+    return analyse(text, drop_stop_words=True).stems
 
 
 def _same_order(a: str, b: str) -> bool:
     """The words both texts share appear in the same relative order ("tea over coffee")."""
-    words_a, words_b = content_words(a), content_words(b)
+    words_a, words_b = _content_stems(a), _content_stems(b)
     shared = set(words_a) & set(words_b)
     return _ordered(words_a, shared) == _ordered(words_b, shared)
 
