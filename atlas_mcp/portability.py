@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import jsonl
 from .domain import codec, inputs
 from .domain.codec import Kind
 from .domain.model import Memory, MemoryType, Step
@@ -161,19 +162,17 @@ def export_memories(
 
 def read_records(path: Path) -> list[tuple[Memory, str | None]]:
     """Every line of ``path`` validated, with the model that embedded it at the source."""
-    out = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                out.append((from_record(record), record.get("embedding_model")))
-            except json.JSONDecodeError as exc:
-                raise InvalidInput(f"{path}:{number}: not valid JSON ({exc.msg}); nothing imported") from exc
-            except InvalidInput as exc:
-                raise InvalidInput(f"{path}:{number}: {exc}; nothing imported") from exc
-    return out
+    try:
+        return [_record(where, value) for where, value in jsonl.objects(path, errors="replace")]
+    except InvalidInput as exc:
+        raise InvalidInput(f"{exc}; nothing imported") from exc
+
+
+def _record(where: str, value: dict[str, Any]) -> tuple[Memory, str | None]:
+    try:
+        return from_record(value), value.get("embedding_model")
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc}") from exc
 
 
 def import_memories(

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
+from .. import jsonl
 from ..app import open_service
-from ..errors import InvalidInput
 from .options import config_option, settings_from
 
 
@@ -28,25 +26,7 @@ def load(file: Path, config_file: str | None) -> None:
     """
     service = open_service(settings_from(config_file))
     try:
-        count = service.load_catalog(_read_jsonl(file))
+        count = service.load_catalog([entry for _, entry in jsonl.objects(file)])
     finally:
         service.close()
     click.echo(f"loaded {count} catalog entries from {file}")
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    return list(_lines(path))
-
-
-def _lines(path: Path) -> Iterator[dict]:
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidInput(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(entry, dict):
-                raise InvalidInput(f"{path}:{number}: each line must be a JSON object")
-            yield entry

@@ -11,7 +11,6 @@ pairs it would wrongly merge; pick the lowest threshold with no wrong merge and 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from .. import jsonl
 from .guards import is_duplicate
 
 
@@ -37,8 +37,7 @@ class Row:
 
 
 def read_pairs(path: Path) -> list[Pair]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [Pair(**json.loads(line)) for line in lines if line.strip()]
+    return [Pair(**pair) for _, pair in jsonl.objects(path)]
 
 
 def sweep(

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import httpx2
 
+from .. import jsonl
 from ..config import ConsolidationSettings
 from ..errors import AtlasError, ConfigurationError
 from .prompt import Prompt
@@ -132,14 +133,11 @@ class ReplayProvider:
 
     def __init__(self, path: Path) -> None:
         self._answers: dict[str, deque[str]] = defaultdict(deque)
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
+        for where, entry in jsonl.objects(Path(path)):
             try:
-                entry = json.loads(line)
                 self._answers[entry["user_id"]].append(entry["answer"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigurationError(f"{path}:{number}: not a recorded answer") from exc
+            except (KeyError, TypeError) as exc:
+                raise ConfigurationError(f"{where}: not a recorded answer") from exc
 
     async def complete(self, user_id: str, prompt: Prompt) -> str:
         if not self._answers[user_id]:

@@ -167,3 +167,19 @@ def test_an_id_taken_by_another_user_is_a_conflict(rich_store: Path, tmp_path: P
     exported.write_text(json.dumps(line) + "\n")
     result = _run(monkeypatch, rich_store, "import", str(exported))
     assert result.exit_code != 0 and "already taken" in result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "line", "said"),
+    [
+        (("import",), "[1, 2]", ":2: each line must be a JSON object; nothing imported"),
+        (("import",), "{oops", ":2: not valid JSON (Expecting property name"),
+        (("catalog", "load"), '"just text"', ":2: each line must be a JSON object"),
+        (("catalog", "load"), "{oops", ":2: not valid JSON (Expecting property name"),
+    ],
+)
+def test_every_jsonl_reader_names_the_bad_line(tmp_path: Path, monkeypatch, command, line, said) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n" + line + "\n")  # a blank line is skipped, and still counted
+    result = _run(monkeypatch, tmp_path / "data", *command, str(source))
+    assert result.exit_code != 0 and f"{source}{said}" in result.output, result.output
