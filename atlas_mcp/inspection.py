@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from .domain.model import Memory, MemoryType
+from .domain.model import USER_MEMORY_TYPES, Memory, MemoryType
 from .service import Hit, MemoryService
 
 MAX_CHAIN = 100  # bound on how many links a supersession history walk follows
@@ -20,11 +20,6 @@ MAX_CHAIN = 100  # bound on how many links a supersession history walk follows
 def when(value: datetime | None) -> str:
     """A timestamp as operators read it (UTC, to the minute)."""
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M") if value else "-"
-
-
-def shown_at(memory: Memory) -> datetime:
-    """The date a memory is listed under: when an event happened, else when it was stored."""
-    return memory.occurred_at or memory.created_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +112,7 @@ def _fetch(service: MemoryService, user_id: str, ids: Iterable[str], missing: li
 
 def type_counts(service: MemoryService, user_id: str) -> dict[MemoryType, int]:
     """How many memories of each type one user holds (superseded ones included)."""
-    counts = {kind: 0 for kind in MemoryType if kind is not MemoryType.CATALOG}
+    counts = dict.fromkeys(USER_MEMORY_TYPES, 0)
     for row in service.stats().counts:
         if row.user_id == user_id:
             counts[row.memory_type] = row.count

@@ -133,9 +133,7 @@ class MemoryService:
             )
         self._engine.write(memory, supersede=targets)
         if playbook is not None:
-            self.record_outcome(
-                user_id, playbook, outcome == Outcome.SUCCESS, memory.occurred_at or memory.created_at
-            )
+            self.record_outcome(user_id, playbook, outcome == Outcome.SUCCESS, memory.timeline_at)
         return WriteResult(memory.id, kind, targets)
 
     def check_supersession(self, user_id: str, kind: MemoryType, targets: Sequence[str]) -> None:

@@ -7,7 +7,7 @@ import json
 import click
 
 from ..errors import NotFound
-from ..inspection import MemoryDetail, memory_detail, shown_at
+from ..inspection import MemoryDetail, memory_detail
 from ..views import memory_view
 from .options import config_option, require_known_user, service_session, settings_from, user_option
 from .tables import clip, echo_json, json_option, status, table, type_option
@@ -82,7 +82,7 @@ def detail_view(detail: MemoryDetail) -> dict:
 
 
 def _row(memory) -> list:
-    return [memory.id, memory.memory_type.value, shown_at(memory), status(memory), clip(memory.text, 60)]
+    return [memory.id, memory.memory_type.value, memory.timeline_at, status(memory), clip(memory.text, 60)]
 
 
 def _section(title: str, headers: list[str], rows: list[list]) -> None:

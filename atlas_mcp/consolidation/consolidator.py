@@ -279,7 +279,7 @@ class Consolidator:
         if update.refined_steps is not None:
             steps = inputs.steps([_step(s) for s in update.refined_steps], self.service.limits)
             refined = tuple(s.to_dict() for s in steps)
-        at = max(own[e].occurred_at or own[e].created_at for e in episodes)
+        at = max(own[e].timeline_at for e in episodes)
         return RecordOutcome(playbook, update.outcome, episodes, at, refined)
 
     def _duplicate(self, user: str, text: str, kind: str, exclude: set[str]) -> Memory | None:

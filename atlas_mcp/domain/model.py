@@ -124,6 +124,12 @@ class Memory:
         return self.memory_type in USAGE_TYPES
 
     @property
+    def timeline_at(self) -> datetime:
+        """Where the memory sits on the user's timeline: when an event happened, else when it
+        was stored (listings sort on it; a question's period or order is about it)."""
+        return self.occurred_at or self.created_at
+
+    @property
     def trigger_text(self) -> str | None:
         """A playbook's trigger is its text: when to use it."""
         return self.text if self.memory_type is MemoryType.PROCEDURAL else None

@@ -16,7 +16,7 @@ from starlette.routing import Route, Router
 from ..domain.model import Memory, MemoryType
 from ..domain.scoring import track_record
 from ..errors import InvalidInput, NotFound
-from ..inspection import explain_recall, memory_detail, shown_at, type_counts
+from ..inspection import explain_recall, memory_detail, type_counts
 from ..mcp.identity import SCOPE_USER_KEY
 from ..service import MemoryService
 from ..views import memory_view
@@ -73,7 +73,7 @@ class Pages:
         except (NotFound, InvalidInput):
             return _problem(request, 404, "No memory with that id is yours.")
         fields = memory_view(detail.memory)
-        return page(request, "memory.html", detail=detail, fields=fields, shown_at=shown_at)
+        return page(request, "memory.html", detail=detail, fields=fields)
 
     def search(self, request: Request) -> Response:
         query = request.query_params.get("q", "")
@@ -121,7 +121,7 @@ def _user(request: Request) -> str:
 
 
 def _day(memory: Memory) -> str:
-    return shown_at(memory).strftime("%A %d %B %Y")
+    return memory.timeline_at.strftime("%A %d %B %Y")
 
 
 def _offset(request: Request) -> int:
