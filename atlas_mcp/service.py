@@ -72,6 +72,27 @@ class Hit:
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """A memory that already exists elsewhere (another program's store, being imported): it
+    keeps an id derived from its source record and the dates the source gave it."""
+
+    id: str
+    created_at: datetime
+    last_used_at: datetime | None = None  # a fact's last change at the source; default created_at
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedWrite:
+    """A checked write, not yet stored (``MemoryService.prepare``)."""
+
+    user_id: str
+    memory: Memory
+    supersedes: tuple[str, ...] = ()
+    playbook: Memory | None = None  # the playbook an episodic outcome reports on
+    outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WriteResult:
     id: str
     memory_type: MemoryType
@@ -95,7 +116,11 @@ class MemoryService:
 
     # -- write -------------------------------------------------------------------------
 
-    def write(
+    def write(self, user_id: str, text: str, memory_type: str = "semantic", **options: Any) -> WriteResult:
+        """Validate and store one memory (the arguments are ``prepare``'s)."""
+        return self.store(self.prepare(user_id, text, memory_type, **options))
+
+    def prepare(
         self,
         user_id: str,
         text: str,
@@ -112,14 +137,21 @@ class MemoryService:
         source_episodes: Iterable[str] = (),
         playbook_id: str | None = None,
         outcome: str | None = None,
-    ) -> WriteResult:
+        origin: Origin | None = None,
+    ) -> PreparedWrite:
+        """Every check a write makes, with nothing stored: what ``store`` will write.
+
+        Import prepares a whole file before storing any of it, so a bad record writes nothing.
+        """
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
         inputs.applicable(
             kind,
             {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps},
         )
         playbook = self._outcome_target(user_id, kind, playbook_id, outcome)
-        memory = self._build(user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name)
+        memory = self._build(
+            user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name, origin
+        )
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
         if targets:
@@ -131,10 +163,16 @@ class MemoryService:
             memory = memory.evolve(
                 metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": Outcome(outcome).value}
             )
+        return PreparedWrite(user_id, memory, targets, playbook, outcome)
+
+    def store(self, prepared: PreparedWrite) -> WriteResult:
+        """Write what ``prepare`` checked (and the playbook outcome it reports)."""
+        memory, targets, playbook = prepared.memory, prepared.supersedes, prepared.playbook
         self._engine.write(memory, supersede=targets)
         if playbook is not None:
-            self.record_outcome(user_id, playbook, outcome == Outcome.SUCCESS, memory.timeline_at)
-        return WriteResult(memory.id, kind, targets)
+            success = prepared.outcome == Outcome.SUCCESS
+            self.record_outcome(prepared.user_id, playbook, success, memory.timeline_at)
+        return WriteResult(memory.id, memory.memory_type, targets)
 
     def check_supersession(self, user_id: str, kind: MemoryType, targets: Sequence[str]) -> None:
         """Raise unless a new ``kind`` memory of ``user_id`` may supersede every target (the one
@@ -178,11 +216,12 @@ class MemoryService:
         steps: list[Any] | None,
         metadata: dict[str, Any] | None,
         name: str | None,
+        origin: Origin | None = None,
     ) -> Memory:
-        now = self.clock()
+        now = self.clock() if origin is None else origin.created_at
         body = inputs.clean_text(text, "text", self.limits.max_text_chars)
         memory = Memory(
-            id=new_id(),
+            id=new_id() if origin is None else inputs.memory_id(origin.id),
             memory_type=kind,
             user_id=user_id,
             text=body,
@@ -195,7 +234,7 @@ class MemoryService:
             return memory.evolve(
                 fact_type=inputs.fact_type(fact_type),
                 confidence=1.0 if confidence is None else inputs.confidence(confidence),
-                last_used_at=now,
+                last_used_at=now if origin is None else origin.last_used_at or now,
             )
         title = inputs.clean_text(name, "name", 200) if name else body[:60]
         return memory.evolve(
