@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from . import tokens
 from .choices import OneOf
 from .domain.limits import Limits
+from .domain.profile import ProfilePolicy
 from .domain.scoring import ScoringPolicy
 from .errors import ConfigurationError
 from .inference.names import EMBEDDING_MODELS, PER_LANGUAGE
@@ -269,6 +270,7 @@ class Settings(BaseSettings):
     elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
     limits: Limits = Field(default_factory=Limits)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
+    profile: ProfilePolicy = Field(default_factory=ProfilePolicy)
 
     def check_serving(self) -> list[str]:
         """Refuse to serve HTTP on credentials anyone could present; return warnings to log.

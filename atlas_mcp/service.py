@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from . import portability
-from .domain import calibration, codec, inputs
+from .domain import calibration, codec, inputs, profile
 from .domain.calibration import Features
 from .domain.limits import Limits
 from .domain.model import (
@@ -457,6 +457,13 @@ class MemoryService:
         """The caller's memories among ``ids`` (unknown ids skipped), in the order asked."""
         wanted = [inputs.memory_id(i) for i in ids]
         return self._engine.get(user_id, wanted) if wanted else []
+
+    def profile(self, user_id: str, policy: profile.ProfilePolicy) -> list[Memory]:
+        """The user's core profile (``domain.profile``): key current facts, within its budget."""
+        newest = ListQuery(
+            user_id, frozenset({MemoryType.SEMANTIC}), include_superseded=False, limit=policy.scan
+        )
+        return profile.select(self._engine.list(newest), policy, user_id)
 
     # -- operations ---------------------------------------------------------------------
 

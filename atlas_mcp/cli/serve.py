@@ -59,7 +59,7 @@ async def _serve_stdio(service, settings: Settings) -> None:
     from ..mcp.server import build_server
 
     log.info("serving", transport="stdio", user=settings.user, data_dir=str(settings.data_dir))
-    await build_server(service, settings.user).run_stdio_async()
+    await build_server(service, settings.user, settings.profile).run_stdio_async()
 
 
 def _load_small_store(service, user: str) -> None:
@@ -94,7 +94,7 @@ async def _serve_http(service, settings: Settings, listener: socket.socket) -> N
     from ..mcp.http import build_http_app, describe
     from ..mcp.server import build_server
 
-    server = build_server(service, settings.user)
+    server = build_server(service, settings.user, settings.profile)
     scheduler = server_scheduler(server, service, settings)  # None when consolidation is off
     app = build_http_app(server, settings, service=service)
     log.info("serving", transport="http", **describe(settings))

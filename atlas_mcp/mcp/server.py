@@ -10,8 +10,10 @@ from mcp_types import CallToolResult
 from pydantic import ValidationError
 
 from .. import __version__
+from ..domain.profile import ProfilePolicy
 from ..service import MemoryService
 from .arguments import invalid_arguments, unknown_arguments
+from .profile import install_profile
 from .tools import register_tools
 
 INSTRUCTIONS = """\
@@ -62,7 +64,9 @@ class StrictToolServer(MCPServer):
             raise
 
 
-def build_server(service: MemoryService, stdio_user: str) -> MCPServer:
+def build_server(service: MemoryService, stdio_user: str, profile: ProfilePolicy | None = None) -> MCPServer:
+    """The server: the memory tools, their rules as instructions, and each session's core
+    profile (``profile.py``; on unless ``profile`` turns it off)."""
     server = StrictToolServer(
         name="atlas-mcp",
         title="atlas-mcp long-term memory",
@@ -71,4 +75,5 @@ def build_server(service: MemoryService, stdio_user: str) -> MCPServer:
         log_level="WARNING",
     )
     register_tools(server, service, stdio_user)
+    install_profile(server, service, stdio_user, profile or ProfilePolicy())
     return server
