@@ -32,6 +32,12 @@ if ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
   fi
 fi
 
+# The importer tests drive the official MCP memory server (npm, small) to write and read real
+# files. The heavier peers (mcp-memory-service, mem0, basic-memory: PyTorch and friends) are
+# opt-in: `bash scripts/install_peers.sh --python`; without them their committed files are used.
+say "installing the official MCP memory server from npm into .peers/ (the importer tests' live peer)"
+bash scripts/install_peers.sh || say "could not install it: the importer tests' live parts will skip"
+
 # Lint before the tests, so pytest's summary stays the last thing printed.
 say "ruff check and ruff format --check (style gate; fix with: .venv/bin/ruff format . && .venv/bin/ruff check --fix .)"
 .venv/bin/ruff check --quiet .

@@ -129,17 +129,17 @@ def write(
     Writes that supersede memories already in the store go last, so a failure before them has
     only new memories to remove.
     """
-    added: list[str] = []
+    added: list[str] = []  # ids this run may have written (a failed store may have written it)
     replaced: list[Memory] = []
     merged = 0
     try:
         for item in sorted(planned, key=lambda p: bool(p.replaces)):
             if not item.present:
+                added.append(item.write.memory.id)
+                replaced += item.replaces
                 result = service.store(_with_links(item.write, planned))
-                if result.id == item.write.memory.id:
-                    added.append(result.id)
-                    replaced += item.replaces
-                else:
+                if result.id != item.write.memory.id:  # the store kept an existing copy instead
+                    added.pop()
                     merged += 1
             progress(1)
     except BaseException:

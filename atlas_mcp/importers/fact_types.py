@@ -27,7 +27,7 @@ _CUES: tuple[tuple[FactType, re.Pattern[str]], ...] = (
         FactType.IDENTITY,
         re.compile(
             r"\b(my name|name is|named|i am|i'm|works? (?:at|as|for)|employed|lives? in|living in|"
-            r"based in|born|years old|birthday|pronouns|nationality|is from|comes from|"
+            r"based in|moved to|home (?:city|town|address)|born|years old|birthday|pronouns|nationality|is from|comes from|"
             r"profession|occupation|job title|married|wife|husband|partner|daughter|son|"
             r"children|kids|native language|speaks)\b",
             re.IGNORECASE,

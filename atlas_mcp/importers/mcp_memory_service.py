@@ -118,7 +118,8 @@ def _draft(record: dict[str, Any], where: str, path: Path, hashes: set[str]) -> 
     kind = str(record.get("memory_type") or "").strip().lower()
     text = record["content"]
     episodic = kind in EVENT_TYPES
-    newer = record.get("superseded_by") or None
+    # The table has a column for it; its export carries the same link in the metadata.
+    newer = record.get("superseded_by") or record["metadata"].get("superseded_by") or None
     origin = provenance(
         FORMAT, path, content_hash=record["content_hash"], memory_type=kind or None, store=record.get("store")
     )
