@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -353,6 +354,77 @@ def write_mem0(out: Path, venv: Path, work: Path) -> None:
     )
 
 
+# -- basic-memory --------------------------------------------------------------------------
+
+# Notes as its AI-assistant guide writes them: observations "- [category] fact #tag (context)",
+# relations "- relation_type [[Other note]]", frontmatter written by the program.
+BASIC_MEMORY_NOTES: list[dict[str, Any]] = [
+    {
+        "title": "Sarah Okafor",
+        "directory": "people",
+        "note_type": "person",
+        "tags": "personal",
+        "content": (
+            "# Sarah Okafor\n\nRobotics engineer; the notes' owner.\n\n"
+            "## Observations\n"
+            "- [identity] Lives in Lisbon since 2024 #home\n"
+            "- [constraint] Allergic to peanuts (carries an epipen)\n"
+            "- [preference] Prefers meetings after 2 pm #work\n"
+            "- [preference] Drinks oat-milk flat whites from Café Lüx\n\n"
+            "## Relations\n"
+            "- works_at [[Acme Robotics]]\n"
+            "- manager [[Kenji Watanabe]]\n"
+        ),
+    },
+    {
+        "title": "Acme Robotics",
+        "directory": "orgs",
+        "note_type": "organization",
+        "content": (
+            "# Acme Robotics\n\n## Observations\n"
+            "- [fact] Builds warehouse robots\n"
+            "- [fact] Headquartered in Porto #office\n"
+            "- [decision] Fleet firmware pinned to 2.4.1 until the charger fix ships\n\n"
+            "## Relations\n- employs [[Sarah Okafor]]\n"
+        ),
+    },
+    {
+        "title": "Team retro 2026-03-03",
+        "directory": "meetings",
+        "note_type": "meeting",
+        "content": (
+            "# Team retro 2026-03-03\n\nThe charging schedule caused the delays; Kenji will own the fix.\n\n"
+            "## Observations\n- [action] Kenji rewrites the charging scheduler by April\n\n"
+            "## Relations\n- about [[Acme Robotics]]\n- attended_by [[Kenji Watanabe]]\n"
+        ),
+    },
+]
+
+
+def _basic_memory_env(home: Path) -> dict[str, str]:
+    return _clean_env(
+        HOME=str(home),
+        BASIC_MEMORY_HOME=str(home / "notes"),
+        BASIC_MEMORY_CONFIG_DIR=str(home / "config"),
+        HF_HUB_OFFLINE="1",
+    )
+
+
+async def write_basic_memory(home: Path, venv: Path) -> Path:
+    """basic-memory's MCP server writes the notes (its write_note tool); returns the folder."""
+    async with _session(str(venv / "bin/basic-memory"), ["mcp"], _basic_memory_env(home)) as client:
+        for note in BASIC_MEMORY_NOTES:
+            await _call(client, "write_note", **note)
+        await _call(
+            client,
+            "edit_note",
+            identifier="Sarah Okafor",
+            operation="append",
+            content="- [preference] Switched to decaf after 4 pm\n",
+        )
+    return home / "notes"
+
+
 # -- regenerate the committed fixtures -----------------------------------------------------
 
 
@@ -382,6 +454,13 @@ async def regenerate(out: Path = FIXTURES) -> list[str]:
         write_mem0(target, venv, work)
         shutil.rmtree(work)  # its vector store and history: mem0's own, not what users export
         made.append(str(target))
+    if (venv := basic_memory()) is not None:
+        folder = out / "basic-memory"
+        shutil.rmtree(folder, ignore_errors=True)
+        with tempfile.TemporaryDirectory() as home:
+            notes = await write_basic_memory(Path(home), venv)
+            shutil.copytree(notes, folder, ignore=shutil.ignore_patterns(".*"))
+        made.append(str(folder))
     return made
 
 
