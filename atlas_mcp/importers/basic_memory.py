@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,22 +46,56 @@ def _notes(folder: Path) -> Iterator[Path]:
             yield note  # hidden folders hold the program's own state, not notes
 
 
-def _note_drafts(note: Path, relative: str) -> Iterator[Draft]:
+@dataclass(frozen=True, slots=True)
+class _Note:
+    """What every memory of one note shares."""
+
+    title: str
+    identity: str  # its permalink, else its path: what keys its records
+    relative: str
+    created: datetime
+    provenance: dict[str, Any]
+    tags: list[str]
+
+    def draft(self, text: str, number: int, key: str, fact_type: str | None, **extra: Any) -> Draft:
+        tags = extra.pop("tags", None)
+        return Draft(
+            text=text,
+            where=f"{self.relative}:{number}",
+            key=f"{key}\0{self.identity}",
+            created_at=self.created,
+            fact_type=fact_type,
+            metadata=({"tags": tags} if tags else {}) | _with(self.provenance, **extra),
+        )
+
+
+def _with(origin: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"imported": origin["imported"] | {k: v for k, v in extra.items() if v}}
+
+
+def _note_drafts(path: Path, relative: str) -> Iterator[Draft]:
     try:
-        text = note.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise fail(relative, f"is not UTF-8 text (byte {exc.start})") from exc
     front, body, first_line = _front_matter(text, relative)
-    title = str(front.get("title") or note.stem)
-    identity = str(front.get("permalink") or relative)
-    created = file_time(note)
-    common = {
-        "note": relative,
-        "permalink": front.get("permalink"),
-        "title": title,
-        "note_type": front.get("type"),
-    }
-    note_tags = _tags(front.get("tags"))
+    title = str(front.get("title") or path.stem)
+    origin = provenance(
+        FORMAT,
+        path,
+        note=relative,
+        permalink=front.get("permalink"),
+        title=title,
+        note_type=front.get("type"),
+    )
+    note = _Note(
+        title,
+        str(front.get("permalink") or relative),
+        relative,
+        file_time(path),
+        origin,
+        _tags(front.get("tags")),
+    )
     paragraph: list[str] = []
     paragraph_line = 0
     in_fence = False
@@ -70,66 +106,48 @@ def _note_drafts(note: Path, relative: str) -> Iterator[Draft]:
         relation = None if in_fence or observation else _RELATION.match(line)
         if observation or relation or not line.strip() or (line.startswith("#") and not in_fence):
             if paragraph:
-                yield _prose(paragraph, paragraph_line, title, identity, relative, created, common, note_tags)
+                yield _prose(note, paragraph, paragraph_line)
                 paragraph = []
             if observation:
-                yield _observation(observation, number, title, identity, relative, created, common)
+                yield _observation(note, observation, number)
             elif relation:
-                yield _relation(relation, number, title, identity, relative, created, common)
+                yield _relation(note, relation, number)
             continue
         if not paragraph:
             paragraph_line = number
         paragraph.append(line)
     if paragraph:
-        yield _prose(paragraph, paragraph_line, title, identity, relative, created, common, note_tags)
+        yield _prose(note, paragraph, paragraph_line)
 
 
-def _observation(
-    match: re.Match[str], number: int, title: str, identity: str, relative: str, created, common
-) -> Draft:
+def _observation(note: _Note, match: re.Match[str], number: int) -> Draft:
     category, content = match.group(1).strip(), match.group(2)
-    tags = _TAG.findall(content)
     words = " ".join(_TAG.sub("", content).split())
-    return Draft(
-        text=f"{title}: {words}",
-        where=f"{relative}:{number}",
-        key=f"observation\0{identity}\0{category}\0{words}",
-        created_at=created,
-        fact_type=fact_types.from_label(category) or fact_types.from_text(words, "world"),
-        metadata=({"tags": tags} if tags else {})
-        | provenance(FORMAT, Path(relative), **common, category=category),
+    kind = fact_types.from_label(category) or fact_types.from_text(words, "world")
+    return note.draft(
+        f"{note.title}: {words}",
+        number,
+        f"observation\0{category}\0{words}",
+        kind,
+        category=category,
+        tags=_TAG.findall(content),
     )
 
 
-def _relation(
-    match: re.Match[str], number: int, title: str, identity: str, relative: str, created, common
-) -> Draft:
+def _relation(note: _Note, match: re.Match[str], number: int) -> Draft:
     kind, target = match.group(1).strip(), match.group(2).strip()
-    text = f"{title} {kind.replace('_', ' ')} {target}"
+    text = f"{note.title} {kind.replace('_', ' ')} {target}"
     if match.group(3):
         text += f" ({match.group(3).strip()})"
-    return Draft(
-        text=text,
-        where=f"{relative}:{number}",
-        key=f"relation\0{identity}\0{kind}\0{target}",
-        created_at=created,
-        fact_type=fact_types.from_text(text, "world"),
-        metadata=provenance(FORMAT, Path(relative), **common, relation={"type": kind, "target": target}),
+    key = f"relation\0{kind}\0{target}"
+    return note.draft(
+        text, number, key, fact_types.from_text(text, "world"), relation={"type": kind, "target": target}
     )
 
 
-def _prose(
-    lines: list[str], number: int, title: str, identity: str, relative: str, created, common, tags
-) -> Draft:
+def _prose(note: _Note, lines: list[str], number: int) -> Draft:
     words = " ".join(" ".join(lines).split())
-    return Draft(
-        text=f"{title}: {words}",
-        where=f"{relative}:{number}",
-        key=f"prose\0{identity}\0{words}",
-        created_at=created,
-        fact_type="world",
-        metadata=({"tags": tags} if tags else {}) | provenance(FORMAT, Path(relative), **common),
-    )
+    return note.draft(f"{note.title}: {words}", number, f"prose\0{words}", "world", tags=note.tags)
 
 
 def _front_matter(text: str, relative: str) -> tuple[dict[str, Any], list[str], int]:

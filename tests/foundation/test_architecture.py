@@ -19,6 +19,7 @@ FORBIDDEN = {
     ),
     "engines": ("atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.service", "mcp"),
     "inference": ("atlas_mcp.engines", "atlas_mcp.mcp", "atlas_mcp.cli", "atlas_mcp.service", "mcp"),
+    "importers": ("atlas_mcp.engines", "atlas_mcp.mcp", "atlas_mcp.cli", "mcp"),  # only through the service
 }
 
 
