@@ -39,39 +39,55 @@ class ImportOutcome:
 
 
 def plan(service: MemoryService, user_id: str, source: Source, id_prefix: str) -> list[Planned]:
-    """Every draft checked and turned into a write; raises (naming the record) on the first bad one."""
-    ids = {d.key: memory_id(id_prefix, user_id, source.format, d.key) for d in source.drafts}
+    """Every draft checked and turned into a write; raises (naming the record) on the first bad one.
+
+    A record that appears twice in the file (same key) is one memory: the first is kept.
+    """
+    drafts = list({d.key: d for d in reversed(source.drafts)}.values())[::-1]
+    ids = {d.key: memory_id(id_prefix, user_id, source.format, d.key) for d in drafts}
     present = _present(service, user_id, list(ids.values()))
-    created = {d.key: d.created_at for d in source.drafts}
-    planned = []
-    for draft in source.drafts:
-        new_id, replaces = ids[draft.key], ()
-        if draft.revision is not None and new_id in present:
-            head = _head(service, user_id, present[new_id])
-            if _revision(head) != draft.revision:  # changed at the source since the last import
-                new_id = memory_id(id_prefix, user_id, source.format, f"{draft.key}\0{draft.revision}")
-                replaces = (head,)
-        write = _prepare(service, user_id, draft, new_id)
-        if replaces:
-            targets = tuple(m.id for m in replaces)
-            write = replace(write, memory=write.memory.evolve(supersedes=targets), supersedes=targets)
-        if draft.superseded_by is not None:
-            write = _superseded(write, draft, ids, created)
-        done = new_id in present or bool(replaces and _present(service, user_id, [new_id]))
-        planned.append(Planned(draft, write, done, replaces))
-    return planned
+    created = {d.key: d.created_at for d in drafts}
+    planned = [_planned(service, user_id, source, id_prefix, d, ids, present) for d in drafts]
+    return [
+        replace(p, write=_superseded(p.write, p.draft, ids, created)) if p.draft.superseded_by else p
+        for p in planned
+    ]
 
 
-def _head(service: MemoryService, user_id: str, memory: Memory) -> Memory:
-    """The current version of an imported record: its replacements followed to the newest."""
+def _planned(
+    service: MemoryService,
+    user_id: str,
+    source: Source,
+    id_prefix: str,
+    draft: Draft,
+    ids: dict[str, str],
+    present: dict[str, Memory],
+) -> Planned:
+    first_id = ids[draft.key]
+    if draft.revision is None or first_id not in present:
+        return Planned(draft, _prepare(service, user_id, draft, first_id), first_id in present)
+    head, current = _head(service, user_id, present[first_id])
+    if _revision(head) == draft.revision or not current:
+        # Unchanged at the source; or changed, but the user has since replaced it themselves
+        # (their own write supersedes it): their newer word stands.
+        return Planned(draft, _prepare(service, user_id, draft, first_id), True)
+    new_id = memory_id(id_prefix, user_id, source.format, f"{draft.key}\0{draft.revision}")
+    write = _prepare(service, user_id, draft, new_id)
+    write = replace(write, memory=write.memory.evolve(supersedes=(head.id,)), supersedes=(head.id,))
+    return Planned(draft, write, False, (head,))
+
+
+def _head(service: MemoryService, user_id: str, memory: Memory) -> tuple[Memory, bool]:
+    """The newest imported version of a record, and whether it is current (not replaced by
+    anything but a later import of the same record)."""
     for _hop in range(MAX_REVISIONS):
         if memory.superseded_by is None:
-            break
+            return memory, True
         newer = service.get_many(user_id, [memory.superseded_by])
-        if not newer:
-            break
+        if not newer or _revision(newer[0]) is None:
+            return memory, False
         memory = newer[0]
-    return memory
+    return memory, memory.superseded_by is None
 
 
 def _revision(memory: Memory) -> str | None:

@@ -206,3 +206,36 @@ def test_files_of_the_wrong_kind_say_so(tmp_path, monkeypatch):
     assert result.exit_code == 1 and "found no memories in" in result.output
     own = run(monkeypatch, tmp_path / "data", "import", "--user", "x", str(empty))
     assert own.exit_code == 2 and "--user is for other programs' files" in own.output
+
+
+def test_the_users_own_correction_outranks_a_later_change_at_the_source(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    run(
+        monkeypatch,
+        data,
+        "import",
+        "--format",
+        "mem0",
+        "--user",
+        "sarah",
+        str(_mem0_file(tmp_path, [_item(1, "Works at Acme")])),
+    )
+    service = _service(data)
+    try:
+        imported = service.list("sarah")[0]
+        service.write("sarah", "Works at Globex now", supersedes_id=imported.id)  # through the tool's path
+    finally:
+        service.close()
+    changed = _mem0_file(tmp_path, [_item(1, "Works at Initech", "h1b")])
+    result = run(monkeypatch, data, "import", "--format", "mem0", "--user", "sarah", str(changed))
+    assert "imported 0 memories" in result.stderr and "1 already present" in result.stderr
+    live = [m.text for m in stored(data).values() if not m.superseded_by]
+    assert live == ["Works at Globex now"]
+
+
+def test_a_record_twice_in_one_file_is_one_memory(tmp_path, monkeypatch):
+    note = _write(
+        tmp_path, "Sarah.md", "---\ntitle: Sarah\n---\n- [fact] Likes jazz\n\n- [fact] Likes jazz\n"
+    )
+    result = run(monkeypatch, tmp_path / "data", "import", "--format", "basic-memory", str(note))
+    assert result.exit_code == 0 and "imported 1 memories" in result.stderr, result.output
