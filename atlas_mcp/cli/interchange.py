@@ -11,6 +11,7 @@ from .. import importers
 from ..importers import apply, mcp_memory
 from ..importers.apply import Planned
 from ..service import MemoryService
+from .options import require_known_user
 from .tables import clip
 
 EXPORT_PAGE = 500
@@ -56,8 +57,11 @@ def _skipped(reasons: tuple[str, ...]) -> str:
 
 
 def export_mcp_memory(service: MemoryService, user_id: str, path: Path) -> int:
-    """Write the user's current memories as the official memory server's file; how many lines."""
+    """Write the user's current memories as the official memory server's file; how many lines.
+    A user with no memories is most likely a typo: say so, and write nothing."""
     lines = mcp_memory.export_graph(_current(service, user_id), user_id)
+    if not lines:
+        require_known_user(service, user_id)
     partial = path.with_name(path.name + ".partial")
     partial.write_text("\n".join(lines), encoding="utf-8")
     partial.replace(path)  # a crash never leaves a truncated file that looks complete

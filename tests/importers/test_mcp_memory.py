@@ -204,3 +204,24 @@ async def test_live_the_server_writes_a_file_we_import(tmp_path, monkeypatch):
     )
     assert result.exit_code == 0 and "imported 14 memories" in result.stderr
     assert OFFICIAL_SESSION  # the recipe the fixture was made with
+
+
+def test_exporting_a_user_with_nothing_says_so_and_writes_nothing(tmp_path, monkeypatch):
+    data, out = tmp_path / "data", tmp_path / "out.jsonl"
+    run(
+        monkeypatch,
+        data,
+        "import",
+        "--format",
+        "mcp-memory",
+        "--user",
+        "sarah",
+        str(copy_fixture(REAL_FILE, tmp_path)),
+    )
+    result = run(monkeypatch, data, "export", "--format", "mcp-memory", "--user", "sarha", str(out))
+    assert (
+        result.exit_code == 1
+        and "unknown user 'sarha'" in result.output
+        and "did you mean 'sarah'" in result.output
+    )
+    assert not out.exists()
