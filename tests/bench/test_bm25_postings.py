@@ -50,7 +50,7 @@ def _fts_query(text: str) -> str | None:
 
 
 def _oracle(engine: EmbeddedEngine, plan: RecallPlan) -> list[tuple[str, float]]:
-    visible = engine._conn.execute(
+    visible = engine._store.conn.execute(
         "SELECT rowid, id, COALESCE(user_id, ''), memory_type, superseded_by IS NOT NULL, lexical_terms, "
         "lexical_stems FROM memories WHERE user_id = ? OR (user_id IS NULL AND ?)",
         (plan.user_id, MemoryType.CATALOG in plan.memory_types),
@@ -169,7 +169,7 @@ def test_small_stores_count_at_least_min_counted_rows(tmp_path):
 
 
 def test_each_owner_lives_in_its_own_rowid_block(store):
-    rows = store._conn.execute(
+    rows = store._store.conn.execute(
         "SELECT COALESCE(user_id, ''), MIN(rowid) >> ?, MAX(rowid) >> ? FROM memories GROUP BY 1",
         (schema.SLOT_BITS, schema.SLOT_BITS),
     ).fetchall()

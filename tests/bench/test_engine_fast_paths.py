@@ -20,7 +20,7 @@ USER = corpus.tenant_id(0)
 
 
 def _fresh_cache(engine: EmbeddedEngine, owner: str):
-    return VectorCache(engine.embedder.dimensions).get(engine._conn, owner)
+    return VectorCache(engine.embedder.dimensions).get(engine._store.conn, owner)
 
 
 def _assert_same(cached, fresh) -> None:
@@ -175,10 +175,10 @@ def test_usage_statistics_skip_the_fsync_and_leave_the_store_durable(tmp_path):
         memories = corpus.tenant_memories(0, corpus.specs(10, 5))
         engine.write_many(memories)
         with engine.synchronous("NORMAL"):
-            assert engine._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+            assert engine._store.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
         engine.touch(USER, [m.id for m in memories], memories[0].created_at)
         assert {m.use_count for m in engine.get(USER, [m.id for m in memories])} == {1}
-        assert engine._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+        assert engine._store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
         with pytest.raises(ValueError):
             engine.synchronous("OFF").__enter__()
     finally:

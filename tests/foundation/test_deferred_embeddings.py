@@ -293,9 +293,9 @@ def test_a_late_embedding_never_lands_on_a_forgotten_or_rewritten_row(path: Path
         engine.update(USER, memory.evolve(text="Bake sourdough bread", name="Bake sourdough bread", steps=()))
         assert _pending(path) == 0
         fresh = _stored_vectors(path, rewritten.id).copy()
-        with engine._transaction() as conn:  # the stalled worker wakes up after all
+        with engine._store.transaction() as tx:  # the stalled worker wakes up after all
             for row in late:
-                assert not pending.store(conn, row.rowid, _expected(row.text), MINILM_MODEL_ID)
+                assert not pending.store(tx.conn, row.rowid, _expected(row.text), MINILM_MODEL_ID)
         assert np.array_equal(_stored_vectors(path, rewritten.id), fresh)
         assert engine.get(USER, [forgotten.id]) == []
         assert service.recall(USER, "sourdough", min_relevance=0.0, touch=False)[0].memory.id == rewritten.id

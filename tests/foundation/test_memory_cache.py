@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.engines.embedded import engine as engine_module
+from atlas_mcp.engines.embedded import store as store_module
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.memory_cache import MemoryCache
 from atlas_mcp.inference.embedder import default_embedder
@@ -35,13 +35,13 @@ def pair(tmp_path: Path):
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many rows recall read from SQLite, per call of the row reader."""
     counted: list[int] = []
-    read = engine_module._read_memories
+    read = store_module.read_memories
 
     def counting(conn, owner, ids):
         counted.append(len(ids))
         return read(conn, owner, ids)
 
-    monkeypatch.setattr(engine_module, "_read_memories", counting)
+    monkeypatch.setattr(store_module, "read_memories", counting)
     return counted
 
 

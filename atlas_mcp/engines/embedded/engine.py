@@ -14,10 +14,9 @@ dense list. A write commits its row and is embedded right after, by a bounded ba
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -27,9 +26,8 @@ import numpy as np
 
 from ...domain.fusion import reciprocal_rank_fusion
 from ...domain.lexical import detect_language
-from ...domain.model import Memory, MemoryType, iso
-from ...domain.supersession import changed_meanwhile
-from ...errors import BackendUnavailable, ConfigurationError, Conflict
+from ...domain.model import Memory, MemoryType
+from ...errors import ConfigurationError, Conflict
 from ...inference.embedder import (
     BUILT_IN_CHOICES,
     PER_LANGUAGE_ID,
@@ -43,7 +41,7 @@ from ...inference.embedder import (
 )
 from ...log import get_logger
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
-from . import pending, rows, schema, slots
+from . import pending, rows, schema, slots, store
 from .memory_cache import MemoryCache, Stamp, count_use, owner_stamp
 from .passages import as_passage_vectors, embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
@@ -51,6 +49,7 @@ from .postings import bm25, query_words
 from .reindex import adopt_choice, mark_misrouted
 from .snapshots import SNAPSHOT_MIN_ROWS
 from .stats import store_stats
+from .store import Store, Transaction
 from .vectors import (
     CATALOG_OWNER,
     OwnerVectors,
@@ -68,7 +67,6 @@ from .vectors import (
 
 log = get_logger(__name__)
 
-BUSY_TIMEOUT_S = 30.0
 # 2: an event's language is read from its own text, not from the English date before it.
 LANGUAGE_ROUTING = "2"
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
@@ -76,61 +74,29 @@ QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
 # 0.3 s (~0.05 s at 8k rows on the reference machine), so a start may load them before
 # answering anything (``warm_rows``).
 QUICK_LOAD_ROWS = SNAPSHOT_MIN_ROWS
-# Lookups by id check the owner as a filter, never through memories_by_owner: with a few
-# dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
-# The unary + keeps the predicate and only disables that index for it.
-_BY_ID_FOR_OWNER = "+user_id"
-_STORED_COLUMNS = ("rowid", *rows.COLUMNS, "embedding", "embedding_model")
-_INSERT = (
-    f"INSERT INTO memories ({', '.join(_STORED_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + c for c in _STORED_COLUMNS)})"
-)
-
-
-def _make_folder(folder: Path) -> None:
-    """The store's folder, made if missing. A file in its place gets its own message: mkdir's
-    "File exists" reads as if the folder were there and fine."""
-    if folder.exists() and not folder.is_dir():
-        raise ConfigurationError(f"the data folder {folder} is a file, not a folder")
-    folder.mkdir(parents=True, exist_ok=True)
 
 
 class EmbeddedEngine:
     def __init__(self, path: Path, embedder: Embedder | ModelChoice, threads: int = 2) -> None:
         self.path = Path(path)
         self.threads = threads  # for the cosine scan
-        _make_folder(self.path.parent)
         self.models = as_choice(embedder)
         self.info = EngineInfo(name="embedded", embedding_model=self.models.choice_id)
-        self._lock = threading.RLock()
-        self._after_commit: list[Callable[[], None]] = []  # see _transaction
-        self._conn = self._connect()
+        self._store = Store(self.path)
+        self._lock = self._store.lock
         self._vectors = VectorCache(
             self.models.dimensions, snapshots=self.path.with_name(self.path.name + "-postings")
         )
         self._memories = MemoryCache()
         self._check_model()
         # Never embeds anything here: rows a crash left pending are repaired in the background.
-        self._deferred = DeferredEmbeddings(self.models, self._transaction, self._lock, self._on_stored)
+        self._deferred = DeferredEmbeddings(self.models, self._store, self._on_stored)
         self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
 
     @property
     def embedder(self) -> Embedder:
         """The model English text is embedded with (the only one, unless ``per-language``)."""
         return self.models.embedder(self.models.members[0])
-
-    def _connect(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-            conn.row_factory = sqlite3.Row
-            for pragma in schema.PRAGMAS:
-                conn.execute(pragma)
-            schema.migrate(conn)
-        except sqlite3.DatabaseError as exc:
-            raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
-        return conn
 
     def _check_model(self) -> None:
         """Never mix vector spaces: a store embedded by another model must be reindexed.
@@ -140,7 +106,8 @@ class EmbeddedEngine:
         in its own space, and those now due for another model are re-embedded in the
         background (``adopt_choice``)."""
         wanted = self.models.choice_id
-        with self._transaction() as conn:
+        with self._store.transaction() as tx:
+            conn = tx.conn
             row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (wanted,))
@@ -182,46 +149,18 @@ class EmbeddedEngine:
             (LANGUAGE_ROUTING,),
         )
 
-    @contextmanager
-    def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
-        """One transaction; what it registered in ``_after_commit`` runs once it has committed."""
-        with self._lock:
-            self._conn.execute(begin)
-            try:
-                yield self._conn
-            except BaseException:
-                self._after_commit.clear()
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-            hooks, self._after_commit = self._after_commit, []
-            for hook in hooks:
-                hook()
-
-    def _changed(self, conn: sqlite3.Connection, owner: str, dropped: Sequence[str] = ()) -> int:
+    def _changed(self, tx: Transaction, owner: str, dropped: Sequence[str] = ()) -> int:
         """Record in this transaction that the owner's rows changed (its version), and keep this
         process's decoded memories of it once the change commits, all but ``dropped``.
         Returns the version before."""
-        before = owner_stamp(conn, owner)
-        bump_version(conn, owner)
+        before = owner_stamp(tx.conn, owner)
+        bump_version(tx.conn, owner)
         after = (before[0] + 1, before[1])
-        self._after_commit.append(partial(self._memories.advance, owner, before, after, tuple(dropped)))
+        tx.after_commit(partial(self._memories.advance, owner, before, after, tuple(dropped)))
         return before[0]
 
-    @contextmanager
-    def synchronous(self, mode: str) -> Iterator[None]:
-        """Commits made inside wait for the disk as SQLite's ``synchronous=mode`` says
-        (``FULL``: an fsync per commit, the store's setting; ``NORMAL``: none, in WAL mode a
-        commit then survives a process crash but not a power loss until the next FULL commit
-        syncs the log). For bookkeeping that may lag a power loss, and for measuring the cost."""
-        if mode not in schema.SYNCHRONOUS_MODES:
-            raise ValueError(f"synchronous mode must be one of {schema.SYNCHRONOUS_MODES}")
-        with self._lock:
-            self._conn.execute(f"PRAGMA synchronous={mode}")
-            try:
-                yield
-            finally:
-                self._conn.execute(f"PRAGMA synchronous={schema.SYNCHRONOUS}")
+    def synchronous(self, mode: str) -> AbstractContextManager[None]:
+        return self._store.synchronous(mode)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -239,12 +178,12 @@ class EmbeddedEngine:
             "embedding_model": self.models.model_for(row["search_text"]),
         }
         with self._lock:  # the cache update must not interleave with another thread's recall
-            with self._transaction() as conn:
-                row = {"rowid": slots.next_rowid(conn, owner)} | row
-                rowid = self._insert(conn, row)
-                self._mark_superseded(conn, memory, supersede)
-                pending.mark(conn, rowid)
-                version_before = self._changed(conn, owner, dropped=supersede)
+            with self._store.transaction() as tx:
+                row = {"rowid": slots.next_rowid(tx.conn, owner)} | row
+                rowid = store.insert(tx.conn, row)
+                store.mark_superseded(tx.conn, memory, supersede)
+                pending.mark(tx.conn, rowid)
+                version_before = self._changed(tx, owner, dropped=supersede)
             self._vectors.apply_insert(
                 owner,
                 version_before,
@@ -257,27 +196,21 @@ class EmbeddedEngine:
             )
         self._deferred.submit(PendingRow(owner, rowid, row["search_text"]))
 
-    def _on_stored(self, conn: sqlite3.Connection, stored: list[Embedded]) -> None:
+    def _on_stored(self, tx: Transaction, stored: list[Embedded]) -> None:
         """In the worker's storing transaction: new vectors change what the owners' caches
         hold, so bump their versions (other processes reload) and update ours in place."""
         for owner in sorted({e.owner for e in stored}):
-            version_before = self._changed(conn, owner)  # vectors only: no memory changed
+            version_before = self._changed(tx, owner)  # vectors only: no memory changed
             mine = [(e.rowid, e.vectors, e.model_id) for e in stored if e.owner == owner]
             self._vectors.apply_vectors(owner, version_before, mine)
 
     def _write_catalog(self, memory: Memory) -> None:
         ((model_id, vectors),) = embed_by_model(self.models, [memory.search_text()])
         row = rows.to_row(memory) | {"embedding": to_blob(vectors), "embedding_model": model_id}
-        with self._transaction() as conn:
-            row = {"rowid": slots.next_rowid(conn, CATALOG_OWNER)} | row
-            self._upsert_catalog(conn, row)
-            bump_version(conn, CATALOG_OWNER)
-
-    def _insert(self, conn: sqlite3.Connection, row: dict) -> int:
-        try:
-            return conn.execute(_INSERT, row).lastrowid
-        except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
-            raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
+        with self._store.transaction() as tx:
+            row = {"rowid": slots.next_rowid(tx.conn, CATALOG_OWNER)} | row
+            store.upsert_catalog(tx.conn, row)
+            bump_version(tx.conn, CATALOG_OWNER)
 
     def write_many(
         self, memories: Sequence[Memory], vectors: np.ndarray | Sequence[np.ndarray] | None = None
@@ -302,139 +235,70 @@ class EmbeddedEngine:
             rows.to_row(m) | {"embedding": to_blob(v), "embedding_model": model}
             for m, (model, v) in zip(memories, per_memory, strict=True)
         ]
-        with self._transaction() as conn:
+        with self._store.transaction() as tx:
             following: dict[str, int] = {}
             for row in stored:
                 owner = owner_key(row["user_id"])
-                row["rowid"] = following[owner] = following.get(owner) or slots.next_rowid(conn, owner)
+                row["rowid"] = following[owner] = following.get(owner) or slots.next_rowid(tx.conn, owner)
                 following[owner] += 1
-            conn.executemany(_INSERT, stored)
+            store.insert_many(tx.conn, stored)
             for owner in sorted({owner_key(m.user_id) for m in memories}):
-                bump_version(conn, owner)
-
-    def _upsert_catalog(self, conn: sqlite3.Connection, row: dict) -> None:
-        names, marks = ", ".join(row), ", ".join(f":{k}" for k in row)
-        updates = ", ".join(f"{k} = excluded.{k}" for k in row if k not in ("id", "rowid"))
-        cursor = conn.execute(
-            f"INSERT INTO memories ({names}) VALUES ({marks}) "
-            f"ON CONFLICT(id) DO UPDATE SET {updates} WHERE memories.user_id IS NULL",
-            row,
-        )
-        if cursor.rowcount != 1:
-            raise Conflict(f"id {row['id']!r} is taken by a user memory; give the catalog entry another id")
-
-    def _mark_superseded(self, conn: sqlite3.Connection, memory: Memory, ids: Sequence[str]) -> None:
-        for target in ids:
-            cursor = conn.execute(
-                "UPDATE memories SET superseded_by = ?, superseded_at = ? WHERE id = ? "
-                "AND user_id = ? AND memory_type = ? AND superseded_by IS NULL",
-                (memory.id, iso(memory.created_at), target, memory.user_id, memory.memory_type.value),
-            )
-            if cursor.rowcount != 1:  # raced with another writer: roll the whole write back
-                raise changed_meanwhile([target])
+                bump_version(tx.conn, owner)
 
     def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         if not ids:
             return
-        marks = ",".join("?" * len(ids))
         # Every recall touches: its fsync cost 1-4 ms a recall, for statistics that may lag a
         # power loss (a process crash loses nothing).
-        with self.synchronous("NORMAL"), self._transaction() as conn:
-            before = owner_stamp(conn, user_id)
-            conn.execute(
-                f"UPDATE memories SET last_used_at = ?, use_count = use_count + 1 "
-                f"WHERE {_BY_ID_FOR_OWNER} = ? AND id IN ({marks})",
-                (iso(at), user_id, *ids),
-            )
-            count_use(conn, user_id)
-            self._after_commit.append(partial(self._memories.record_use, user_id, before, ids, at))
+        with self._store.synchronous("NORMAL"), self._store.transaction() as tx:
+            before = owner_stamp(tx.conn, user_id)
+            store.count_uses(tx.conn, user_id, ids, at)
+            count_use(tx.conn, user_id)
+            tx.after_commit(partial(self._memories.record_use, user_id, before, ids, at))
 
     def update(self, user_id: str, memory: Memory) -> None:
         row = rows.to_row(memory)
         sets = {k: row[k] for k in rows.MUTABLE}
         with self._lock:
-            stored = self._conn.execute(
-                "SELECT search_text FROM memories WHERE id = ? AND user_id = ?", (memory.id, user_id)
-            ).fetchone()
+            stored = store.stored_search_text(self._store.conn, user_id, memory.id)
         if stored is None:
             raise Conflict(f"memory {memory.id!r} not found for this user")
-        if stored[0] != row["search_text"]:
+        if stored != row["search_text"]:
             ((model_id, vectors),) = embed_by_model(self.models, [row["search_text"]])
             sets |= {"embedding": to_blob(vectors), "embedding_model": model_id}
-        assignments = ", ".join(f"{k} = :{k}" for k in sets)
-        with self._transaction() as conn:
-            changed = conn.execute(
-                f"UPDATE memories SET {assignments} WHERE id = :id AND user_id = :user_id RETURNING rowid",
-                sets | {"id": memory.id, "user_id": user_id},
-            ).fetchall()
-            if "embedding" in sets and changed:  # a write's deferred vector would now be stale
-                conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (changed[0][0],))
-            self._changed(conn, owner_key(user_id), dropped=[memory.id])
+        with self._store.transaction() as tx:
+            rowid = store.update(tx.conn, user_id, memory.id, sets)
+            if "embedding" in sets and rowid is not None:  # a write's deferred vector would now be stale
+                tx.conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,))
+            self._changed(tx, owner_key(user_id), dropped=[memory.id])
 
     def forget(self, user_id: str, memory_id: str) -> bool:
-        with self._transaction() as conn:
-            cursor = conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
-            if cursor.rowcount:
-                self._changed(conn, owner_key(user_id), dropped=[memory_id])
-                self._after_commit.append(partial(self._vectors.forgot, owner_key(user_id)))
-            return cursor.rowcount == 1
+        with self._store.transaction() as tx:
+            forgotten = store.delete(tx.conn, user_id, memory_id)
+            if forgotten:
+                self._changed(tx, owner_key(user_id), dropped=[memory_id])
+                tx.after_commit(partial(self._vectors.forgot, owner_key(user_id)))
+            return forgotten
 
     # -- reads -------------------------------------------------------------------------
 
     def get(self, user_id: str, ids: Sequence[str], *, include_catalog: bool = False) -> list[Memory]:
         if not ids:
             return []
-        marks = ",".join("?" * len(ids))
-        column = _BY_ID_FOR_OWNER
-        owner = f"({column} = ? OR {column} IS NULL)" if include_catalog else f"{column} = ?"
         with self._lock:
-            found = self._conn.execute(
-                f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {owner} AND id IN ({marks})",
-                (user_id, *ids),
-            ).fetchall()
-        by_id = {r[0]: rows.from_row(r) for r in found}
-        return [by_id[i] for i in ids if i in by_id]
+            return store.by_ids(self._store.conn, user_id, ids, include_catalog)
 
     def list(self, query: ListQuery) -> list[Memory]:
-        clauses, params = ["user_id IS ?"], [query.user_id]
-        if query.since is not None:
-            clauses.append("created_at > ?")  # same ISO-8601 UTC form rows.to_row writes
-            params.append(iso(query.since))
-        if query.memory_types:
-            clauses.append(f"memory_type IN ({','.join('?' * len(query.memory_types))})")
-            params.extend(sorted(t.value for t in query.memory_types))
-        if not query.include_superseded:
-            clauses.append("superseded_by IS NULL")
-        order = (
-            "created_at ASC, rowid ASC"
-            if query.oldest_first
-            else "COALESCE(occurred_at, created_at) DESC, rowid DESC"
-        )
-        sql = (
-            f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {' AND '.join(clauses)} "
-            f"ORDER BY {order} LIMIT ? OFFSET ?"
-        )
         with self._lock:
-            found = self._conn.execute(sql, (*params, query.limit, query.offset)).fetchall()
-        return [rows.from_row(r) for r in found]
+            return store.page(self._store.conn, query)
 
     def get_state(self, user_id: str, key: str) -> str | None:
         with self._lock:
-            row = self._conn.execute(
-                "SELECT value FROM user_state WHERE user_id = ? AND key = ?", (user_id, key)
-            ).fetchone()
-        return row[0] if row else None
+            return store.get_state(self._store.conn, user_id, key)
 
     def set_state(self, user_id: str, key: str, value: str | None) -> None:
-        with self._transaction() as conn:
-            if value is None:
-                conn.execute("DELETE FROM user_state WHERE user_id = ? AND key = ?", (user_id, key))
-            else:
-                conn.execute(
-                    "INSERT INTO user_state(user_id, key, value) VALUES (?, ?, ?) "
-                    "ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value",
-                    (user_id, key, value),
-                )
+        with self._store.transaction() as tx:
+            store.set_state(tx.conn, user_id, key, value)
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
         """BM25 and cosine over each visible owner's rows, fused; all reads from one snapshot.
@@ -453,7 +317,7 @@ class EmbeddedEngine:
         }
         for owner in owners:  # same-turn visibility: the owner's pending rows first
             self._deferred.settle(owner)
-        with self._snapshot() as conn:
+        with self._store.snapshot() as conn:
             visible = self._visible(conn, plan)
             lexical = self._bm25(plan, visible)
             queries = {code: future.result() for code, future in guessed.items()}
@@ -519,13 +383,9 @@ class EmbeddedEngine:
         embedder = self.models.embedder(self._vectors.spaces[code])
         return SpaceQuery(embed_query(embedder, query), cosine_background(embedder))
 
-    def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
-        """A read transaction: every read inside it sees the same committed state."""
-        return self._transaction("BEGIN")
-
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
-        with self._snapshot() as conn:
+        with self._store.snapshot() as conn:
             return self._bm25(plan, self._visible(conn, plan))
 
     def _visible(self, conn: sqlite3.Connection, plan: RecallPlan) -> list[OwnerRows]:
@@ -540,7 +400,7 @@ class EmbeddedEngine:
     def warm(self, user_id: str) -> None:
         """Pay the first recall's start-up costs now: the vector caches, the first run of each
         model the user's recalls will need (MiniLM always: the user's first memory is likely English)."""
-        with self._snapshot() as conn:
+        with self._store.snapshot() as conn:
             owners = [self._vectors.get(conn, owner) for owner in (owner_key(user_id), CATALOG_OWNER)]
         self._space_queries("warm up", self._spaces_of(owners), {})
         embed_query(self.embedder, "warm up")
@@ -549,7 +409,7 @@ class EmbeddedEngine:
         """Load the user's and the catalog's vector caches now if that is quick (at most
         ``QUICK_LOAD_ROWS`` rows between them); whether it did. Larger owners load in ``warm``."""
         owners = (owner_key(user_id), CATALOG_OWNER)
-        with self._snapshot() as conn:
+        with self._store.snapshot() as conn:
             if sum(slots.row_count(conn, owner) for owner in owners) > QUICK_LOAD_ROWS:
                 return False
             for owner in owners:
@@ -582,20 +442,19 @@ class EmbeddedEngine:
             out |= self._memories.get(owner.owner, owner.stamp, mine)
             missing = [i for i in mine if i not in out]
             if missing:
-                found = _read_memories(conn, owner.owner, missing)
+                found = store.read_memories(conn, owner.owner, missing)
                 self._memories.put(owner.owner, owner.stamp, found)
                 out |= {m.id: m for m in found}
         return out
 
     def stats(self) -> StoreStats:
         with self._lock:
-            return store_stats(self._conn, self.path)
+            return store_stats(self._store.conn, self.path)
 
     def close(self) -> None:
         self._deferred.close()  # drains briefly; what is left stays pending for the next open
         self._query_vectors.shutdown()
-        with self._lock:
-            self._conn.close()
+        self._store.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -607,15 +466,6 @@ class OwnerRows:
     allowed: np.ndarray
     searched: np.ndarray  # per row: has it a vector in a space the query was embedded in?
     stamp: Stamp  # what the owner's rows were when the snapshot began (``memory_cache.py``)
-
-
-def _read_memories(conn: sqlite3.Connection, owner: str, ids: list[str]) -> list[Memory]:
-    marks = ",".join("?" * len(ids))
-    found = conn.execute(
-        f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {_BY_ID_FOR_OWNER} IS ? AND id IN ({marks})",
-        (owner or None, *ids),
-    )
-    return [rows.from_row(r) for r in found]
 
 
 def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int) -> list[tuple[str, float]]:

@@ -28,8 +28,8 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from ...inference.embedder import BATCH_SIZE, ModelChoice
 from ...log import get_logger
 from . import slots
 from .passages import embed_by_model, to_blob
+
+if TYPE_CHECKING:
+    from .store import Store, Transaction
 
 log = get_logger(__name__)
 
@@ -133,10 +136,9 @@ class Embedded:
     model_id: str  # whose vector space they are in
 
 
-Transaction = Callable[..., AbstractContextManager[sqlite3.Connection]]
 # Called inside the storing transaction with the rows actually stored (the engine bumps the
 # owners' versions and updates its vector cache there).
-OnStored = Callable[[sqlite3.Connection, list[Embedded]], None]
+OnStored = Callable[["Transaction", list[Embedded]], None]
 
 
 class DeferredEmbeddings:
@@ -145,15 +147,14 @@ class DeferredEmbeddings:
     def __init__(
         self,
         models: ModelChoice,
-        transaction: Transaction,
-        lock: threading.RLock,
+        store: Store,
         on_stored: OnStored,
         backlog_limit: int = BACKLOG_LIMIT,
         repair_delay_s: float = REPAIR_DELAY_S,
     ) -> None:
         self._models = models
-        self._transaction = transaction
-        self._store_lock = lock  # the engine's: a store never runs after the connection closed
+        self._store = store
+        self._store_lock = store.lock  # a store never runs after the connection closed
         self._on_stored = on_stored
         self.backlog_limit = backlog_limit
         self._cond = threading.Condition()
@@ -163,7 +164,7 @@ class DeferredEmbeddings:
         self._own_ids: set[int] = set()
         self._urgent: deque[PendingRow] = deque()
         self._urgent_ids: set[int] = set()
-        with transaction("BEGIN") as conn:
+        with store.snapshot() as conn:
             self._repair: deque[PendingRow] = deque(left_over(conn))
         self._repair_after = time.monotonic() + repair_delay_s
         self._closing = False
@@ -199,7 +200,7 @@ class DeferredEmbeddings:
         its other pending rows priority and wait for them up to ``RECALL_WAIT_S``."""
         with self._cond:
             self._cond.wait_for(lambda: not self._own_unstored[owner] or self._abandoned, OWN_WAIT_MAX_S)
-        with self._transaction("BEGIN") as conn:
+        with self._store.snapshot() as conn:
             missing = unembedded(conn, owner)
         if not missing:
             return
@@ -265,7 +266,7 @@ class DeferredEmbeddings:
         texts = {row.rowid: row.text for row in batch if row.text is not None}
         unknown = [row.rowid for row in batch if row.text is None]
         if unknown:
-            with self._transaction("BEGIN") as conn:
+            with self._store.snapshot() as conn:
                 texts |= _texts(conn, unknown)  # only rows still pending: nothing embedded twice
         todo = [row for row in batch if row.rowid in texts]
         if not todo:
@@ -276,14 +277,14 @@ class DeferredEmbeddings:
         with self._store_lock:
             if self._abandoned:
                 return
-            with self._transaction() as conn:
+            with self._store.transaction() as tx:
                 stored = [
                     Embedded(row.owner, row.rowid, v, model_id)
                     for row, (model_id, v) in zip(todo, embedded, strict=True)
-                    if store(conn, row.rowid, v, model_id)
+                    if store(tx.conn, row.rowid, v, model_id)
                 ]
                 if stored:
-                    self._on_stored(conn, stored)
+                    self._on_stored(tx, stored)
 
     # -- closing -------------------------------------------------------------------------
 

@@ -14,11 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...inference.embedder import BATCH_SIZE, Embedder, ModelChoice, as_choice
-from . import schema
 from .passages import embed_by_model, to_blob
+from .store import Store
 from .vectors import bump_version
 
-BUSY_TIMEOUT_S = 30.0
 _ADOPT_CHUNK = 1_000
 
 
@@ -27,29 +26,21 @@ def reindex(
 ) -> int:
     """Re-embed every memory in ``path`` with ``embedder``; returns how many rows changed."""
     models = as_choice(embedder)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    store = Store(path)
     try:
-        for pragma in schema.PRAGMAS:
-            conn.execute(pragma)
-        schema.migrate(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            count = _reembed(conn, models, progress)
-            conn.execute("DELETE FROM pending_embeddings")  # every row has its vector now
-            conn.execute(
+        with store.transaction() as tx:
+            count = _reembed(tx.conn, models, progress)
+            tx.conn.execute("DELETE FROM pending_embeddings")  # every row has its vector now
+            tx.conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('embedding_model', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (models.choice_id,),
             )
-            for (owner,) in conn.execute("SELECT DISTINCT COALESCE(user_id, '') FROM memories").fetchall():
-                bump_version(conn, owner)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            for (owner,) in tx.conn.execute("SELECT DISTINCT COALESCE(user_id, '') FROM memories").fetchall():
+                bump_version(tx.conn, owner)
         return count
     finally:
-        conn.close()
+        store.close()
 
 
 def _reembed(

@@ -1,0 +1,257 @@
+"""The SQLite file: how it is opened, one transaction with after-commit hooks, and the row SQL.
+
+Several processes may share one file (WAL): SQLite serialises writers, ``BUSY_TIMEOUT_S``
+absorbs contention, and ``owner_versions`` (``versions.py``) tells each process's caches what
+another changed. Within a process one connection serves every thread under one lock; a
+transaction holds that lock from ``BEGIN`` to ``COMMIT`` and then runs what it registered
+with ``after_commit``, still under the lock, so a cache never shows a change that rolled back
+and no recall sees a change half-applied to a cache.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ...domain.model import Memory, iso
+from ...domain.supersession import changed_meanwhile
+from ...errors import BackendUnavailable, ConfigurationError, Conflict
+from ..base import ListQuery
+from . import rows, schema
+
+BUSY_TIMEOUT_S = 30.0
+# Lookups by id check the owner as a filter, never through memories_by_owner: with a few
+# dozen ids SQLite otherwise walks every one of the owner's rows (O(corpus) per recall).
+# The unary + keeps the predicate and only disables that index for it.
+_BY_ID_FOR_OWNER = "+user_id"
+STORED_COLUMNS = ("rowid", *rows.COLUMNS, "embedding", "embedding_model")
+_INSERT = (
+    f"INSERT INTO memories ({', '.join(STORED_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in STORED_COLUMNS)})"
+)
+
+
+class Transaction:
+    """One open transaction: its connection, and what is to run once it has committed."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._hooks: list[Callable[[], None]] = []
+
+    def after_commit(self, hook: Callable[[], None]) -> None:
+        self._hooks.append(hook)
+
+    def _committed(self) -> None:
+        hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
+
+
+class Store:
+    """One connection to the file, shared by this process's threads under ``lock``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.lock = threading.RLock()
+        self.conn = connect(self.path)
+
+    @contextmanager
+    def transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[Transaction]:
+        """One transaction; what it registered with ``after_commit`` runs once it has committed."""
+        with self.lock:
+            self.conn.execute(begin)
+            tx = Transaction(self.conn)
+            try:
+                yield tx
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+            tx._committed()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every read inside it sees the same committed state."""
+        with self.transaction("BEGIN") as tx:
+            yield tx.conn
+
+    @contextmanager
+    def synchronous(self, mode: str) -> Iterator[None]:
+        """Commits made inside wait for the disk as SQLite's ``synchronous=mode`` says
+        (``FULL``: an fsync per commit, the store's setting; ``NORMAL``: none, in WAL mode a
+        commit then survives a process crash but not a power loss until the next FULL commit
+        syncs the log). For bookkeeping that may lag a power loss, and for measuring the cost."""
+        if mode not in schema.SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous mode must be one of {schema.SYNCHRONOUS_MODES}")
+        with self.lock:
+            self.conn.execute(f"PRAGMA synchronous={mode}")
+            try:
+                yield
+            finally:
+                self.conn.execute(f"PRAGMA synchronous={schema.SYNCHRONOUS}")
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection to the store at ``path`` (its folder made if missing), with the store's
+    pragmas and busy timeout, every migration applied."""
+    _make_folder(path.parent)
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        for pragma in schema.PRAGMAS:
+            conn.execute(pragma)
+        schema.migrate(conn)
+    except sqlite3.DatabaseError as exc:
+        raise BackendUnavailable(f"cannot open memory store {path}: {exc}") from exc
+    return conn
+
+
+def _make_folder(folder: Path) -> None:
+    """The store's folder, made if missing. A file in its place gets its own message: mkdir's
+    "File exists" reads as if the folder were there and fine."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigurationError(f"the data folder {folder} is a file, not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+# -- writes --------------------------------------------------------------------------------
+
+
+def insert(conn: sqlite3.Connection, row: dict[str, Any]) -> int:
+    try:
+        return conn.execute(_INSERT, row).lastrowid
+    except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
+        raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
+
+
+def insert_many(conn: sqlite3.Connection, stored: Sequence[dict[str, Any]]) -> None:
+    conn.executemany(_INSERT, stored)
+
+
+def upsert_catalog(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
+    names, marks = ", ".join(row), ", ".join(f":{k}" for k in row)
+    updates = ", ".join(f"{k} = excluded.{k}" for k in row if k not in ("id", "rowid"))
+    cursor = conn.execute(
+        f"INSERT INTO memories ({names}) VALUES ({marks}) "
+        f"ON CONFLICT(id) DO UPDATE SET {updates} WHERE memories.user_id IS NULL",
+        row,
+    )
+    if cursor.rowcount != 1:
+        raise Conflict(f"id {row['id']!r} is taken by a user memory; give the catalog entry another id")
+
+
+def mark_superseded(conn: sqlite3.Connection, memory: Memory, ids: Sequence[str]) -> None:
+    for target in ids:
+        cursor = conn.execute(
+            "UPDATE memories SET superseded_by = ?, superseded_at = ? WHERE id = ? "
+            "AND user_id = ? AND memory_type = ? AND superseded_by IS NULL",
+            (memory.id, iso(memory.created_at), target, memory.user_id, memory.memory_type.value),
+        )
+        if cursor.rowcount != 1:  # raced with another writer: roll the whole write back
+            raise changed_meanwhile([target])
+
+
+def count_uses(conn: sqlite3.Connection, user_id: str, ids: Sequence[str], at: datetime) -> None:
+    marks = ",".join("?" * len(ids))
+    conn.execute(
+        f"UPDATE memories SET last_used_at = ?, use_count = use_count + 1 "
+        f"WHERE {_BY_ID_FOR_OWNER} = ? AND id IN ({marks})",
+        (iso(at), user_id, *ids),
+    )
+
+
+def stored_search_text(conn: sqlite3.Connection, user_id: str, memory_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT search_text FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id)
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def update(conn: sqlite3.Connection, user_id: str, memory_id: str, sets: dict[str, Any]) -> int | None:
+    """Set ``sets`` on one of the user's rows; its rowid, or None if the user has no such row."""
+    assignments = ", ".join(f"{k} = :{k}" for k in sets)
+    changed = conn.execute(
+        f"UPDATE memories SET {assignments} WHERE id = :id AND user_id = :user_id RETURNING rowid",
+        sets | {"id": memory_id, "user_id": user_id},
+    ).fetchall()
+    return changed[0][0] if changed else None
+
+
+def delete(conn: sqlite3.Connection, user_id: str, memory_id: str) -> bool:
+    cursor = conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
+    return cursor.rowcount == 1
+
+
+def set_state(conn: sqlite3.Connection, user_id: str, key: str, value: str | None) -> None:
+    if value is None:
+        conn.execute("DELETE FROM user_state WHERE user_id = ? AND key = ?", (user_id, key))
+    else:
+        conn.execute(
+            "INSERT INTO user_state(user_id, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value",
+            (user_id, key, value),
+        )
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+def by_ids(conn: sqlite3.Connection, user_id: str, ids: Sequence[str], include_catalog: bool) -> list[Memory]:
+    """The user's memories among ``ids`` (catalog entries too if asked), in the order of ``ids``."""
+    marks = ",".join("?" * len(ids))
+    column = _BY_ID_FOR_OWNER
+    owner = f"({column} = ? OR {column} IS NULL)" if include_catalog else f"{column} = ?"
+    found = conn.execute(
+        f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {owner} AND id IN ({marks})",
+        (user_id, *ids),
+    ).fetchall()
+    by_id = {r[0]: rows.from_row(r) for r in found}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def read_memories(conn: sqlite3.Connection, owner: str, ids: list[str]) -> list[Memory]:
+    """The owner's (``''``: the catalog's) memories among ``ids``, in no particular order."""
+    marks = ",".join("?" * len(ids))
+    found = conn.execute(
+        f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {_BY_ID_FOR_OWNER} IS ? AND id IN ({marks})",
+        (owner or None, *ids),
+    )
+    return [rows.from_row(r) for r in found]
+
+
+def page(conn: sqlite3.Connection, query: ListQuery) -> list[Memory]:
+    clauses, params = ["user_id IS ?"], [query.user_id]
+    if query.since is not None:
+        clauses.append("created_at > ?")  # same ISO-8601 UTC form rows.to_row writes
+        params.append(iso(query.since))
+    if query.memory_types:
+        clauses.append(f"memory_type IN ({','.join('?' * len(query.memory_types))})")
+        params.extend(sorted(t.value for t in query.memory_types))
+    if not query.include_superseded:
+        clauses.append("superseded_by IS NULL")
+    order = (
+        "created_at ASC, rowid ASC"
+        if query.oldest_first
+        else "COALESCE(occurred_at, created_at) DESC, rowid DESC"
+    )
+    sql = (
+        f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {' AND '.join(clauses)} "
+        f"ORDER BY {order} LIMIT ? OFFSET ?"
+    )
+    return [rows.from_row(r) for r in conn.execute(sql, (*params, query.limit, query.offset)).fetchall()]
+
+
+def get_state(conn: sqlite3.Connection, user_id: str, key: str) -> str | None:
+    row = conn.execute(
+        "SELECT value FROM user_state WHERE user_id = ? AND key = ?", (user_id, key)
+    ).fetchone()
+    return row[0] if row else None
