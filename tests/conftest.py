@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from atlas_mcp.config import Settings, load_settings
+from atlas_mcp.engines.embedded import migrations
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.store import Transaction
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
 
@@ -43,3 +45,20 @@ def engine(tmp_path: Path):
 @pytest.fixture
 def service(engine) -> MemoryService:
     return MemoryService(engine)
+
+
+def legacy_store(path: Path, version: int) -> sqlite3.Connection:
+    """A store as atlas-mcp wrote it before its migrations had names: the first ``version``
+    steps applied, counted in ``PRAGMA user_version`` (open; the caller closes it)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    for migration in migrations.MIGRATIONS[:version]:
+        migration.apply(Transaction(conn))
+    conn.execute(f"PRAGMA user_version={version}")
+    conn.execute("COMMIT")
+    return conn
+
+
+@pytest.fixture(name="legacy_store")
+def _legacy_store():
+    return legacy_store

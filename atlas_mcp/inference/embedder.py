@@ -349,7 +349,7 @@ KNOWN_MODEL_IDS = (MINILM_MODEL_ID, E5_MODEL_ID, MINILM_FLOAT_ID)
 # per-language as stores recorded it before MiniLM ran with integer products.
 PER_LANGUAGE_FLOAT_ID = f"{PER_LANGUAGE}:{MINILM_FLOAT_ID}+{E5_MODEL_ID}"
 # The choices a store may record whose every model ships with the package: a store moves
-# between them without a reindex (engines/embedded/reindex.py: ``adopt_choice``).
+# between them without a reindex (engines/embedded/migrations.py: ``adopt_choice``).
 BUILT_IN_CHOICES = (PER_LANGUAGE_ID, PER_LANGUAGE_FLOAT_ID, *KNOWN_MODEL_IDS)
 
 

@@ -188,10 +188,9 @@ def _interleaved(seed: int, count: int, tenants: int, step: int) -> list[Memory]
     ]
 
 
-def _store_at_version_2(path, memories: list[Memory]) -> None:
+def _store_at_version_2(path, memories: list[Memory], legacy_store) -> None:
     """A store as written before owner blocks and indexed filters: auto rowids, owners interleaved."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    schema.migrate(conn, upto=2)
+    conn = legacy_store(path, 2)
     vectors = np.random.default_rng(len(memories)).standard_normal((len(memories), 384)).astype(np.float32)
     old_columns = [c for c in rows.COLUMNS if not c.startswith("lexical_")]  # added by migration 7
     columns = (*old_columns, "embedding", "embedding_model")
@@ -207,11 +206,11 @@ def _store_at_version_2(path, memories: list[Memory]) -> None:
     conn.close()
 
 
-def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path):
+def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path, legacy_store):
     """Migrations 3 (owner blocks), 4 (filters in the index) and 7 (analysed text) turn an old store into exactly
     the store the current code writes: same blocks, same order, same BM25 scores."""
     memories = _interleaved(12, 60, 2, 20)
-    _store_at_version_2(tmp_path / "old.db", memories)
+    _store_at_version_2(tmp_path / "old.db", memories, legacy_store)
     migrated = EmbeddedEngine(tmp_path / "old.db", default_embedder())
     fresh = EmbeddedEngine(tmp_path / "new.db", default_embedder())
     try:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.engines.base import ListQuery
-from atlas_mcp.engines.embedded import schema
+from atlas_mcp.engines.embedded import migrations
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
@@ -35,20 +35,17 @@ def test_state_is_per_user_durable_and_deletable(tmp_path):
     engine.close()
 
 
-def test_a_store_from_before_the_state_table_is_migrated(tmp_path):
+def test_a_store_from_before_the_state_table_is_migrated(tmp_path, legacy_store):
     path = tmp_path / "old.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("BEGIN")
-    schema.MIGRATIONS[0](conn)
-    conn.execute("PRAGMA user_version=1")
-    conn.execute("COMMIT")
-    conn.close()
+    legacy_store(path, 1).close()
     engine = EmbeddedEngine(path, default_embedder())
     engine.set_state("sarah", "k", "v")
     assert engine.get_state("sarah", "k") == "v"
     engine.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(schema.MIGRATIONS)
+    assert {r[0] for r in conn.execute("SELECT name FROM migrations")} == {
+        m.name for m in migrations.MIGRATIONS
+    }
     conn.close()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -110,10 +109,9 @@ def test_european_memories_match_inflected_questions(store):
     assert _lexical_ids(engine, service, "lucia", "¿Qué termostatos tengo?")[0] == version
 
 
-def test_a_store_from_before_migration_7_is_analysed_on_open(tmp_path: Path):
+def test_a_store_from_before_migration_7_is_analysed_on_open(tmp_path: Path, legacy_store):
     path = tmp_path / "atlas.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    schema.migrate(conn, upto=6)
+    conn = legacy_store(path, 6)
     conn.execute(
         "INSERT INTO memories (rowid, id, user_id, memory_type, text, search_text, created_at, "
         "embedding, embedding_model) VALUES (?, 'm1', 'wang', 'semantic', ?, ?, ?, ?, ?)",

@@ -95,10 +95,10 @@ def test_an_older_store_is_migrated_to_passages_in_the_background(tmp_path: Path
     engine = EmbeddedEngine(path, embedder)
     note = MemoryService(engine).write(USER, _long_note(), "episodic")
     engine.close()
-    conn = sqlite3.connect(path)  # make it what a store before passages held: one vector, version 5
+    conn = sqlite3.connect(path)  # make it what a store before passages held: one vector
     first_window = embedder.embed_batch([_stored(path, note.id)[0]])[0]
     conn.execute("UPDATE memories SET embedding = ? WHERE id = ?", (first_window.tobytes(), note.id))
-    conn.execute("PRAGMA user_version = 5")
+    conn.execute("DELETE FROM migrations WHERE name = 'passages-for-long-texts'")
     conn.commit()
     conn.close()
     service = MemoryService(EmbeddedEngine(path, embedder))

@@ -245,7 +245,7 @@ def test_a_store_that_routed_by_the_old_rule_is_re_embedded_once_in_the_backgrou
             "UPDATE memories SET embedding = ?, embedding_model = ? WHERE id = ?",
             (minilm.astype(np.float32).tobytes(), MINILM_MODEL_ID, chinese),
         )
-        conn.execute("DELETE FROM meta WHERE key = 'language_routing'")
+        conn.execute("DELETE FROM migrations WHERE name = 'language-from-undated-text'")
     reopened = MemoryService(EmbeddedEngine(path, open_models("per-language", 2)))
     try:
         _wait_until_embedded(path)

@@ -27,10 +27,8 @@ import numpy as np
 from ...domain.fusion import reciprocal_rank_fusion
 from ...domain.lexical import detect_language
 from ...domain.model import Memory, MemoryType
-from ...errors import ConfigurationError, Conflict
+from ...errors import Conflict
 from ...inference.embedder import (
-    BUILT_IN_CHOICES,
-    PER_LANGUAGE_ID,
     Embedder,
     ModelChoice,
     as_choice,
@@ -41,12 +39,11 @@ from ...inference.embedder import (
 )
 from ...log import get_logger
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
-from . import pending, rows, schema, slots, store
+from . import migrations, pending, rows, schema, slots, store
 from .memory_cache import MemoryCache, Stamp, count_use, owner_stamp
 from .passages import as_passage_vectors, embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
 from .postings import bm25, query_words
-from .reindex import adopt_choice, mark_misrouted
 from .snapshots import SNAPSHOT_MIN_ROWS
 from .stats import store_stats
 from .store import Store, Transaction
@@ -67,8 +64,6 @@ from .vectors import (
 
 log = get_logger(__name__)
 
-# 2: an event's language is read from its own text, not from the English date before it.
-LANGUAGE_ROUTING = "2"
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
 # Owners up to the size whose postings are not worth saving load their caches in well under
 # 0.3 s (~0.05 s at 8k rows on the reference machine), so a start may load them before
@@ -88,7 +83,7 @@ class EmbeddedEngine:
             self.models.dimensions, snapshots=self.path.with_name(self.path.name + "-postings")
         )
         self._memories = MemoryCache()
-        self._check_model()
+        self._adopt_models()
         # Never embeds anything here: rows a crash left pending are repaired in the background.
         self._deferred = DeferredEmbeddings(self.models, self._store, self._on_stored)
         self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
@@ -98,56 +93,9 @@ class EmbeddedEngine:
         """The model English text is embedded with (the only one, unless ``per-language``)."""
         return self.models.embedder(self.models.members[0])
 
-    def _check_model(self) -> None:
-        """Never mix vector spaces: a store embedded by another model must be reindexed.
-
-        Between the built-in choices (``per-language`` and its two models; MiniLM alone was the
-        default before) a store moves on open instead: rows keep their vectors, each compared
-        in its own space, and those now due for another model are re-embedded in the
-        background (``adopt_choice``)."""
-        wanted = self.models.choice_id
+    def _adopt_models(self) -> None:
         with self._store.transaction() as tx:
-            conn = tx.conn
-            row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
-            if row is None:
-                conn.execute("INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (wanted,))
-            elif row[0] != wanted and {row[0], wanted} <= set(BUILT_IN_CHOICES):
-                queued = adopt_choice(conn, self.models)
-                self._mark_routed(conn)  # adopt_choice routed every row by the current rule
-                if queued:  # an English-only store moving to per-language has nothing to redo
-                    log.warning(
-                        "the store's embedding model changed; re-embedding what it concerns in the "
-                        "background (`atlas-mcp reindex` does it at once)",
-                        previous=row[0],
-                        configured=wanted,
-                        queued=queued,
-                    )
-            elif row[0] != wanted:
-                raise ConfigurationError(
-                    f"{self.path} holds vectors from {row[0]!r}, but the configured model is "
-                    f"{wanted!r}; run `atlas-mcp reindex` to re-embed, or configure "
-                    "the original model"
-                )
-            self._reroute_once(conn)
-
-    def _reroute_once(self, conn: sqlite3.Connection) -> None:
-        """Language routing changed (``LANGUAGE_ROUTING``): once per store, re-embed in the
-        background what it now sends to another model; the old vectors serve meanwhile."""
-        done = conn.execute("SELECT value FROM meta WHERE key = 'language_routing'").fetchone()
-        if done is not None and done[0] == LANGUAGE_ROUTING:
-            return
-        queued = mark_misrouted(conn, self.models) if self.models.choice_id == PER_LANGUAGE_ID else 0
-        self._mark_routed(conn)
-        if queued:
-            log.warning("re-embedding memories whose language was misread, in the background", queued=queued)
-
-    @staticmethod
-    def _mark_routed(conn: sqlite3.Connection) -> None:
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('language_routing', ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (LANGUAGE_ROUTING,),
-        )
+            migrations.adopt_configured_models(tx, self.models, str(self.path))
 
     def _changed(self, tx: Transaction, owner: str, dropped: Sequence[str] = ()) -> int:
         """Record in this transaction that the owner's rows changed (its version), and keep this

@@ -1,22 +1,20 @@
-"""SQLite schema and its migrations, applied in order on open (tracked by ``user_version``).
+"""The SQLite schema: the store's pragmas, and the steps that build and change its tables
+(applied once each, by name, by ``migrations.py``).
 
-One file holds every user's memories; ``user_id IS NULL`` marks a shared catalog entry.
-``memories_fts`` is an external-content FTS5 index over ``search_text`` as
-``domain.lexical`` analyses it (the ``lexical_*`` columns), kept in step by triggers, so a
-row and its index entry commit in the same transaction. Recall no longer reads it (BM25 runs
-over in-memory postings, ``postings.py``); it is kept so that an older atlas-mcp opening this
-file still finds the index it searches, at ~0.1 ms per write.
+One file holds every user's memories; ``user_id IS NULL`` marks a shared catalog entry. The
+steps are the store's history and stay as they ran: a store written long ago is brought up to
+date by running them in order. Steps 1-7 built an FTS5 index that recall read until BM25 moved
+to in-memory postings (``postings.py``); ``drop_unread_fts_index`` removes it.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 
 from ...domain.lexical import analyse
 
 SYNCHRONOUS = "FULL"  # an acknowledged write survives a crash or power loss
-SYNCHRONOUS_MODES = ("FULL", "NORMAL")  # what EmbeddedEngine.synchronous accepts
+SYNCHRONOUS_MODES = ("FULL", "NORMAL")  # what store.Store.synchronous accepts
 PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     f"PRAGMA synchronous={SYNCHRONOUS}",
@@ -77,11 +75,11 @@ CREATE TABLE owner_versions (owner TEXT PRIMARY KEY, version INTEGER NOT NULL);
 """
 
 
-def _m001_initial(conn: sqlite3.Connection) -> None:
+def initial(conn: sqlite3.Connection) -> None:
     _run_script(conn, _M001)
 
 
-def _m002_user_state(conn: sqlite3.Connection) -> None:
+def user_state(conn: sqlite3.Connection) -> None:
     # Per-user bookkeeping (the consolidation watermark and its in-flight batch).
     conn.execute(
         "CREATE TABLE user_state (user_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
@@ -92,7 +90,7 @@ def _m002_user_state(conn: sqlite3.Connection) -> None:
 SLOT_BITS = 32  # an owner's rows live in rowids [slot << 32, (slot + 1) << 32)
 
 
-def _m003_owner_rowid_ranges(conn: sqlite3.Connection) -> None:
+def owner_rowid_ranges(conn: sqlite3.Connection) -> None:
     """Give each owner ('' = catalog) a contiguous rowid range, so recall's FTS query can
     seek to the caller's rows by rowid instead of scoring every tenant's postings.
 
@@ -118,7 +116,6 @@ def _m003_owner_rowid_ranges(conn: sqlite3.Connection) -> None:
 
 # A row's recall filter, as words FTS5 can match: its type, and "live" unless superseded.
 RECALL_FILTER = "memory_type || CASE WHEN superseded_by IS NULL THEN ' live' ELSE '' END"
-LIVE_WORD = "live"
 
 _M004 = f"""
 ALTER TABLE memories ADD COLUMN recall_filter TEXT GENERATED ALWAYS AS ({RECALL_FILTER}) VIRTUAL;
@@ -147,7 +144,7 @@ END;
 """
 
 
-def _m004_filters_in_the_index(conn: sqlite3.Connection) -> None:
+def filters_in_the_index(conn: sqlite3.Connection) -> None:
     """Index each row's type and liveness next to its text, so FTS5 drops superseded rows and
     other types itself. Filtering afterwards meant reading past every superseded match: a
     query whose best matches were an old address history cost 60 ms at 100k memories."""
@@ -167,7 +164,7 @@ END;
 """
 
 
-def _m005_pending_embeddings(conn: sqlite3.Connection) -> None:
+def pending_embeddings(conn: sqlite3.Connection) -> None:
     _run_script(conn, _M005)
 
 
@@ -176,7 +173,7 @@ def _m005_pending_embeddings(conn: sqlite3.Connection) -> None:
 SHORT_TEXT_CHARS = 254
 
 
-def _m006_passages_for_long_texts(conn: sqlite3.Connection) -> None:
+def passages_for_long_texts(conn: sqlite3.Connection) -> None:
     """Long memories get one vector per overlapping passage (``passages.py``): mark every
     text that may be long as pending, and the background repair re-embeds it. Nothing runs
     at open: until its turn, a row keeps its old (first-passage) vector, which is exact for
@@ -216,7 +213,7 @@ END;
 """
 
 
-def _m007_analysed_text(conn: sqlite3.Connection) -> None:
+def analysed_text(conn: sqlite3.Connection) -> None:
     """Index the text as ``domain.lexical`` analyses it, in every language: surface words and
     CJK bigrams, and stems in the text's own language. FTS5's porter tokenizer stemmed every
     language as English and kept a Chinese or Japanese phrase as one token, so BM25 never
@@ -237,7 +234,7 @@ def _m007_analysed_text(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('rebuild')")
 
 
-def _m008_use_counts_per_owner(conn: sqlite3.Connection) -> None:
+def use_counts_per_owner(conn: sqlite3.Connection) -> None:
     """Count each owner's use updates next to its version: a process that cached the owner's
     decoded rows (``memory_cache.py``) sees from the pair whether anything changed them, and
     use updates still leave the version, and so every process's vector cache, alone."""
@@ -252,30 +249,22 @@ def lexical_columns(search_text: str) -> dict[str, str]:
     return {"lexical_terms": " ".join(analysis.terms), "lexical_stems": " ".join(analysis.stems)}
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
-    _m001_initial,
-    _m002_user_state,
-    _m003_owner_rowid_ranges,
-    _m004_filters_in_the_index,
-    _m005_pending_embeddings,
-    _m006_passages_for_long_texts,
-    _m007_analysed_text,
-    _m008_use_counts_per_owner,
-)
+_UNREAD_FTS = """
+DROP TRIGGER memories_ai;
+DROP TRIGGER memories_ad;
+DROP TRIGGER memories_au;
+DROP TABLE memories_fts;
+"""
+_DROP_COLUMN = (3, 35)  # the first SQLite with ALTER TABLE ... DROP COLUMN
 
 
-def migrate(conn: sqlite3.Connection, upto: int = len(MIGRATIONS)) -> None:
-    """Apply pending migrations (up to version ``upto``) in one transaction, under the write lock."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        current = conn.execute("PRAGMA user_version").fetchone()[0]
-        for number, step in enumerate(MIGRATIONS[current:upto], start=current + 1):
-            step(conn)
-            conn.execute(f"PRAGMA user_version={number}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+def drop_unread_fts_index(conn: sqlite3.Connection) -> None:
+    """Recall scores BM25 over in-memory postings and reads no full-text index: keeping FTS5's
+    in step cost every write its triggers and the file the index's pages. ``recall_filter``
+    (a virtual column, computed for the index only) goes with it where SQLite can drop it."""
+    _run_script(conn, _UNREAD_FTS)
+    if sqlite3.sqlite_version_info >= _DROP_COLUMN:
+        conn.execute("ALTER TABLE memories DROP COLUMN recall_filter")
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:

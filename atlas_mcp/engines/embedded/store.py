@@ -22,7 +22,7 @@ from ...domain.model import Memory, iso
 from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ..base import ListQuery
-from . import rows, schema
+from . import migrations, rows, schema
 
 BUSY_TIMEOUT_S = 30.0
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
@@ -56,9 +56,22 @@ class Store:
     """One connection to the file, shared by this process's threads under ``lock``."""
 
     def __init__(self, path: Path) -> None:
+        """Open the store at ``path`` (its folder made if missing) and apply its migrations."""
         self.path = Path(path)
         self.lock = threading.RLock()
-        self.conn = connect(self.path)
+        _make_folder(self.path.parent)
+        try:
+            self.conn = connect(self.path)
+        except sqlite3.DatabaseError as exc:
+            raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
+        try:
+            with self.transaction() as tx:
+                migrations.migrate(tx)
+        except BaseException as exc:
+            self.conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
+            raise
 
     @contextmanager
     def transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[Transaction]:
@@ -101,17 +114,12 @@ class Store:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A connection to the store at ``path`` (its folder made if missing), with the store's
-    pragmas and busy timeout, every migration applied."""
-    _make_folder(path.parent)
-    try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        for pragma in schema.PRAGMAS:
-            conn.execute(pragma)
-        schema.migrate(conn)
-    except sqlite3.DatabaseError as exc:
-        raise BackendUnavailable(f"cannot open memory store {path}: {exc}") from exc
+    """A connection with the store's pragmas and busy timeout, for any thread (``Store.lock``
+    serialises them)."""
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    for pragma in schema.PRAGMAS:
+        conn.execute(pragma)
     return conn
 
 
