@@ -15,6 +15,7 @@ from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.embedded import store as store_module
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.memory_cache import MemoryCache
+from atlas_mcp.engines.embedded.versions import Change, Stamp
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
 
@@ -108,14 +109,17 @@ def test_use_updates_apply_only_to_the_stamp_they_were_read_at():
     memory = Memory(
         id="m1", memory_type=MemoryType.SEMANTIC, user_id=USER, text="x", created_at=datetime.now(UTC)
     )
-    cache.put(USER, (3, 7), [memory])
-    cache.record_use(USER, (3, 6), ["m1"], datetime.now(UTC))  # something else happened since: ignored
-    assert cache.get(USER, (3, 8), ["m1"]) == {}  # and a newer stamp drops the entry
-    cache.put(USER, (3, 8), [memory])
+    cache.put(USER, Stamp(3, 7), [memory])
+    late = Change(USER, Stamp(3, 6), Stamp(3, 7))  # something else happened since: ignored
+    cache.record_use(late, ["m1"], datetime.now(UTC))
+    assert cache.get(USER, Stamp(3, 8), ["m1"]) == {}  # and a newer stamp drops the entry
+    cache.put(USER, Stamp(3, 8), [memory])
     at = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-    cache.record_use(USER, (3, 8), ["m1", "m1"], at)  # an id twice is one use, as in SQL
-    assert cache.get(USER, (3, 9), ["m1"])["m1"].use_count == 1
-    assert cache.get(USER, (3, 9), ["m1"])["m1"].last_used_at == at
+    cache.record_use(
+        Change(USER, Stamp(3, 8), Stamp(3, 9)), ["m1", "m1"], at
+    )  # an id twice is one use, as in SQL
+    assert cache.get(USER, Stamp(3, 9), ["m1"])["m1"].use_count == 1
+    assert cache.get(USER, Stamp(3, 9), ["m1"])["m1"].last_used_at == at
 
 
 def test_the_cache_keeps_at_most_its_capacity():

@@ -39,8 +39,8 @@ from ...inference.embedder import (
 )
 from ...log import get_logger
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
-from . import migrations, pending, rows, schema, slots, store
-from .memory_cache import MemoryCache, Stamp, count_use, owner_stamp
+from . import migrations, pending, rows, schema, slots, store, versions
+from .memory_cache import MemoryCache
 from .passages import as_passage_vectors, embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
 from .postings import bm25, query_words
@@ -53,7 +53,6 @@ from .vectors import (
     SpaceQuery,
     VectorCache,
     allowed_rows,
-    bump_version,
     on_one_scale,
     owner_key,
     query_backgrounds,
@@ -61,6 +60,7 @@ from .vectors import (
     similarities,
     top_rows,
 )
+from .versions import Change, Stamp
 
 log = get_logger(__name__)
 
@@ -97,15 +97,12 @@ class EmbeddedEngine:
         with self._store.transaction() as tx:
             migrations.adopt_configured_models(tx, self.models, str(self.path))
 
-    def _changed(self, tx: Transaction, owner: str, dropped: Sequence[str] = ()) -> int:
+    def _changed(self, tx: Transaction, owner: str, dropped: Sequence[str] = ()) -> Change:
         """Record in this transaction that the owner's rows changed (its version), and keep this
-        process's decoded memories of it once the change commits, all but ``dropped``.
-        Returns the version before."""
-        before = owner_stamp(tx.conn, owner)
-        bump_version(tx.conn, owner)
-        after = (before[0] + 1, before[1])
-        tx.after_commit(partial(self._memories.advance, owner, before, after, tuple(dropped)))
-        return before[0]
+        process's decoded memories of it once the change commits, all but ``dropped``."""
+        change = versions.record_change(tx.conn, owner)
+        tx.after_commit(partial(self._memories.advance, change, tuple(dropped)))
+        return change
 
     def synchronous(self, mode: str) -> AbstractContextManager[None]:
         return self._store.synchronous(mode)
@@ -125,32 +122,33 @@ class EmbeddedEngine:
             "embedding": schema.PENDING_EMBEDDING,
             "embedding_model": self.models.model_for(row["search_text"]),
         }
-        with self._lock:  # the cache update must not interleave with another thread's recall
-            with self._store.transaction() as tx:
-                row = {"rowid": slots.next_rowid(tx.conn, owner)} | row
-                rowid = store.insert(tx.conn, row)
-                store.mark_superseded(tx.conn, memory, supersede)
-                pending.mark(tx.conn, rowid)
-                version_before = self._changed(tx, owner, dropped=supersede)
-            self._vectors.apply_insert(
-                owner,
-                version_before,
-                rowid,
-                memory.id,
-                memory.memory_type.value,
-                supersede,
-                (row["lexical_terms"], row["lexical_stems"]),
-                arrived_superseded=memory.is_superseded,
+        with self._store.transaction() as tx:
+            row = {"rowid": slots.next_rowid(tx.conn, owner)} | row
+            rowid = store.insert(tx.conn, row)
+            store.mark_superseded(tx.conn, memory, supersede)
+            pending.mark(tx.conn, rowid)
+            change = self._changed(tx, owner, dropped=supersede)
+            tx.after_commit(
+                partial(
+                    self._vectors.apply_insert,
+                    change,
+                    rowid,
+                    memory.id,
+                    memory.memory_type.value,
+                    supersede,
+                    (row["lexical_terms"], row["lexical_stems"]),
+                    arrived_superseded=memory.is_superseded,
+                )
             )
         self._deferred.submit(PendingRow(owner, rowid, row["search_text"]))
 
     def _on_stored(self, tx: Transaction, stored: list[Embedded]) -> None:
         """In the worker's storing transaction: new vectors change what the owners' caches
-        hold, so bump their versions (other processes reload) and update ours in place."""
+        hold, so bump their versions (other processes reload) and update ours once it commits."""
         for owner in sorted({e.owner for e in stored}):
-            version_before = self._changed(tx, owner)  # vectors only: no memory changed
+            change = self._changed(tx, owner)  # vectors only: no memory changed
             mine = [(e.rowid, e.vectors, e.model_id) for e in stored if e.owner == owner]
-            self._vectors.apply_vectors(owner, version_before, mine)
+            tx.after_commit(partial(self._vectors.apply_vectors, change, mine))
 
     def _write_catalog(self, memory: Memory) -> None:
         ((model_id, vectors),) = embed_by_model(self.models, [memory.search_text()])
@@ -158,7 +156,7 @@ class EmbeddedEngine:
         with self._store.transaction() as tx:
             row = {"rowid": slots.next_rowid(tx.conn, CATALOG_OWNER)} | row
             store.upsert_catalog(tx.conn, row)
-            bump_version(tx.conn, CATALOG_OWNER)
+            versions.bump(tx.conn, CATALOG_OWNER)
 
     def write_many(
         self, memories: Sequence[Memory], vectors: np.ndarray | Sequence[np.ndarray] | None = None
@@ -191,7 +189,7 @@ class EmbeddedEngine:
                 following[owner] += 1
             store.insert_many(tx.conn, stored)
             for owner in sorted({owner_key(m.user_id) for m in memories}):
-                bump_version(tx.conn, owner)
+                versions.bump(tx.conn, owner)
 
     def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         if not ids:
@@ -199,10 +197,9 @@ class EmbeddedEngine:
         # Every recall touches: its fsync cost 1-4 ms a recall, for statistics that may lag a
         # power loss (a process crash loses nothing).
         with self._store.synchronous("NORMAL"), self._store.transaction() as tx:
-            before = owner_stamp(tx.conn, user_id)
             store.count_uses(tx.conn, user_id, ids, at)
-            count_use(tx.conn, user_id)
-            tx.after_commit(partial(self._memories.record_use, user_id, before, ids, at))
+            change = versions.record_use(tx.conn, user_id)
+            tx.after_commit(partial(self._memories.record_use, change, ids, at))
 
     def update(self, user_id: str, memory: Memory) -> None:
         row = rows.to_row(memory)
@@ -342,7 +339,7 @@ class EmbeddedEngine:
         for owner in self._owners(plan):
             vectors = self._vectors.get(conn, owner)
             allowed = allowed_rows(vectors, types, plan.include_superseded)
-            out.append(OwnerRows(owner, vectors, allowed, vectors.ready, owner_stamp(conn, owner)))
+            out.append(OwnerRows(owner, vectors, allowed, vectors.ready, versions.stamp(conn, owner)))
         return out
 
     def warm(self, user_id: str) -> None:

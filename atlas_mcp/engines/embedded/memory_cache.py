@@ -2,19 +2,16 @@
 
 Every recall loads its ~300 candidates; reading and decoding them from SQLite was ~15% of a
 recall at 10k memories, and an agent's recalls keep meeting the same memories. An owner's
-entries hold for one *stamp*: the owner's ``owner_versions`` version (bumped by every change
-to its rows) and its ``uses`` count (bumped by every use update, which leaves the version
-alone so other processes' vector caches stay warm). A stamp read in a recall's snapshot that
-differs from the one the entries were stored under drops them all, whoever made the change.
-This process's own changes advance the stamp in place (it knows exactly what changed): a
-recall's touch, a write (its superseded targets dropped), an update or a forget (that memory
-dropped), stored vectors (no memory changes). So an agent that writes between recalls keeps
-the cache, and only another process's change empties it.
+entries hold for one stamp (``versions.py``: its version and its use count). A stamp read in a
+recall's snapshot that differs from the one the entries were stored under drops them all,
+whoever made the change. This process's own changes advance the stamp in place (it knows
+exactly what changed): a recall's touch, a write (its superseded targets dropped), an update
+or a forget (that memory dropped), stored vectors (no memory changes). So an agent that writes
+between recalls keeps the cache, and only another process's change empties it.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -22,23 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ...domain.model import Memory
+from .versions import Change, Stamp
 
-Stamp = tuple[int, int]  # (version, uses) of one owner
 CAPACITY = 20_000  # decoded memories kept (~1 KB each with LoCoMo-sized texts)
-
-
-def owner_stamp(conn: sqlite3.Connection, owner: str) -> Stamp:
-    row = conn.execute("SELECT version, uses FROM owner_versions WHERE owner = ?", (owner,)).fetchone()
-    return (row[0], row[1]) if row else (0, 0)
-
-
-def count_use(conn: sqlite3.Connection, owner: str) -> None:
-    """Record, in the transaction that updated the owner's use statistics, that it did."""
-    conn.execute(
-        "INSERT INTO owner_versions(owner, version, uses) VALUES (?, 0, 1) "
-        "ON CONFLICT(owner) DO UPDATE SET uses = uses + 1",
-        (owner,),
-    )
 
 
 @dataclass(slots=True)
@@ -77,26 +60,25 @@ class MemoryCache:
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
 
-    def advance(self, owner: str, before: Stamp, after: Stamp, dropped: Sequence[str] = ()) -> None:
-        """Apply this process's committed change (``before`` read inside its transaction, which
-        left the owner at ``after``), which changed no cached memory but ``dropped``."""
+    def advance(self, change: Change, dropped: Sequence[str] = ()) -> None:
+        """Apply this process's committed change, which changed no cached memory but ``dropped``."""
         with self._lock:
-            generation = self._current(owner, before)
+            generation = self._following(change)
             if generation is None:
                 return
-            generation.stamp = after
+            generation.stamp = change.after
             for memory_id in dropped:
                 self._entries.pop(memory_id, None)
 
-    def record_use(self, owner: str, before: Stamp, ids: Sequence[str], at: datetime) -> None:
-        """Apply this process's committed use update (read at ``before`` inside its transaction)
-        to the cached memories, as the UPDATE did to the rows; any other change in between
-        leaves the entries to be dropped by the next ``get``."""
+    def record_use(self, change: Change, ids: Sequence[str], at: datetime) -> None:
+        """Apply this process's committed use update to the cached memories, as the UPDATE did
+        to the rows; any other change in between leaves the entries to be dropped by the next
+        ``get``."""
         with self._lock:
-            generation = self._current(owner, before)
+            generation = self._following(change)
             if generation is None:
                 return
-            generation.stamp = (before[0], before[1] + 1)
+            generation.stamp = change.after
             used_at = datetime.fromisoformat(at.astimezone(UTC).isoformat())  # as stored, then read
             for memory_id in set(ids):  # as the UPDATE's IN list: each row once
                 entry = self._entries.get(memory_id)
@@ -105,11 +87,10 @@ class MemoryCache:
                     changed = memory.evolve(use_count=memory.use_count + 1, last_used_at=used_at)
                     self._entries[memory_id] = (generation, changed)
 
-    def _current(self, owner: str, before: Stamp) -> _Generation | None:
-        """The owner's generation if it was current just before a change this process made
-        (``before`` read inside the changing transaction: nobody else changed it in between)."""
-        generation = self._generations.get(owner)
-        return generation if generation is not None and generation.stamp == before else None
+    def _following(self, change: Change) -> _Generation | None:
+        """The owner's generation if it was current just before ``change``."""
+        generation = self._generations.get(change.owner)
+        return generation if generation is not None and change.follows(generation.stamp) else None
 
     def _generation(self, owner: str, stamp: Stamp) -> _Generation:
         generation = self._generations.get(owner)

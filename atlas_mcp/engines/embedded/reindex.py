@@ -16,7 +16,7 @@ from pathlib import Path
 from ...inference.embedder import BATCH_SIZE, Embedder, ModelChoice, as_choice
 from .passages import embed_by_model, to_blob
 from .store import Store
-from .vectors import bump_version
+from .versions import bump
 
 _ADOPT_CHUNK = 1_000
 
@@ -37,7 +37,7 @@ def reindex(
                 (models.choice_id,),
             )
             for (owner,) in tx.conn.execute("SELECT DISTINCT COALESCE(user_id, '') FROM memories").fetchall():
-                bump_version(tx.conn, owner)
+                bump(tx.conn, owner)
         return count
     finally:
         store.close()

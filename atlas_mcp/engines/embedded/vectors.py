@@ -31,10 +31,11 @@ import simsimd
 from ...domain.model import MemoryType
 from ...inference.embedder import REFERENCE_BACKGROUND, on_reference_scale
 from ...inference.runtime import release_free_heap
-from . import slots
+from . import slots, versions
 from . import snapshots as saved_postings
 from .passages import from_blob
 from .postings import OwnerPostings
+from .versions import Change
 
 CATALOG_OWNER = ""
 TYPE_CODES: dict[str, int] = {t.value: code for code, t in enumerate(MemoryType)}
@@ -218,19 +219,6 @@ def owner_key(user_id: str | None) -> str:
     return CATALOG_OWNER if user_id is None else user_id
 
 
-def owner_version(conn: sqlite3.Connection, owner: str) -> int:
-    row = conn.execute("SELECT version FROM owner_versions WHERE owner = ?", (owner,)).fetchone()
-    return row[0] if row else 0
-
-
-def bump_version(conn: sqlite3.Connection, owner: str) -> None:
-    conn.execute(
-        "INSERT INTO owner_versions(owner, version) VALUES (?, 1) "
-        "ON CONFLICT(owner) DO UPDATE SET version = version + 1",
-        (owner,),
-    )
-
-
 def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | None:
     """WHERE clause and parameters for the owner's rows, read in rowid order from its block."""
     block = slots.owner_range(conn, owner)
@@ -257,7 +245,7 @@ class VectorCache:
         return self._owners.get(owner)
 
     def get(self, conn: sqlite3.Connection, owner: str) -> OwnerVectors:
-        version = owner_version(conn, owner)
+        version = versions.stamp(conn, owner).version
         cached = self._owners.get(owner)
         if cached is None or cached.version != version:
             cached = self._reload(conn, owner, version, cached)
@@ -265,18 +253,15 @@ class VectorCache:
             release_free_heap()
         return cached
 
-    def _current(self, owner: str, version_before: int) -> OwnerVectors | None:
-        """The owner's cache if it was current just before a change this process made.
-
-        ``version_before`` was read inside the changing transaction, so equality proves no
-        other writer touched this owner in between; otherwise the next ``get`` reloads."""
-        cached = self._owners.get(owner)
-        return cached if cached is not None and cached.version == version_before else None
+    def _following(self, change: Change) -> OwnerVectors | None:
+        """The owner's cache if it was current just before ``change``; otherwise the next
+        ``get`` reloads it."""
+        cached = self._owners.get(change.owner)
+        return cached if cached is not None and change.follows(cached.version) else None
 
     def apply_insert(
         self,
-        owner: str,
-        version_before: int,
+        change: Change,
         rowid: int,
         memory_id: str,
         memory_type: str,
@@ -291,31 +276,29 @@ class VectorCache:
 
         A rowid below the cached ones (SQLite reuses the top rowid after a delete) would break
         rowid order, so that case reloads instead."""
-        cached = self._current(owner, version_before)
+        cached = self._following(change)
         if cached is None or rowid <= cached.last_rowid:
             return
         if any(target not in cached.index for target in superseded):
-            del self._owners[owner]  # cannot happen if the cache was current; reload to be safe
+            del self._owners[change.owner]  # cannot happen if the cache was current; reload to be safe
             return
         cached.append_pending(rowid, memory_id, memory_type)
         cached.postings.put(cached.rowids[rowid], *words)
         cached.mark_superseded([*superseded, memory_id] if arrived_superseded else superseded)
-        cached.version = version_before + 1
+        cached.version = change.after.version
 
-    def apply_vectors(
-        self, owner: str, version_before: int, stored: Sequence[tuple[int, np.ndarray, str]]
-    ) -> None:
-        """Apply vectors this process has just stored for rows of ``owner``."""
-        cached = self._current(owner, version_before)
+    def apply_vectors(self, change: Change, stored: Sequence[tuple[int, np.ndarray, str]]) -> None:
+        """Apply vectors this process has just stored for rows of the change's owner."""
+        cached = self._following(change)
         if cached is None:
             return
         for rowid, vectors, model_id in stored:
             row = cached.rowids.get(rowid)
             if row is None:  # not in this cache: reload rather than guess
-                del self._owners[owner]
+                del self._owners[change.owner]
                 return
             cached.put_passages(row, vectors, self.space_code(model_id))
-        cached.version = version_before + 1
+        cached.version = change.after.version
 
     def _reload(
         self, conn: sqlite3.Connection, owner: str, version: int, old: OwnerVectors | None
