@@ -360,7 +360,7 @@ def test_fill_of_an_owner_with_no_words(texts):
 
 def _ranking_without_snapshots(path, plans) -> list[list[tuple[str, float]]]:
     engine = EmbeddedEngine(path, default_embedder())
-    engine._vectors._snapshots = None  # built from the rows, nothing read or written
+    engine._index._snapshots = None  # built from the rows, nothing read or written
     try:
         return [engine.lexical(plan) for plan in plans]
     finally:
@@ -395,7 +395,7 @@ def test_a_start_reads_saved_postings_and_catches_up_with_changes(tmp_path, monk
     writer = EmbeddedEngine(path, default_embedder())
     try:
         _load(writer, memories[:120])
-        saved = writer._vectors._snapshots.path(user)
+        saved = writer._index._snapshots.path(user)
         assert not saved.exists()
         expected = _ranking_without_snapshots(path, plans)
         assert _fresh_ranking(path, plans, monkeypatch, filled=True) == expected  # builds, saves
@@ -494,7 +494,7 @@ def test_a_disk_that_refuses_snapshots_costs_only_the_head_start(tmp_path, monke
         user = corpus.tenant_id(0)
         memories = corpus.tenant_memories(0, corpus.specs(33, 5))
         _load(engine, memories)
-        engine._vectors._snapshots.path(user).mkdir(parents=True)
+        engine._index._snapshots.path(user).mkdir(parents=True)
         assert engine.forget(user, memories[0].id)
         assert engine.get(user, [memories[0].id]) == []
     finally:

@@ -12,7 +12,8 @@ import pytest
 
 from atlas_mcp.bench import corpus
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.engines.embedded.vectors import SpaceQuery, VectorCache, similarities
+from atlas_mcp.engines.embedded.index import IndexCache
+from atlas_mcp.engines.embedded.vectors import SpaceQuery, similarities
 from atlas_mcp.inference.embedder import REFERENCE_BACKGROUND, default_embedder
 from atlas_mcp.service import MemoryService
 
@@ -20,7 +21,7 @@ USER = corpus.tenant_id(0)
 
 
 def _fresh_cache(engine: EmbeddedEngine, owner: str):
-    return VectorCache(engine.embedder.dimensions).get(engine._store.conn, owner)
+    return IndexCache(engine.embedder.dimensions).get(engine._store.conn, owner)
 
 
 def _assert_same(cached, fresh) -> None:
@@ -29,12 +30,12 @@ def _assert_same(cached, fresh) -> None:
     assert cached.rowids == fresh.rowids
     assert np.array_equal(cached.codes, fresh.codes)
     assert np.array_equal(cached.superseded, fresh.superseded)
-    assert np.array_equal(cached.matrix, fresh.matrix)
-    assert np.array_equal(cached.ready, fresh.ready)
-    assert np.array_equal(cached.spaces, fresh.spaces)
+    assert np.array_equal(cached.vectors.matrix, fresh.vectors.matrix)
+    assert np.array_equal(cached.vectors.ready, fresh.vectors.ready)
+    assert np.array_equal(cached.vectors.spaces, fresh.vectors.spaces)
     vector = default_embedder().embed_batch(["a long meeting about the roadmap"])[0]
     query = {0: SpaceQuery(vector, REFERENCE_BACKGROUND)}  # one model: space 0
-    assert np.array_equal(similarities(cached, query, 1), similarities(fresh, query, 1))
+    assert np.array_equal(similarities(cached.vectors, query, 1), similarities(fresh.vectors, query, 1))
 
 
 def test_own_writes_update_the_cache_in_place_exactly(tmp_path):
@@ -44,13 +45,13 @@ def test_own_writes_update_the_cache_in_place_exactly(tmp_path):
     try:
         engine.write_many(corpus.tenant_memories(0, corpus.specs(5, 40)))
         service.recall(USER, "warm the cache", touch=False)
-        warm = engine._vectors._owners[USER]
+        warm = engine._index._owners[USER]
         fact = service.write(USER, "Prefers window seats on long flights.")
         service.write(USER, "Prefers aisle seats now.", supersedes_id=fact.id)
         service.write(USER, "Flew to Osaka with Aiko.", "episodic")
         service.write(USER, "Reset the router", "procedural", steps=["Unplug it", "Wait ten seconds"])
         service.recall(USER, "seats", touch=False)
-        cached = engine._vectors._owners[USER]
+        cached = engine._index._owners[USER]
         assert cached is warm, "own writes must not force a reload"
         _assert_same(cached, _fresh_cache(engine, USER))
     finally:
@@ -101,7 +102,7 @@ def test_another_process_write_still_reloads(tmp_path):
         one.write(USER, "Owns a blue paddle.")  # the cache is stale: this must not patch it
         hits = one.recall(USER, "red canoe", touch=False)
         assert written.id in [h.memory.id for h in hits]
-        _assert_same(first._vectors._owners[USER], _fresh_cache(first, USER))
+        _assert_same(first._index._owners[USER], _fresh_cache(first, USER))
     finally:
         first.close()
         second.close()
@@ -130,8 +131,8 @@ def test_warm_loads_the_callers_and_the_catalogs_vectors(tmp_path):
         engine.write_many(corpus.tenant_memories(0, corpus.specs(9, 20)))
         engine.write_many(corpus.tenant_memories(1, corpus.specs(9, 20)))
         engine.warm(USER)
-        assert set(engine._vectors._owners) == {USER, ""}
-        _assert_same(engine._vectors._owners[USER], _fresh_cache(engine, USER))
+        assert set(engine._index._owners) == {USER, ""}
+        _assert_same(engine._index._owners[USER], _fresh_cache(engine, USER))
     finally:
         engine.close()
 
@@ -144,11 +145,11 @@ def test_warm_rows_loads_a_small_store_at_once_and_leaves_a_large_one_to_warm(tm
         engine.write_many(corpus.tenant_memories(0, corpus.specs(9, 20)))
         engine.write_many(corpus.tenant_memories(1, corpus.specs(9, 20)))
         monkeypatch.setattr("atlas_mcp.engines.embedded.engine.QUICK_LOAD_ROWS", 19)
-        assert engine.warm_rows(USER) is False and engine._vectors._owners == {}
+        assert engine.warm_rows(USER) is False and engine._index._owners == {}
         monkeypatch.setattr("atlas_mcp.engines.embedded.engine.QUICK_LOAD_ROWS", 20)
         assert engine.warm_rows(USER) is True
-        assert set(engine._vectors._owners) == {USER, ""}  # the caller and the catalog, no one else
-        _assert_same(engine._vectors._owners[USER], _fresh_cache(engine, USER))
+        assert set(engine._index._owners) == {USER, ""}  # the caller and the catalog, no one else
+        _assert_same(engine._index._owners[USER], _fresh_cache(engine, USER))
         assert engine.warm_rows("nobody") is True  # an unknown user costs nothing and loads nothing
     finally:
         engine.close()
@@ -164,7 +165,7 @@ def test_a_changed_text_refreshes_its_cached_vector(tmp_path):
         memory = engine.get(USER, [written.id])[0]
         engine.update(USER, memory.evolve(text="Bake sourdough bread", name="Bake sourdough bread", steps=()))
         service.recall(USER, "bread", touch=False)
-        _assert_same(engine._vectors._owners[USER], _fresh_cache(engine, USER))
+        _assert_same(engine._index._owners[USER], _fresh_cache(engine, USER))
     finally:
         engine.close()
 

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.index import OwnerIndex
 from atlas_mcp.engines.embedded.reindex import reindex
-from atlas_mcp.engines.embedded.vectors import OwnerVectors, SpaceQuery, on_one_scale
+from atlas_mcp.engines.embedded.vectors import SpaceQuery, on_one_scale
 from atlas_mcp.errors import ConfigurationError
 from atlas_mcp.inference.embedder import (
     E5_MODEL_ID,
@@ -286,10 +287,11 @@ def test_reindex_moves_a_store_to_per_language_at_once(tmp_path: Path):
 
 def test_one_space_keeps_minilm_cosines_and_two_spaces_meet_on_its_scale():
     minilm, e5 = 0, 1
-    vectors = OwnerVectors(384, capacity=4)
-    vectors.fill(
+    index = OwnerIndex(384, capacity=4)
+    index.fill(
         [(1, "a", "semantic", 0), (2, "b", "semantic", 0), (3, "c", "semantic", 0), (4, "d", "semantic", 0)]
     )
+    vectors = index.vectors
     vectors.put(range(4), np.eye(4, 384, dtype=np.float32), np.array([minilm, minilm, e5, e5]))
     cosines = [np.array([0.5, 0.1, 0.88, 0.85], dtype=np.float32)]
     owners = [(vectors, vectors.ready)]

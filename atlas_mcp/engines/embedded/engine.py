@@ -40,21 +40,18 @@ from ...inference.embedder import (
 from ...log import get_logger
 from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
 from . import migrations, pending, rows, schema, slots, store, versions
+from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .passages import as_passage_vectors, embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
 from .postings import bm25, query_words
+from .slots import CATALOG_OWNER, owner_key
 from .snapshots import SNAPSHOT_MIN_ROWS
 from .stats import store_stats
 from .store import Store, Transaction
 from .vectors import (
-    CATALOG_OWNER,
-    OwnerVectors,
     SpaceQuery,
-    VectorCache,
-    allowed_rows,
     on_one_scale,
-    owner_key,
     query_backgrounds,
     searchable,
     similarities,
@@ -79,7 +76,7 @@ class EmbeddedEngine:
         self.info = EngineInfo(name="embedded", embedding_model=self.models.choice_id)
         self._store = Store(self.path)
         self._lock = self._store.lock
-        self._vectors = VectorCache(
+        self._index = IndexCache(
             self.models.dimensions, snapshots=self.path.with_name(self.path.name + "-postings")
         )
         self._memories = MemoryCache()
@@ -130,7 +127,7 @@ class EmbeddedEngine:
             change = self._changed(tx, owner, dropped=supersede)
             tx.after_commit(
                 partial(
-                    self._vectors.apply_insert,
+                    self._index.apply_insert,
                     change,
                     rowid,
                     memory.id,
@@ -148,7 +145,7 @@ class EmbeddedEngine:
         for owner in sorted({e.owner for e in stored}):
             change = self._changed(tx, owner)  # vectors only: no memory changed
             mine = [(e.rowid, e.vectors, e.model_id) for e in stored if e.owner == owner]
-            tx.after_commit(partial(self._vectors.apply_vectors, change, mine))
+            tx.after_commit(partial(self._index.apply_vectors, change, mine))
 
     def _write_catalog(self, memory: Memory) -> None:
         ((model_id, vectors),) = embed_by_model(self.models, [memory.search_text()])
@@ -222,7 +219,7 @@ class EmbeddedEngine:
             forgotten = store.delete(tx.conn, user_id, memory_id)
             if forgotten:
                 self._changed(tx, owner_key(user_id), dropped=[memory_id])
-                tx.after_commit(partial(self._vectors.forgot, owner_key(user_id)))
+                tx.after_commit(partial(self._index.forgot, owner_key(user_id)))
             return forgotten
 
     # -- reads -------------------------------------------------------------------------
@@ -266,10 +263,10 @@ class EmbeddedEngine:
             visible = self._visible(conn, plan)
             lexical = self._bm25(plan, visible)
             queries = {code: future.result() for code, future in guessed.items()}
-            queries = self._space_queries(plan.query, self._spaces_of([v.vectors for v in visible]), queries)
-            visible = [replace(v, searched=searchable(v.vectors, queries)) for v in visible]
-            cosines = [similarities(v.vectors, queries, self.threads) for v in visible]
-            scores = on_one_scale(cosines, [(v.vectors, v.searched) for v in visible], queries)
+            queries = self._space_queries(plan.query, self._spaces_of([v.index for v in visible]), queries)
+            visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
+            cosines = [similarities(v.index.vectors, queries, self.threads) for v in visible]
+            scores = on_one_scale(cosines, [(v.index.vectors, v.searched) for v in visible], queries)
             dense = _merge_dense(visible, scores, plan.window)
             fused = reciprocal_rank_fusion(
                 [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
@@ -277,10 +274,10 @@ class EmbeddedEngine:
             memories = self._load(conn, visible, [f.id for f in fused])
         bm25_scores = dict(lexical)
         stretch = {
-            code: relatedness_stretch(self.models.embedder(self._vectors.spaces[code])) for code in queries
+            code: relatedness_stretch(self.models.embedder(self._index.spaces[code])) for code in queries
         }
         stretched = [code for code, factor in stretch.items() if factor != 1.0]
-        background = query_backgrounds(scores, [(v.vectors, v.searched) for v in visible], stretched)
+        background = query_backgrounds(scores, [(v.index.vectors, v.searched) for v in visible], stretched)
         out = []
         for f in fused:
             if f.id not in memories:
@@ -300,18 +297,18 @@ class EmbeddedEngine:
             )
         return out
 
-    def _spaces_of(self, owners: list[OwnerVectors]) -> set[int]:
+    def _spaces_of(self, owners: list[OwnerIndex]) -> set[int]:
         """The vector spaces (codes) of the owners' rows this process can embed a query in."""
-        found = {code for vectors in owners for code in vectors.spaces_present()}
-        return {code for code in found if self.models.knows(self._vectors.spaces[code])}
+        found = {code for index in owners for code in index.vectors.spaces_present()}
+        return {code for code in found if self.models.knows(self._index.spaces[code])}
 
     def _cached_spaces(self, owners: list[str]) -> set[int]:
         """The spaces this process's caches last held for ``owners``; MiniLM's for an owner it
         has not cached yet (most first memories are English, and a wrong guess costs ~2 ms)."""
-        cached = [self._vectors.peek(owner) for owner in owners]
+        cached = [self._index.peek(owner) for owner in owners]
         spaces = self._spaces_of([c for c in cached if c is not None])
         if any(c is None for c in cached):
-            spaces.add(self._vectors.space_code(self.models.members[0]))
+            spaces.add(self._index.space_code(self.models.members[0]))
         return spaces
 
     def _space_queries(
@@ -325,7 +322,7 @@ class EmbeddedEngine:
         return out
 
     def _space_query(self, query: str, code: int) -> SpaceQuery:
-        embedder = self.models.embedder(self._vectors.spaces[code])
+        embedder = self.models.embedder(self._index.spaces[code])
         return SpaceQuery(embed_query(embedder, query), cosine_background(embedder))
 
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
@@ -337,16 +334,16 @@ class EmbeddedEngine:
         types = {t.value for t in plan.memory_types}
         out = []
         for owner in self._owners(plan):
-            vectors = self._vectors.get(conn, owner)
-            allowed = allowed_rows(vectors, types, plan.include_superseded)
-            out.append(OwnerRows(owner, vectors, allowed, vectors.ready, versions.stamp(conn, owner)))
+            index = self._index.get(conn, owner)
+            allowed = index.allowed(types, plan.include_superseded)
+            out.append(OwnerRows(owner, index, allowed, index.vectors.ready, versions.stamp(conn, owner)))
         return out
 
     def warm(self, user_id: str) -> None:
         """Pay the first recall's start-up costs now: the vector caches, the first run of each
         model the user's recalls will need (MiniLM always: the user's first memory is likely English)."""
         with self._store.snapshot() as conn:
-            owners = [self._vectors.get(conn, owner) for owner in (owner_key(user_id), CATALOG_OWNER)]
+            owners = [self._index.get(conn, owner) for owner in (owner_key(user_id), CATALOG_OWNER)]
         self._space_queries("warm up", self._spaces_of(owners), {})
         embed_query(self.embedder, "warm up")
 
@@ -358,7 +355,7 @@ class EmbeddedEngine:
             if sum(slots.row_count(conn, owner) for owner in owners) > QUICK_LOAD_ROWS:
                 return False
             for owner in owners:
-                self._vectors.get(conn, owner)
+                self._index.get(conn, owner)
         return True
 
     def _owners(self, plan: RecallPlan) -> list[str]:
@@ -371,11 +368,11 @@ class EmbeddedEngine:
         """BM25 over the visible owners' postings (``postings.py``), best first; ties go to
         the earlier owner (the user before the catalog), then the older row."""
         words = query_words(plan.lexical_text, detect_language(plan.query))
-        scored = bm25([owner.vectors.postings for owner in visible], words)
+        scored = bm25([owner.index.postings for owner in visible], words)
         found: list[tuple[float, int, int, str]] = []
         for place, (owner, (scores, matched)) in enumerate(zip(visible, scored, strict=True)):
             for row in top_rows(scores, owner.allowed & matched, plan.window):
-                found.append((-float(scores[row]), place, int(row), owner.vectors.ids[row]))
+                found.append((-float(scores[row]), place, int(row), owner.index.ids[row]))
         found.sort()
         return [(memory_id, -score) for score, _, _, memory_id in found[: plan.window]]
 
@@ -383,7 +380,7 @@ class EmbeddedEngine:
         """The memories of ``ids`` (each a row of one of ``visible``), decoded once per change."""
         out: dict[str, Memory] = {}
         for owner in visible:
-            mine = [i for i in ids if i in owner.vectors.index]
+            mine = [i for i in ids if i in owner.index.index]
             out |= self._memories.get(owner.owner, owner.stamp, mine)
             missing = [i for i in mine if i not in out]
             if missing:
@@ -407,7 +404,7 @@ class OwnerRows:
     """One owner's rows as a recall sees them: its cached vectors, and which rows may return."""
 
     owner: str
-    vectors: OwnerVectors
+    index: OwnerIndex
     allowed: np.ndarray
     searched: np.ndarray  # per row: has it a vector in a space the query was embedded in?
     stamp: Stamp  # what the owner's rows were when the snapshot began (``memory_cache.py``)
@@ -415,7 +412,7 @@ class OwnerRows:
 
 def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int) -> list[tuple[str, float]]:
     hits = [
-        (owner.vectors.ids[row], float(cosines[row]))
+        (owner.index.ids[row], float(cosines[row]))
         for owner, cosines in zip(visible, scores, strict=True)
         for row in top_rows(cosines, owner.allowed & owner.searched, window)
     ]
@@ -436,10 +433,10 @@ def _dense_of(
     """The memory's cosine on one scale (None if the query was not embedded in its space), the
     space it came from, and whether it is still without vectors (only its words could find it)."""
     for owner, cosines in zip(visible, scores, strict=True):
-        row = owner.vectors.index.get(memory_id)
+        row = owner.index.index.get(memory_id)
         if row is not None:
-            pending_vector = not owner.vectors.has_vectors(row)
+            pending_vector = not owner.index.vectors.has_vectors(row)
             if not owner.searched[row]:
                 return None, None, pending_vector
-            return float(cosines[row]), int(owner.vectors.spaces[row]), pending_vector
+            return float(cosines[row]), int(owner.index.vectors.spaces[row]), pending_vector
     return None, None, False

@@ -121,7 +121,7 @@ class _Vocabulary(dict[str, int]):
 
 
 class OwnerPostings:
-    """One owner's words, by row of its ``OwnerVectors`` (row ``i`` is the ``i``-th memory)."""
+    """One owner's words, by row of its ``index.OwnerIndex`` (row ``i`` is the ``i``-th memory)."""
 
     def __init__(self) -> None:
         self.vocabulary = _Vocabulary()

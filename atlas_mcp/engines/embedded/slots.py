@@ -53,3 +53,10 @@ def row_count(conn: sqlite3.Connection, owner: str) -> int:
     if found is None:
         return 0
     return conn.execute("SELECT count(*) FROM memories WHERE rowid BETWEEN ? AND ?", found).fetchone()[0]
+
+
+CATALOG_OWNER = ""  # the owner of the shared catalog's rows (``user_id IS NULL``)
+
+
+def owner_key(user_id: str | None) -> str:
+    return CATALOG_OWNER if user_id is None else user_id
