@@ -13,7 +13,7 @@ import pytest
 from atlas_mcp.bench import corpus
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import IndexCache
-from atlas_mcp.engines.embedded.vectors import SpaceQuery, similarities
+from atlas_mcp.engines.embedded.search import SpaceQuery, similarities
 from atlas_mcp.inference.embedder import REFERENCE_BACKGROUND, default_embedder
 from atlas_mcp.service import MemoryService
 
@@ -144,9 +144,9 @@ def test_warm_rows_loads_a_small_store_at_once_and_leaves_a_large_one_to_warm(tm
     try:
         engine.write_many(corpus.tenant_memories(0, corpus.specs(9, 20)))
         engine.write_many(corpus.tenant_memories(1, corpus.specs(9, 20)))
-        monkeypatch.setattr("atlas_mcp.engines.embedded.engine.QUICK_LOAD_ROWS", 19)
+        monkeypatch.setattr("atlas_mcp.engines.embedded.search.QUICK_LOAD_ROWS", 19)
         assert engine.warm_rows(USER) is False and engine._index._owners == {}
-        monkeypatch.setattr("atlas_mcp.engines.embedded.engine.QUICK_LOAD_ROWS", 20)
+        monkeypatch.setattr("atlas_mcp.engines.embedded.search.QUICK_LOAD_ROWS", 20)
         assert engine.warm_rows(USER) is True
         assert set(engine._index._owners) == {USER, ""}  # the caller and the catalog, no one else
         _assert_same(engine._index._owners[USER], _fresh_cache(engine, USER))

@@ -19,7 +19,8 @@ import pytest
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import OwnerIndex
 from atlas_mcp.engines.embedded.reindex import reindex
-from atlas_mcp.engines.embedded.vectors import SpaceQuery, on_one_scale
+from atlas_mcp.engines.embedded.search import SpaceQuery
+from atlas_mcp.engines.embedded.vectors import on_one_scale
 from atlas_mcp.errors import ConfigurationError
 from atlas_mcp.inference.embedder import (
     E5_MODEL_ID,

@@ -14,13 +14,15 @@ row in that row's own space only, so two spaces are never compared with each oth
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import simsimd
 
 from ...inference.embedder import REFERENCE_BACKGROUND, on_reference_scale
 from .passages import from_blob
+
+if TYPE_CHECKING:
+    from .search import SpaceQuery
 
 HEADROOM_ROWS = 1_024  # appends before the arrays must grow
 CACHED_DTYPE = np.float16
@@ -194,45 +196,6 @@ class RowVectors:
                     self._add_extras(int(moved[old_row]), old._extra[positions])
 
 
-@dataclass(frozen=True, slots=True)
-class SpaceQuery:
-    """A query embedded in one vector space, and where that space's cosines of unrelated
-    pairs sit (``inference.embedder.cosine_background``)."""
-
-    vector: np.ndarray
-    background: tuple[float, float]
-
-
-def searchable(vectors: RowVectors, queries: Mapping[int, SpaceQuery]) -> np.ndarray:
-    """Per row: has it a vector in a space the query was embedded in?"""
-    return vectors.ready & np.isin(vectors.spaces, list(queries))
-
-
-def similarities(vectors: RowVectors, queries: Mapping[int, SpaceQuery], threads: int) -> np.ndarray:
-    """Per cached row, the cosine of the (unit) query with its best passage, the query being
-    embedded in the row's own space, as float32 (0 for a row that ``searchable`` rules out:
-    pending, or of a space the query was not embedded in). ``on_one_scale`` then makes the
-    cosines of different spaces comparable."""
-    out = np.zeros(vectors.size, dtype=np.float32)
-    if not vectors.size:
-        return out
-    spaces = vectors.spaces
-    single_space = len(queries) == 1
-    for code, query in queries.items():
-        mine = None if single_space else spaces == code
-        query16 = np.asarray(query.vector, dtype=CACHED_DTYPE)[None, :]
-        scores = _dot(query16, vectors.matrix, threads)
-        if vectors.extra_size:
-            rows, extra = vectors.extra_rows, _dot(query16, vectors.extra, threads)
-            live = rows >= 0
-            np.maximum.at(scores, rows[live], extra[live])
-        if mine is None:
-            out = scores
-        else:
-            out[mine] = scores[mine]
-    return out
-
-
 # How many rows the measured background of a model counts for against the rows of one recall
 # when that recall spans two spaces: a space holding few of the rows leans on the measurement.
 # On a bilingual MADial store (each user's memories half English, half Chinese; R@10 of the
@@ -290,25 +253,3 @@ def query_backgrounds(
         prior = REFERENCE_BACKGROUND[0] * BACKGROUND_PRIOR_ROWS
         out[code] = float((pooled.sum() + prior) / (len(pooled) + BACKGROUND_PRIOR_ROWS))
     return out
-
-
-def _dot(query16: np.ndarray, matrix: np.ndarray, threads: int) -> np.ndarray:
-    # Threads pay off only on big matrices: on a busy 2-core machine a 2-thread scan of 10k
-    # rows took 38 ms against 2.9 ms on one thread (their start-up waits for a free core).
-    threads = threads if len(matrix) >= PARALLEL_SCAN_ROWS else 1
-    scores = simsimd.cdist(query16, matrix, metric="dot", out_dtype="float32", threads=threads)
-    return np.asarray(scores).reshape(-1)
-
-
-def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray:
-    """Indices of the ``window`` best-scoring allowed rows, best first; ties go to the lower row
-    (the older memory), also at the cut-off, so the result never depends on the sort's luck."""
-    candidates = np.flatnonzero(allowed)  # ascending rows
-    negated = -scores[candidates]
-    if candidates.size > window:
-        cutoff = np.partition(negated, window - 1)[window - 1]
-        better = negated < cutoff
-        tied = np.flatnonzero(negated == cutoff)[: window - int(better.sum())]
-        keep = np.concatenate([np.flatnonzero(better), tied])
-        candidates, negated = candidates[keep], negated[keep]
-    return candidates[np.lexsort((candidates, negated))]

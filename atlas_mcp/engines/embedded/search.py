@@ -1,0 +1,323 @@
+"""Recall's reads: BM25 and cosine over each visible owner's index, fused, from one snapshot.
+
+Recall runs two branches over the caller's rows (plus the catalog when asked): BM25 over the
+owners' postings (``postings.py``, the query analysed like the text by ``domain.lexical``),
+and exact cosine over their cached float16 vectors. Each row's vector comes from the model
+its language calls for (``inference.embedder.ModelChoice``); the query is embedded once per
+vector space the owners' rows use, each row is compared in its own space, and the cosines,
+put on one scale, form one dense list. ``domain.fusion`` fuses the two.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+import numpy as np
+import simsimd
+
+from ...domain.fusion import reciprocal_rank_fusion
+from ...domain.lexical import detect_language
+from ...domain.model import Memory, MemoryType
+from ...inference.embedder import (
+    ModelChoice,
+    cosine_background,
+    embed_query,
+    for_relevance,
+    relatedness_stretch,
+)
+from ..base import Candidate, RecallPlan
+from . import slots, store, versions
+from .index import IndexCache, OwnerIndex
+from .memory_cache import MemoryCache
+from .pending import DeferredEmbeddings
+from .postings import bm25, query_words
+from .slots import CATALOG_OWNER, owner_key
+from .snapshots import SNAPSHOT_MIN_ROWS
+from .store import Store
+from .vectors import CACHED_DTYPE, RowVectors, on_one_scale, query_backgrounds
+from .versions import Stamp
+
+QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
+PARALLEL_SCAN_ROWS = 50_000
+# Owners up to the size whose postings are not worth saving load their caches in well under
+# 0.3 s (~0.05 s at 8k rows on the reference machine), so a start may load them before
+# answering anything (``warm_rows``).
+QUICK_LOAD_ROWS = SNAPSHOT_MIN_ROWS
+
+
+class Search:
+    """The read side of one engine: its store, caches and models, and the query-embedding pool."""
+
+    def __init__(
+        self,
+        store: Store,
+        index: IndexCache,
+        memories: MemoryCache,
+        models: ModelChoice,
+        deferred: DeferredEmbeddings,
+        threads: int,
+    ) -> None:
+        self._store = store
+        self._index = index
+        self._memories = memories
+        self.models = models
+        self._deferred = deferred
+        self.threads = threads  # for the cosine scan
+        self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
+
+    def candidates(self, plan: RecallPlan) -> list[Candidate]:
+        """BM25 and cosine over each visible owner's rows, fused; all reads from one snapshot.
+
+        The snapshot (one read transaction) means the owners' indexes and the rows loaded at
+        the end agree even while other processes write.
+        """
+        # The model runs beside the pending-row check and BM25 (both release the GIL): on
+        # 2 cores that hides most of the query embedding, the largest single stage. It embeds
+        # the query in each space this process last saw the owners' rows use (no I/O); a space
+        # that turns out to be new (the user's first Chinese memory) is embedded in the snapshot.
+        owners = self._owners(plan)
+        guessed = {
+            code: self._query_vectors.submit(self._space_query, plan.query, code)
+            for code in self._cached_spaces(owners)
+        }
+        for owner in owners:  # same-turn visibility: the owner's pending rows first
+            self._deferred.settle(owner)
+        with self._store.snapshot() as conn:
+            visible = self._visible(conn, plan)
+            lexical = self._bm25(plan, visible)
+            queries = {code: future.result() for code, future in guessed.items()}
+            queries = self._space_queries(plan.query, self._spaces_of([v.index for v in visible]), queries)
+            visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
+            cosines = [similarities(v.index.vectors, queries, self.threads) for v in visible]
+            scores = on_one_scale(cosines, [(v.index.vectors, v.searched) for v in visible], queries)
+            dense = _merge_dense(visible, scores, plan.window)
+            fused = reciprocal_rank_fusion(
+                [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
+            )
+            memories = self._load(conn, visible, [f.id for f in fused])
+        bm25_scores = dict(lexical)
+        stretch = {
+            code: relatedness_stretch(self.models.embedder(self._index.spaces[code])) for code in queries
+        }
+        stretched = [code for code, factor in stretch.items() if factor != 1.0]
+        background = query_backgrounds(scores, [(v.index.vectors, v.searched) for v in visible], stretched)
+        out = []
+        for f in fused:
+            if f.id not in memories:
+                continue
+            cosine, code, pending_vector = _dense_of(visible, scores, f.id)
+            out.append(
+                Candidate(
+                    memory=memories[f.id],
+                    rrf_score=f.score,
+                    bm25_rank=f.ranks[0],
+                    dense_rank=f.ranks[1],
+                    bm25_score=bm25_scores.get(f.id),
+                    dense_similarity=cosine,
+                    relevance_similarity=_for_relevance(cosine, stretch.get(code, 1.0), background.get(code)),
+                    embedding_pending=pending_vector,
+                )
+            )
+        return out
+
+    def _spaces_of(self, owners: list[OwnerIndex]) -> set[int]:
+        """The vector spaces (codes) of the owners' rows this process can embed a query in."""
+        found = {code for index in owners for code in index.vectors.spaces_present()}
+        return {code for code in found if self.models.knows(self._index.spaces[code])}
+
+    def _cached_spaces(self, owners: list[str]) -> set[int]:
+        """The spaces this process's caches last held for ``owners``; MiniLM's for an owner it
+        has not cached yet (most first memories are English, and a wrong guess costs ~2 ms)."""
+        cached = [self._index.peek(owner) for owner in owners]
+        spaces = self._spaces_of([c for c in cached if c is not None])
+        if any(c is None for c in cached):
+            spaces.add(self._index.space_code(self.models.members[0]))
+        return spaces
+
+    def _space_queries(
+        self, query: str, spaces: set[int], done: dict[int, SpaceQuery]
+    ) -> dict[int, SpaceQuery]:
+        """``query`` embedded in each of ``spaces`` (reusing ``done``; spaces not needed are
+        dropped). An English-only owner has one space: its recall runs MiniLM alone."""
+        out = {code: done[code] for code in spaces if code in done}
+        for code in sorted(spaces - set(done)):
+            out[code] = self._space_query(query, code)
+        return out
+
+    def _space_query(self, query: str, code: int) -> SpaceQuery:
+        embedder = self.models.embedder(self._index.spaces[code])
+        return SpaceQuery(embed_query(embedder, query), cosine_background(embedder))
+
+    def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
+        """The BM25 branch alone, best first, as (id, score)."""
+        with self._store.snapshot() as conn:
+            return self._bm25(plan, self._visible(conn, plan))
+
+    def _visible(self, conn: sqlite3.Connection, plan: RecallPlan) -> list[OwnerRows]:
+        types = {t.value for t in plan.memory_types}
+        out = []
+        for owner in self._owners(plan):
+            index = self._index.get(conn, owner)
+            allowed = index.allowed(types, plan.include_superseded)
+            out.append(OwnerRows(owner, index, allowed, index.vectors.ready, versions.stamp(conn, owner)))
+        return out
+
+    def warm(self, user_id: str) -> None:
+        """Pay the first recall's start-up costs now: the vector caches, the first run of each
+        model the user's recalls will need (MiniLM always: the user's first memory is likely English)."""
+        with self._store.snapshot() as conn:
+            owners = [self._index.get(conn, owner) for owner in (owner_key(user_id), CATALOG_OWNER)]
+        self._space_queries("warm up", self._spaces_of(owners), {})
+        embed_query(self.models.embedder(self.models.members[0]), "warm up")
+
+    def warm_rows(self, user_id: str) -> bool:
+        """Load the user's and the catalog's vector caches now if that is quick (at most
+        ``QUICK_LOAD_ROWS`` rows between them); whether it did. Larger owners load in ``warm``."""
+        owners = (owner_key(user_id), CATALOG_OWNER)
+        with self._store.snapshot() as conn:
+            if sum(slots.row_count(conn, owner) for owner in owners) > QUICK_LOAD_ROWS:
+                return False
+            for owner in owners:
+                self._index.get(conn, owner)
+        return True
+
+    def _owners(self, plan: RecallPlan) -> list[str]:
+        owners = [plan.user_id]
+        if MemoryType.CATALOG in plan.memory_types:
+            owners.append(CATALOG_OWNER)
+        return owners
+
+    def _bm25(self, plan: RecallPlan, visible: list[OwnerRows]) -> list[tuple[str, float]]:
+        """BM25 over the visible owners' postings (``postings.py``), best first; ties go to
+        the earlier owner (the user before the catalog), then the older row."""
+        words = query_words(plan.lexical_text, detect_language(plan.query))
+        scored = bm25([owner.index.postings for owner in visible], words)
+        found: list[tuple[float, int, int, str]] = []
+        for place, (owner, (scores, matched)) in enumerate(zip(visible, scored, strict=True)):
+            for row in top_rows(scores, owner.allowed & matched, plan.window):
+                found.append((-float(scores[row]), place, int(row), owner.index.ids[row]))
+        found.sort()
+        return [(memory_id, -score) for score, _, _, memory_id in found[: plan.window]]
+
+    def _load(self, conn: sqlite3.Connection, visible: list[OwnerRows], ids: list[str]) -> dict[str, Memory]:
+        """The memories of ``ids`` (each a row of one of ``visible``), decoded once per change."""
+        out: dict[str, Memory] = {}
+        for owner in visible:
+            mine = [i for i in ids if i in owner.index.index]
+            out |= self._memories.get(owner.owner, owner.stamp, mine)
+            missing = [i for i in mine if i not in out]
+            if missing:
+                found = store.read_memories(conn, owner.owner, missing)
+                self._memories.put(owner.owner, owner.stamp, found)
+                out |= {m.id: m for m in found}
+        return out
+
+    def close(self) -> None:
+        self._query_vectors.shutdown()
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRows:
+    """One owner's rows as a recall sees them: its cached vectors, and which rows may return."""
+
+    owner: str
+    index: OwnerIndex
+    allowed: np.ndarray
+    searched: np.ndarray  # per row: has it a vector in a space the query was embedded in?
+    stamp: Stamp  # what the owner's rows were when the snapshot began (``memory_cache.py``)
+
+
+def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int) -> list[tuple[str, float]]:
+    hits = [
+        (owner.index.ids[row], float(cosines[row]))
+        for owner, cosines in zip(visible, scores, strict=True)
+        for row in top_rows(cosines, owner.allowed & owner.searched, window)
+    ]
+    hits.sort(key=lambda h: -h[1])
+    return hits[:window]
+
+
+def _for_relevance(cosine: float | None, stretch: float, background: float | None) -> float | None:
+    """None where relevance reads the cosine as it is (MiniLM's rows: exactly as before)."""
+    if cosine is None or stretch == 1.0 or background is None:
+        return None
+    return for_relevance(cosine, stretch, background)
+
+
+def _dense_of(
+    visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str
+) -> tuple[float | None, int | None, bool]:
+    """The memory's cosine on one scale (None if the query was not embedded in its space), the
+    space it came from, and whether it is still without vectors (only its words could find it)."""
+    for owner, cosines in zip(visible, scores, strict=True):
+        row = owner.index.index.get(memory_id)
+        if row is not None:
+            pending_vector = not owner.index.vectors.has_vectors(row)
+            if not owner.searched[row]:
+                return None, None, pending_vector
+            return float(cosines[row]), int(owner.index.vectors.spaces[row]), pending_vector
+    return None, None, False
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceQuery:
+    """A query embedded in one vector space, and where that space's cosines of unrelated
+    pairs sit (``inference.embedder.cosine_background``)."""
+
+    vector: np.ndarray
+    background: tuple[float, float]
+
+
+def searchable(vectors: RowVectors, queries: Mapping[int, SpaceQuery]) -> np.ndarray:
+    """Per row: has it a vector in a space the query was embedded in?"""
+    return vectors.ready & np.isin(vectors.spaces, list(queries))
+
+
+def similarities(vectors: RowVectors, queries: Mapping[int, SpaceQuery], threads: int) -> np.ndarray:
+    """Per cached row, the cosine of the (unit) query with its best passage, the query being
+    embedded in the row's own space, as float32 (0 for a row that ``searchable`` rules out:
+    pending, or of a space the query was not embedded in). ``on_one_scale`` then makes the
+    cosines of different spaces comparable."""
+    out = np.zeros(vectors.size, dtype=np.float32)
+    if not vectors.size:
+        return out
+    spaces = vectors.spaces
+    single_space = len(queries) == 1
+    for code, query in queries.items():
+        mine = None if single_space else spaces == code
+        query16 = np.asarray(query.vector, dtype=CACHED_DTYPE)[None, :]
+        scores = _dot(query16, vectors.matrix, threads)
+        if vectors.extra_size:
+            rows, extra = vectors.extra_rows, _dot(query16, vectors.extra, threads)
+            live = rows >= 0
+            np.maximum.at(scores, rows[live], extra[live])
+        if mine is None:
+            out = scores
+        else:
+            out[mine] = scores[mine]
+    return out
+
+
+def _dot(query16: np.ndarray, matrix: np.ndarray, threads: int) -> np.ndarray:
+    # Threads pay off only on big matrices: on a busy 2-core machine a 2-thread scan of 10k
+    # rows took 38 ms against 2.9 ms on one thread (their start-up waits for a free core).
+    threads = threads if len(matrix) >= PARALLEL_SCAN_ROWS else 1
+    scores = simsimd.cdist(query16, matrix, metric="dot", out_dtype="float32", threads=threads)
+    return np.asarray(scores).reshape(-1)
+
+
+def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray:
+    """Indices of the ``window`` best-scoring allowed rows, best first; ties go to the lower row
+    (the older memory), also at the cut-off, so the result never depends on the sort's luck."""
+    candidates = np.flatnonzero(allowed)  # ascending rows
+    negated = -scores[candidates]
+    if candidates.size > window:
+        cutoff = np.partition(negated, window - 1)[window - 1]
+        better = negated < cutoff
+        tied = np.flatnonzero(negated == cutoff)[: window - int(better.sum())]
+        keep = np.concatenate([np.flatnonzero(better), tied])
+        candidates, negated = candidates[keep], negated[keep]
+    return candidates[np.lexsort((candidates, negated))]
