@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from ..engines.embedded.engine import EmbeddedEngine
-from ..engines.embedded.passages import passages
 from ..inference.embedder import Embedder, ModelChoice, default_models
 from ..log import get_logger
 from . import corpus
@@ -80,9 +79,9 @@ def store_models(embedder: Embedder) -> Embedder | ModelChoice:
 def memory_vectors(
     embedder: Embedder, texts: list[str], cache_dir: Path | None
 ) -> tuple[list[np.ndarray], bool]:
-    """Per text, its passages' vectors (``passages.py``); the cache is keyed by passage text."""
+    """Per text, its passages' vectors (``Embedder.passages``); the cache is keyed by passage text."""
     distinct = list(dict.fromkeys(texts))
-    pieces = {text: passages(embedder, text) for text in distinct}
+    pieces = {text: embedder.passages(text) for text in distinct}
     flat = [p for text in distinct for p in pieces[text]]
     pooled, embedded = _pool_vectors(embedder, flat, cache_dir)
     by_text, start = {}, 0

@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(__doc__, err=True)
         return 2
     from ..config import load_settings
-    from ..inference.embedder import cosine_background, embed_one, on_reference_scale, open_models
+    from ..domain.similarity import on_reference_scale
+    from ..inference.embedder import embed_one, open_models
 
     config = args[args.index("--config") + 1] if "--config" in args else None
     settings = load_settings(config)
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         """As recall reports it: in the stored text's space, on MiniLM's scale."""
         embedder = models.embedder(models.model_for(old))
         raw = embed_one(embedder, new) @ embed_one(embedder, old)
-        return float(on_reference_scale(raw, cosine_background(embedder)))
+        return float(on_reference_scale(raw, embedder.cosine_background))
 
     pairs = read_pairs(Path(args[0]))
     rows = sweep(pairs, cosine, default_thresholds())

@@ -29,7 +29,7 @@ CALIBRATED_DUPLICATE_SIMILARITY: dict[str, float] = {
     # MiniLM with float products had 0.91 (5 of 30 duplicates caught); the integer-product
     # run moves one distinct pair to 0.91-0.92, so 0.92 (3 caught).
     MINILM_MODEL_ID: 0.92,
-    # Engines report e5's cosines on MiniLM's scale (inference.embedder.cosine_background), where
+    # Engines report e5's cosines on MiniLM's scale (domain.similarity), where
     # the same calibration gives 0.84 (10 of 30 duplicates caught, against MiniLM's 5).
     E5_MODEL_ID: 0.84,
     # The calibration pairs are English, so embedded by MiniLM under per-language.

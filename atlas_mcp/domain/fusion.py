@@ -29,7 +29,7 @@ class Candidate:
     dense_rank: int | None = None
     bm25_score: float | None = None
     dense_similarity: float | None = None
-    # The cosine as relevance calibration reads it (``inference.embedder.for_relevance``);
+    # The cosine as relevance calibration reads it (``similarity.for_relevance``);
     # None: ``dense_similarity`` as it is.
     relevance_similarity: float | None = None
     rerank_score: float | None = None

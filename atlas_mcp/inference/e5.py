@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import ConfigurationError
 from ..files import replaced, sha256_of
 from ..log import get_logger
+from .base import Embedder
 from .quantized import model_cache_dir
 from .runtime import release_free_heap
 
@@ -252,7 +253,7 @@ class _Window:
     ids: list[int]  # bos, content, eos
 
 
-class E5:
+class E5(Embedder):
     """multilingual-e5-small (MIT), 4-bit, on onnxruntime: ~100 languages.
 
     e5 is asymmetric: stored texts are embedded as ``passage: …`` and queries as ``query: …``.
@@ -260,15 +261,11 @@ class E5:
 
     model_id = MODEL_ID
     dimensions = 384
-    # e5's cosines crowd into a narrow high band (see embedder.REFERENCE_BACKGROUND); mapped
-    # onto MiniLM's scale by this, e5's English gold pairs land at 0.21, next to MiniLM's 0.23.
+    # e5's cosines crowd into a narrow high band (``domain.similarity``): measured on MADial's
+    # English dev pairs; docs/performance.md, "Constants measured".
     cosine_background = (0.754, 0.027)
-    # Matched at the background, e5 still crowds related pairs: the household scenarios' gold
-    # pairs sit 3.1 background spreads above it in English (MiniLM: 5.9) and ~3.5 in de/es/fr/ja,
-    # so calibrated relevance put right answers in other languages at 0.01-0.05, under the
-    # floor. Relevance (never ranking) reads e5's cosines stretched by this, away from the
-    # query's own background (``for_relevance``). The most that keeps no-answer questions under
-    # the floor as often as English does: docs/multilingual.md has the sweep.
+    # Relevance (never ranking) reads e5's cosines stretched by this: matched at the background,
+    # e5 still crowds related pairs (docs/multilingual.md has the sweep).
     relatedness_stretch = 2.5
 
     def __init__(self, model_path: Path, threads: int = 2, cache_dir: Path | None = None) -> None:

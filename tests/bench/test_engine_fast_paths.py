@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from atlas_mcp.bench import corpus
+from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import IndexCache
 from atlas_mcp.engines.embedded.search import SpaceQuery, similarities
-from atlas_mcp.inference.embedder import REFERENCE_BACKGROUND, default_embedder
+from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
 
 USER = corpus.tenant_id(0)

@@ -20,7 +20,7 @@ import pytest
 from atlas_mcp.engines.embedded import pending
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.passages import embed_memories, from_blob
-from atlas_mcp.inference.embedder import MINILM_MODEL_ID, default_embedder
+from atlas_mcp.inference.embedder import MINILM_MODEL_ID, Embedder, default_embedder
 from atlas_mcp.service import MemoryService
 
 USER = "sarah"
@@ -29,7 +29,7 @@ DENSE_ONLY = "What is the name of the puppy?"
 GATE_TIMEOUT_S = 60.0
 
 
-class GatedEmbedder:
+class GatedEmbedder(Embedder):
     """The real model behind a gate: ``embed_batch`` waits until the gate opens (or fails)."""
 
     def __init__(self, fail: bool = False) -> None:

@@ -11,18 +11,16 @@ import pytest
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.errors import ConfigurationError
 from atlas_mcp.files import sha256_of
-from atlas_mcp.inference.embedder import MINILM_MODEL_ID, OnnxMiniLM, default_embedder
+from atlas_mcp.inference.embedder import MINILM_MODEL_ID, Embedder, OnnxMiniLM, default_embedder
 from atlas_mcp.service import MemoryService
 
 
-class OtherModel:
+class OtherModel(Embedder):
     model_id = "some-other-model"
     dimensions = 384
 
     def embed_batch(self, texts):
         return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
-
-    embed_queries = embed_batch
 
 
 def test_store_is_wal_and_survives_reopen(tmp_path: Path):

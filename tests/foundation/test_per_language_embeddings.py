@@ -16,17 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND, on_one_scale
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.engines.embedded.index import OwnerIndex
 from atlas_mcp.engines.embedded.reindex import reindex
-from atlas_mcp.engines.embedded.search import SpaceQuery
-from atlas_mcp.engines.embedded.vectors import on_one_scale
 from atlas_mcp.errors import ConfigurationError
 from atlas_mcp.inference.embedder import (
     E5_MODEL_ID,
     MINILM_MODEL_ID,
     PER_LANGUAGE_ID,
-    REFERENCE_BACKGROUND,
     Embedder,
     PerLanguage,
     default_embedder,
@@ -107,13 +104,20 @@ def test_a_chinese_question_finds_chinese_and_english_memories(household, query,
     assert service.recall("wang", query, min_relevance=0.0)[0].memory.id == ids[key]
 
 
-class CountingQueries:
+class CountingQueries(Embedder):
     """Counts the queries one real model embeds (it still embeds them)."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.model_id, self.dimensions = embedder.model_id, embedder.dimensions
+        self.cosine_background, self.relatedness_stretch = (
+            embedder.cosine_background,
+            embedder.relatedness_stretch,
+        )
         self._embedder = embedder
         self.queries = 0
+
+    def passages(self, text):
+        return self._embedder.passages(text)
 
     def embed_batch(self, texts):
         return self._embedder.embed_batch(texts)
@@ -288,18 +292,12 @@ def test_reindex_moves_a_store_to_per_language_at_once(tmp_path: Path):
 
 def test_one_space_keeps_minilm_cosines_and_two_spaces_meet_on_its_scale():
     minilm, e5 = 0, 1
-    index = OwnerIndex(384, capacity=4)
-    index.fill(
-        [(1, "a", "semantic", 0), (2, "b", "semantic", 0), (3, "c", "semantic", 0), (4, "d", "semantic", 0)]
-    )
-    vectors = index.vectors
-    vectors.put(range(4), np.eye(4, 384, dtype=np.float32), np.array([minilm, minilm, e5, e5]))
+    spaces = [np.array([minilm, minilm, e5, e5])]
     cosines = [np.array([0.5, 0.1, 0.88, 0.85], dtype=np.float32)]
-    owners = [(vectors, vectors.ready)]
-    one = {minilm: SpaceQuery(np.zeros(384), REFERENCE_BACKGROUND)}
-    assert on_one_scale(cosines, owners, one)[0] is cosines[0]  # English-only recall: unchanged
-    both = one | {e5: SpaceQuery(np.zeros(384), (0.754, 0.027))}
-    scaled = on_one_scale(cosines, owners, both)[0]
+    one = {minilm: REFERENCE_BACKGROUND}
+    assert on_one_scale(cosines, spaces, one)[0] is cosines[0]  # English-only recall: unchanged
+    both = one | {e5: (0.754, 0.027)}
+    scaled = on_one_scale(cosines, spaces, both)[0]
     # Each space keeps its order, and e5's narrow high band no longer outranks MiniLM wholesale.
     assert scaled[0] > scaled[1] and scaled[2] > scaled[3]
     assert scaled[2] < 1.0 and scaled[0] > scaled[3]

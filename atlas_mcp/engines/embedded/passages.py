@@ -2,7 +2,7 @@
 
 MiniLM reads at most 256 tokens, so one vector per memory made the middle and end of a long
 note invisible to the dense branch. A long text is cut into overlapping token windows
-(``Embedder.passages`` when the embedder offers it; otherwise the whole text is one passage)
+(``Embedder.passages``: a model without a window keeps the whole text as one passage)
 and each window gets its own vector; a memory's dense similarity is its best passage's.
 The vectors are stored back to back in the ``embedding`` column, first passage first, so a
 short memory's blob is exactly what it always was, and an empty blob still means "pending".
@@ -17,14 +17,9 @@ import numpy as np
 from ...inference.embedder import Embedder, ModelChoice
 
 
-def passages(embedder: Embedder, text: str) -> list[str]:
-    split = getattr(embedder, "passages", None)
-    return split(text) if split is not None else [text]
-
-
 def embed_memories(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray]:
     """Per text, a float32 array (passages, dimensions); one batched model call for them all."""
-    pieces = [passages(embedder, text) for text in texts]
+    pieces = [embedder.passages(text) for text in texts]
     flat = embedder.embed_batch([p for text_pieces in pieces for p in text_pieces])
     out, start = [], 0
     for text_pieces in pieces:

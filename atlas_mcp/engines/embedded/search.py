@@ -21,13 +21,8 @@ import simsimd
 from ...domain.fusion import reciprocal_rank_fusion
 from ...domain.lexical import detect_language
 from ...domain.model import Memory, MemoryType
-from ...inference.embedder import (
-    ModelChoice,
-    cosine_background,
-    embed_query,
-    for_relevance,
-    relatedness_stretch,
-)
+from ...domain.similarity import on_one_scale, query_backgrounds, relevance_cosine
+from ...inference.embedder import ModelChoice, embed_query
 from ..base import Candidate, RecallPlan
 from . import slots, store, versions
 from .index import IndexCache, OwnerIndex
@@ -37,7 +32,7 @@ from .postings import bm25, query_words
 from .slots import CATALOG_OWNER, owner_key
 from .snapshots import SNAPSHOT_MIN_ROWS
 from .store import Store
-from .vectors import CACHED_DTYPE, RowVectors, on_one_scale, query_backgrounds
+from .vectors import CACHED_DTYPE, RowVectors
 from .versions import Stamp
 
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
@@ -92,7 +87,8 @@ class Search:
             queries = self._space_queries(plan.query, self._spaces_of([v.index for v in visible]), queries)
             visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
             cosines = [similarities(v.index.vectors, queries, self.threads) for v in visible]
-            scores = on_one_scale(cosines, [(v.index.vectors, v.searched) for v in visible], queries)
+            spaces = [np.where(v.searched, v.index.vectors.spaces, -1) for v in visible]
+            scores = on_one_scale(cosines, spaces, {code: q.background for code, q in queries.items()})
             dense = _merge_dense(visible, scores, plan.window)
             fused = reciprocal_rank_fusion(
                 [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
@@ -100,10 +96,10 @@ class Search:
             memories = self._load(conn, visible, [f.id for f in fused])
         bm25_scores = dict(lexical)
         stretch = {
-            code: relatedness_stretch(self.models.embedder(self._index.spaces[code])) for code in queries
+            code: self.models.embedder(self._index.spaces[code]).relatedness_stretch for code in queries
         }
         stretched = [code for code, factor in stretch.items() if factor != 1.0]
-        background = query_backgrounds(scores, [(v.index.vectors, v.searched) for v in visible], stretched)
+        background = query_backgrounds(scores, spaces, stretched)
         out = []
         for f in fused:
             if f.id not in memories:
@@ -117,7 +113,9 @@ class Search:
                     dense_rank=f.ranks[1],
                     bm25_score=bm25_scores.get(f.id),
                     dense_similarity=cosine,
-                    relevance_similarity=_for_relevance(cosine, stretch.get(code, 1.0), background.get(code)),
+                    relevance_similarity=relevance_cosine(
+                        cosine, stretch.get(code, 1.0), background.get(code)
+                    ),
                     embedding_pending=pending_vector,
                 )
             )
@@ -149,7 +147,7 @@ class Search:
 
     def _space_query(self, query: str, code: int) -> SpaceQuery:
         embedder = self.models.embedder(self._index.spaces[code])
-        return SpaceQuery(embed_query(embedder, query), cosine_background(embedder))
+        return SpaceQuery(embed_query(embedder, query), embedder.cosine_background)
 
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
@@ -240,13 +238,6 @@ def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int
     return hits[:window]
 
 
-def _for_relevance(cosine: float | None, stretch: float, background: float | None) -> float | None:
-    """None where relevance reads the cosine as it is (MiniLM's rows: exactly as before)."""
-    if cosine is None or stretch == 1.0 or background is None:
-        return None
-    return for_relevance(cosine, stretch, background)
-
-
 def _dense_of(
     visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str
 ) -> tuple[float | None, int | None, bool]:
@@ -265,7 +256,7 @@ def _dense_of(
 @dataclass(frozen=True, slots=True)
 class SpaceQuery:
     """A query embedded in one vector space, and where that space's cosines of unrelated
-    pairs sit (``inference.embedder.cosine_background``)."""
+    pairs sit (``Embedder.cosine_background``)."""
 
     vector: np.ndarray
     background: tuple[float, float]

@@ -13,21 +13,15 @@ row in that row's own space only, so two spaces are never compared with each oth
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...inference.embedder import REFERENCE_BACKGROUND, on_reference_scale
 from .passages import from_blob
-
-if TYPE_CHECKING:
-    from .search import SpaceQuery
 
 HEADROOM_ROWS = 1_024  # appends before the arrays must grow
 CACHED_DTYPE = np.float16
 PRINT_FLOATS = 4  # the leading float32s of a stored embedding that fingerprint it
-PARALLEL_SCAN_ROWS = 50_000
 
 
 def grown_capacity(size: int) -> int:
@@ -194,62 +188,3 @@ class RowVectors:
             for old_row, positions in old._extras_of.items():
                 if old_row < old.size and moved[old_row] >= 0:
                     self._add_extras(int(moved[old_row]), old._extra[positions])
-
-
-# How many rows the measured background of a model counts for against the rows of one recall
-# when that recall spans two spaces: a space holding few of the rows leans on the measurement.
-# On a bilingual MADial store (each user's memories half English, half Chinese; R@10 of the
-# English / Chinese questions): fixed mapping 0.574 / 0.303, 20 rows 0.571 / 0.323, 10 rows
-# 0.573 / 0.339, 5 rows 0.575 / 0.354, 2 rows 0.565 / 0.359 (e5 alone 0.534 / 0.319).
-BACKGROUND_PRIOR_ROWS = 5
-
-
-def on_one_scale(
-    cosines: Sequence[np.ndarray],
-    owners: Sequence[tuple[RowVectors, np.ndarray]],
-    queries: Mapping[int, SpaceQuery],
-) -> list[np.ndarray]:
-    """Every row's cosine on MiniLM's scale (``REFERENCE_BACKGROUND``), per owner.
-
-    A recall in one space maps it by the model's measured background (MiniLM: unchanged, so
-    English-only recall is exactly what it was). A recall spanning two spaces standardises
-    each against this query's own cosines over that space's rows (``owners``: each owner's
-    vectors and its searched rows), shrunk towards the measured background: e5's unrelated
-    pairs sit near 0.75 for English but 0.85 for Chinese, so one fixed mapping would rank
-    every Chinese memory above every English one for a Chinese question.
-    """
-    if len(queries) == 1:
-        ((code, query),) = queries.items()
-        if query.background == REFERENCE_BACKGROUND:
-            return list(cosines)
-        return [on_reference_scale(c, query.background) for c in cosines]
-    out = [c.copy() for c in cosines]
-    for code, query in queries.items():
-        rows = [(vectors.spaces == code) & searched for vectors, searched in owners]
-        pooled = np.concatenate([c[mine] for c, mine in zip(cosines, rows, strict=True)]).astype(np.float64)
-        prior_mean, prior_spread = query.background
-        weight = len(pooled) + BACKGROUND_PRIOR_ROWS
-        mean = (pooled.sum() + BACKGROUND_PRIOR_ROWS * prior_mean) / weight
-        spread = np.sqrt((((pooled - mean) ** 2).sum() + BACKGROUND_PRIOR_ROWS * prior_spread**2) / weight)
-        for target, c, mine in zip(out, cosines, rows, strict=True):
-            target[mine] = on_reference_scale(c[mine], (mean, float(spread)))
-    return out
-
-
-def query_backgrounds(
-    scores: Sequence[np.ndarray], owners: Sequence[tuple[RowVectors, np.ndarray]], codes: Iterable[int]
-) -> dict[int, float]:
-    """Per vector space, the mean on-scale cosine of this query with the rows searched in it,
-    shrunk towards the reference background (a few rows say little): where its unrelated
-    pairs sit for this query."""
-    out = {}
-    for code in codes:
-        pooled = np.concatenate(
-            [
-                s[(vectors.spaces == code) & searched]
-                for s, (vectors, searched) in zip(scores, owners, strict=True)
-            ]
-        ).astype(np.float64)
-        prior = REFERENCE_BACKGROUND[0] * BACKGROUND_PRIOR_ROWS
-        out[code] = float((pooled.sum() + prior) / (len(pooled) + BACKGROUND_PRIOR_ROWS))
-    return out
