@@ -6,7 +6,7 @@ asks the cluster's ``rrf`` retriever for the same arithmetic with the same const
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from .model import Memory
@@ -72,6 +72,34 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rank_constant: int
         order.append((score, best, doc_id, rs))
     order.sort()
     return [Fused(doc_id, -score, tuple(rs)) for score, _, doc_id, rs in order[:window]]
+
+
+def candidates_from_fused(
+    fused: Sequence[Fused],
+    memories: Mapping[str, Memory],
+    bm25_scores: Mapping[str, float],
+    dense_similarities: Mapping[str, float],
+    relevance_similarities: Mapping[str, float] | None = None,
+    pending: Collection[str] = (),
+) -> list[Candidate]:
+    """The fused lists' ids as candidates, in fused order, each with its branches' evidence
+    (the BM25 branch first, the dense branch second); an id without a memory (forgotten
+    between the search and the load) is left out."""
+    relevance = relevance_similarities or {}
+    return [
+        Candidate(
+            memory=memories[f.id],
+            rrf_score=f.score,
+            bm25_rank=f.ranks[0],
+            dense_rank=f.ranks[1],
+            bm25_score=bm25_scores.get(f.id),
+            dense_similarity=dense_similarities.get(f.id),
+            relevance_similarity=relevance.get(f.id),
+            embedding_pending=f.id in pending,
+        )
+        for f in fused
+        if f.id in memories
+    ]
 
 
 def max_rrf_score(branches: int, rank_constant: int) -> float:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import ElasticsearchSettings, Settings
-from ...domain.fusion import reciprocal_rank_fusion
+from ...domain.fusion import candidates_from_fused, reciprocal_rank_fusion
 from ...domain.model import Memory, MemoryType, iso, utcnow
 from ...domain.scoring import ScoringPolicy
 from ...domain.supersession import changed_meanwhile
@@ -425,17 +425,12 @@ class ElasticsearchEngine:
         fused = reciprocal_rank_fusion([list(lexical), list(dense)], plan.rank_constant, plan.window)
         memories = {i: m for branch in (lexical, dense) for i, (m, _) in branch.items()}
         similarity = self._similarity(client)
-        return [
-            Candidate(
-                memory=memories[f.id],
-                rrf_score=f.score,
-                bm25_rank=f.ranks[0],
-                dense_rank=f.ranks[1],
-                bm25_score=lexical[f.id][1] if f.id in lexical else None,
-                dense_similarity=similarity(dense[f.id][1]) if f.id in dense else None,
-            )
-            for f in fused
-        ]
+        return candidates_from_fused(
+            fused,
+            memories,
+            {i: s for i, (_, s) in lexical.items()},
+            {i: similarity(s) for i, (_, s) in dense.items()},
+        )
 
     def _branch_hits(self, response: dict[str, Any], user_id: str) -> dict[str, tuple[Memory, float]]:
         """One branch's hits, best first: id → (memory, score)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import simsimd
 
-from ...domain.fusion import reciprocal_rank_fusion
+from ...domain.fusion import Fused, candidates_from_fused, reciprocal_rank_fusion
 from ...domain.lexical import detect_language
 from ...domain.model import Memory, MemoryType
 from ...domain.similarity import on_one_scale, query_backgrounds, relevance_cosine
@@ -94,32 +94,35 @@ class Search:
                 [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
             )
             memories = self._load(conn, visible, [f.id for f in fused])
-        bm25_scores = dict(lexical)
+        return self._candidates(fused, memories, dict(lexical), visible, scores, spaces, queries)
+
+    def _candidates(
+        self,
+        fused: list[Fused],
+        memories: dict[str, Memory],
+        bm25_scores: dict[str, float],
+        visible: list[OwnerRows],
+        scores: list[np.ndarray],
+        spaces: list[np.ndarray],
+        queries: Mapping[int, SpaceQuery],
+    ) -> list[Candidate]:
+        """The fused candidates with their dense evidence: each cosine on one scale, the cosine
+        relevance reads where a model's differs (``domain.similarity.relevance_cosine``), and
+        which rows are still without vectors."""
         stretch = {
             code: self.models.embedder(self._index.spaces[code]).relatedness_stretch for code in queries
         }
         stretched = [code for code, factor in stretch.items() if factor != 1.0]
         background = query_backgrounds(scores, spaces, stretched)
-        out = []
-        for f in fused:
-            if f.id not in memories:
-                continue
-            cosine, code, pending_vector = _dense_of(visible, scores, f.id)
-            out.append(
-                Candidate(
-                    memory=memories[f.id],
-                    rrf_score=f.score,
-                    bm25_rank=f.ranks[0],
-                    dense_rank=f.ranks[1],
-                    bm25_score=bm25_scores.get(f.id),
-                    dense_similarity=cosine,
-                    relevance_similarity=relevance_cosine(
-                        cosine, stretch.get(code, 1.0), background.get(code)
-                    ),
-                    embedding_pending=pending_vector,
-                )
-            )
-        return out
+        dense = {f.id: _dense_of(visible, scores, f.id) for f in fused if f.id in memories}
+        similarity = {i: cosine for i, (cosine, _, _) in dense.items() if cosine is not None}
+        relevance = {
+            i: found
+            for i, (cosine, code, _) in dense.items()
+            if (found := relevance_cosine(cosine, stretch.get(code, 1.0), background.get(code))) is not None
+        }
+        pending = {i for i, (_, _, pending_vector) in dense.items() if pending_vector}
+        return candidates_from_fused(fused, memories, bm25_scores, similarity, relevance, pending)
 
     def _spaces_of(self, owners: list[OwnerIndex]) -> set[int]:
         """The vector spaces (codes) of the owners' rows this process can embed a query in."""
