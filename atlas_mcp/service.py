@@ -486,15 +486,11 @@ class MemoryService:
 
     def warm(self, user_id: str) -> None:
         """Pay an engine's start-up costs (model session, vector caches) before the first recall."""
-        warm = getattr(self._engine, "warm", None)  # only engines with start-up costs offer it
-        if warm is not None:
-            warm(user_id)
+        self._engine.warm(user_id)
 
     def warm_rows(self, user_id: str) -> None:
         """The part of ``warm`` that is quick and holds the interpreter: a small store's caches."""
-        warm_rows = getattr(self._engine, "warm_rows", None)
-        if warm_rows is not None:
-            warm_rows(user_id)
+        self._engine.warm_rows(user_id)
 
     def export_memories(
         self, out: TextIO, users: Iterable[str | None], progress: portability.Progress = portability.ignore

@@ -17,7 +17,7 @@ import anyio
 import numpy as np
 
 from .. import __version__
-from ..engines.embedded.engine import EmbeddedEngine
+from ..engines.embedded.maintenance import EmbeddedEngine, synchronous, write_many
 from ..inference.embedder import Embedder
 from ..log import get_logger
 from . import bursts, corpus, measure, realtext
@@ -196,10 +196,10 @@ def commit_cost(path: Path, embedder: Embedder) -> dict[str, dict[str, float]]:
     try:
         for mode, chunk in (("FULL", slice(0, COMMIT_SAMPLES)), ("NORMAL", slice(COMMIT_SAMPLES, None))):
             seconds = []
-            with engine.synchronous(mode):
+            with synchronous(engine, mode):
                 for memory, vector in zip(memories[chunk], vectors[chunk], strict=True):
                     started = time.perf_counter()
-                    engine.write_many([memory], vector[None, :])
+                    write_many(engine, [memory], vector[None, :])
                     seconds.append(time.perf_counter() - started)
             out[f"synchronous_{mode.lower()}"] = measure.Latency.of(seconds).as_dict()
     finally:

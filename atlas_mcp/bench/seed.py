@@ -3,7 +3,7 @@
 Loading 100,000 memories one tool call at a time would take longer than the benchmark itself
 (each write embeds one text). Seeding embeds the distinct texts once, in length-sorted batches,
 keeps those vectors in a cache file (so a rerun costs only the SQLite inserts), and loads each
-tenant with ``EmbeddedEngine.write_many``. The measurements then go through a real MCP client.
+tenant with ``maintenance.write_many``. The measurements then go through a real MCP client.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines.embedded.engine import EmbeddedEngine
+from ..engines.embedded.maintenance import EmbeddedEngine, write_many
 from ..inference.embedder import Embedder, ModelChoice, default_models
 from ..log import get_logger
 from . import corpus
@@ -59,7 +59,7 @@ def seed_store(
             memories = corpus.tenant_memories(tenant, items)
             for start in range(0, len(memories), LOAD_BATCH):
                 end = start + LOAD_BATCH
-                engine.write_many(memories[start:end], vectors[start:end])
+                write_many(engine, memories[start:end], vectors[start:end])
     finally:
         engine.close()
     load_seconds = time.perf_counter() - started

@@ -18,7 +18,7 @@ def reindex(config_file: str | None) -> None:
         raise ConfigurationError("reindex applies to the embedded engine; Elasticsearch embeds server-side")
     if not settings.database_path.exists():
         raise ConfigurationError(f"no store at {settings.database_path}")
-    from ..engines.embedded.reindex import reindex as run_reindex
+    from ..engines.embedded.maintenance import reindex as run_reindex
 
     models = open_models(settings.embedding.model, settings.embedding.threads)
 

@@ -83,10 +83,31 @@ class StoreStats:
 
 @runtime_checkable
 class Engine(Protocol):
+    """What the service asks of a storage engine. An engine subclasses this (its ``warm`` and
+    ``warm_rows`` default to doing nothing) and passes ``tests/contract``.
+
+    Beyond each method's own words, every engine keeps these obligations:
+
+    - **Supersession is conditional.** ``write(memory, supersede=ids)`` marks each target only
+      if it is still the caller's live memory of the same type, in the same atomic step as the
+      insert; if another writer superseded or removed one in between, nothing is written and
+      ``domain.supersession.changed_meanwhile`` is raised (a ``Conflict`` the caller can retry).
+    - **Memories may arrive already superseded.** ``import`` restores a store's history:
+      ``write`` stores ``superseded_by`` as given, and the next recall, in this process too,
+      hides such a memory unless ``include_superseded``.
+    - **Candidates speak one scale.** ``Candidate.dense_similarity`` is a cosine on MiniLM's
+      scale, on which relevance calibration was fitted: an engine whose model or service
+      reports another scale converts (``domain.similarity``; Elasticsearch's ``(1 + cos) / 2``
+      back to a cosine). ``rrf_score`` is None exactly when ``info.reranks_server_side``, and
+      ties break deterministically (the fused order: ``domain.fusion``; within a branch, the
+      older memory first).
+    """
+
     info: EngineInfo
 
     def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
-        """Store ``memory``; atomically mark each id in ``supersede`` as superseded by it."""
+        """Store ``memory``; atomically mark each id in ``supersede`` as superseded by it
+        (conditionally: see the class docstring)."""
 
     def get(self, user_id: str, ids: Sequence[str], *, include_catalog: bool = False) -> list[Memory]:
         """The caller's memories among ``ids`` (catalog entries too if asked); unknown ids skipped."""
@@ -114,5 +135,15 @@ class Engine(Protocol):
 
     def stats(self) -> StoreStats:
         """Memory counts per owner and type (superseded ones included) and the store's size."""
+
+    def warm(self, user_id: str) -> None:
+        """Pay the start-up costs of ``user_id``'s first recall now (model sessions, caches),
+        from a background thread while the server starts."""
+        return
+
+    def warm_rows(self, user_id: str) -> bool:
+        """The part of ``warm`` that is quick enough to run before the server answers anything
+        (a small store's caches); whether it did all of it."""
+        return True
 
     def close(self) -> None: ...

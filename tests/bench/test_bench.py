@@ -18,6 +18,7 @@ from atlas_mcp.bench.seed import memory_vectors
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.maintenance import write_many
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
 
@@ -59,9 +60,9 @@ def test_write_many_matches_one_by_one_writes(tmp_path):
     bulk = EmbeddedEngine(tmp_path / "bulk.db", embedder)
     single = EmbeddedEngine(tmp_path / "single.db", embedder)
     try:
-        bulk.write_many(memories[:30])
+        write_many(bulk, memories[:30])
         vectors, _ = memory_vectors(embedder, [m.search_text() for m in memories[30:]], None)
-        bulk.write_many(memories[30:], vectors)
+        write_many(bulk, memories[30:], vectors)
         for memory in memories:
             single.write(memory)
         user = corpus.tenant_id(0)

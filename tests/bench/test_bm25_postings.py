@@ -24,6 +24,7 @@ from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.base import ListQuery, RecallPlan
 from atlas_mcp.engines.embedded import postings, rows, schema, snapshots
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.maintenance import lexical, write_many
 from atlas_mcp.engines.embedded.postings import STEM_MARK, STEM_WEIGHT, TERM_WEIGHT, QueryWord, query_words
 from atlas_mcp.inference.embedder import default_embedder
 
@@ -50,7 +51,7 @@ def _fts_query(text: str) -> str | None:
 
 
 def _oracle(engine: EmbeddedEngine, plan: RecallPlan) -> list[tuple[str, float]]:
-    visible = engine._store.conn.execute(
+    visible = engine.store.conn.execute(
         "SELECT rowid, id, COALESCE(user_id, ''), memory_type, superseded_by IS NOT NULL, lexical_terms, "
         "lexical_stems FROM memories WHERE user_id = ? OR (user_id IS NULL AND ?)",
         (plan.user_id, MemoryType.CATALOG in plan.memory_types),
@@ -81,7 +82,7 @@ def _same_ranking(got: list[tuple[str, float]], expected: list[tuple[str, float]
 
 def _load(engine: EmbeddedEngine, memories: list[Memory]) -> None:
     vectors = np.random.default_rng(len(memories)).standard_normal((len(memories), 384)).astype(np.float32)
-    engine.write_many(memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    write_many(engine, memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def test_postings_rank_as_fts5_over_the_visible_rows(store):
                 for superseded in (False, True):
                     for window in (5, 80):
                         plan = RecallPlan(user, query, memory_types, superseded, window, 30)
-                        _same_ranking(store.lexical(plan), _oracle(store, plan))
+                        _same_ranking(lexical(store, plan), _oracle(store, plan))
                         checked += 1
     assert checked > 500
 
@@ -133,8 +134,8 @@ def test_other_tenants_do_not_move_a_users_scores(tmp_path):
         _load(shared, corpus.tenant_memories(1, corpus.specs(14, 400)) + corpus.tenant_memories(0, items))
         for query in corpus.queries(13, 20):
             plan = RecallPlan(corpus.tenant_id(0), query, frozenset(MemoryType), False, 40, 30)
-            assert shared.lexical(plan) == alone.lexical(plan)
-            assert any(shared.lexical(plan) for query in corpus.queries(13, 20))
+            assert lexical(shared, plan) == lexical(alone, plan)
+            assert any(lexical(shared, plan) for query in corpus.queries(13, 20))
     finally:
         alone.close()
         shared.close()
@@ -149,7 +150,7 @@ def test_small_stores_count_at_least_min_counted_rows(tmp_path):
         texts = ["plumber fixed the sink", "plumber visit booked", "sink is white"]
         _load(engine, [Memory(id=f"m{i}", memory_type=MemoryType.SEMANTIC, user_id="u", text=t,
                               created_at=created) for i, t in enumerate(texts)])  # fmt: skip
-        found = dict(engine.lexical(RecallPlan("u", "plumber", frozenset(MemoryType), False, 10, 30)))
+        found = dict(lexical(engine, RecallPlan("u", "plumber", frozenset(MemoryType), False, 10, 30)))
         stop_words = {"the", "is"}  # kept among the surface words, never stemmed
         lengths = {
             f"m{i}": 2 * len(t.split()) - len(stop_words & set(t.split())) for i, t in enumerate(texts)
@@ -169,7 +170,7 @@ def test_small_stores_count_at_least_min_counted_rows(tmp_path):
 
 
 def test_each_owner_lives_in_its_own_rowid_block(store):
-    rows = store._store.conn.execute(
+    rows = store.store.conn.execute(
         "SELECT COALESCE(user_id, ''), MIN(rowid) >> ?, MAX(rowid) >> ? FROM memories GROUP BY 1",
         (schema.SLOT_BITS, schema.SLOT_BITS),
     ).fetchall()
@@ -219,8 +220,8 @@ def test_migrated_store_ranks_exactly_like_one_built_today(tmp_path, legacy_stor
                  for t in range(2) for q in corpus.queries(12, 10)
                  for kinds in (frozenset(MemoryType), frozenset({MemoryType.SEMANTIC}))
                  for superseded in (False, True)]  # fmt: skip
-        assert [migrated.lexical(p) for p in plans] == [fresh.lexical(p) for p in plans]
-        assert any(migrated.lexical(p) for p in plans)
+        assert [lexical(migrated, p) for p in plans] == [lexical(fresh, p) for p in plans]
+        assert any(lexical(migrated, p) for p in plans)
         _load(migrated, corpus.tenant_memories(5, corpus.specs(12, 3)))
         assert migrated.list(ListQuery(corpus.tenant_id(5), limit=10))
     finally:
@@ -250,7 +251,7 @@ def test_long_lived_postings_rank_as_a_fresh_load(tmp_path, monkeypatch):
         fresh = EmbeddedEngine(path, default_embedder())
         try:
             for plan in plans:
-                assert mine.lexical(plan) == fresh.lexical(plan), plan.query
+                assert lexical(mine, plan) == lexical(fresh, plan), plan.query
         finally:
             fresh.close()
 
@@ -362,7 +363,7 @@ def _ranking_without_snapshots(path, plans) -> list[list[tuple[str, float]]]:
     engine = EmbeddedEngine(path, default_embedder())
     engine._index._snapshots = None  # built from the rows, nothing read or written
     try:
-        return [engine.lexical(plan) for plan in plans]
+        return [lexical(engine, plan) for plan in plans]
     finally:
         engine.close()
 
@@ -376,7 +377,7 @@ def _fresh_ranking(path, plans, monkeypatch, *, filled: bool) -> list[list[tuple
     )
     engine = EmbeddedEngine(path, default_embedder())
     try:
-        ranked = [engine.lexical(plan) for plan in plans]
+        ranked = [lexical(engine, plan) for plan in plans]
     finally:
         engine.close()
         monkeypatch.setattr(postings.OwnerPostings, "fill", real_fill)

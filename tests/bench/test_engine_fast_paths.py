@@ -14,6 +14,7 @@ from atlas_mcp.bench import corpus
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import IndexCache
+from atlas_mcp.engines.embedded.maintenance import synchronous, write_many
 from atlas_mcp.engines.embedded.search import SpaceQuery, similarities
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
@@ -22,7 +23,7 @@ USER = corpus.tenant_id(0)
 
 
 def _fresh_cache(engine: EmbeddedEngine, owner: str):
-    return IndexCache(engine.embedder.dimensions).get(engine._store.conn, owner)
+    return IndexCache(engine.embedder.dimensions).get(engine.store.conn, owner)
 
 
 def _assert_same(cached, fresh) -> None:
@@ -44,7 +45,7 @@ def test_own_writes_update_the_cache_in_place_exactly(tmp_path):
     engine = EmbeddedEngine(tmp_path / "atlas.db", embedder)
     service = MemoryService(engine)
     try:
-        engine.write_many(corpus.tenant_memories(0, corpus.specs(5, 40)))
+        write_many(engine, corpus.tenant_memories(0, corpus.specs(5, 40)))
         service.recall(USER, "warm the cache", touch=False)
         warm = engine._index._owners[USER]
         fact = service.write(USER, "Prefers window seats on long flights.")
@@ -65,7 +66,7 @@ def test_recall_after_writes_ranks_like_a_fresh_engine(tmp_path):
     engine = EmbeddedEngine(path, embedder)
     service = MemoryService(engine)
     try:
-        engine.write_many(corpus.tenant_memories(0, corpus.specs(6, 120)))
+        write_many(engine, corpus.tenant_memories(0, corpus.specs(6, 120)))
         service.recall(USER, "warm", touch=False)
         previous = None
         for number, arguments in enumerate(corpus.new_writes(6, 12)):
@@ -114,8 +115,8 @@ def test_lookup_by_many_ids_stays_scoped_to_the_caller(tmp_path):
     try:
         items = corpus.specs(8, 100)
         mine, theirs = corpus.tenant_memories(0, items), corpus.tenant_memories(1, items)
-        engine.write_many(mine)
-        engine.write_many(theirs)
+        write_many(engine, mine)
+        write_many(engine, theirs)
         ids = [m.id for m in mine[:50]] + [m.id for m in theirs[:50]]
         found = engine.get(USER, ids, include_catalog=True)
         assert [m.id for m in found] == [m.id for m in mine[:50]]
@@ -129,8 +130,8 @@ def test_lookup_by_many_ids_stays_scoped_to_the_caller(tmp_path):
 def test_warm_loads_the_callers_and_the_catalogs_vectors(tmp_path):
     engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
     try:
-        engine.write_many(corpus.tenant_memories(0, corpus.specs(9, 20)))
-        engine.write_many(corpus.tenant_memories(1, corpus.specs(9, 20)))
+        write_many(engine, corpus.tenant_memories(0, corpus.specs(9, 20)))
+        write_many(engine, corpus.tenant_memories(1, corpus.specs(9, 20)))
         engine.warm(USER)
         assert set(engine._index._owners) == {USER, ""}
         _assert_same(engine._index._owners[USER], _fresh_cache(engine, USER))
@@ -143,8 +144,8 @@ def test_warm_rows_loads_a_small_store_at_once_and_leaves_a_large_one_to_warm(tm
     over the bound is left to the background warm-up, so `initialize` never waits on it."""
     engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
     try:
-        engine.write_many(corpus.tenant_memories(0, corpus.specs(9, 20)))
-        engine.write_many(corpus.tenant_memories(1, corpus.specs(9, 20)))
+        write_many(engine, corpus.tenant_memories(0, corpus.specs(9, 20)))
+        write_many(engine, corpus.tenant_memories(1, corpus.specs(9, 20)))
         monkeypatch.setattr("atlas_mcp.engines.embedded.search.QUICK_LOAD_ROWS", 19)
         assert engine.warm_rows(USER) is False and engine._index._owners == {}
         monkeypatch.setattr("atlas_mcp.engines.embedded.search.QUICK_LOAD_ROWS", 20)
@@ -175,13 +176,13 @@ def test_usage_statistics_skip_the_fsync_and_leave_the_store_durable(tmp_path):
     engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
     try:
         memories = corpus.tenant_memories(0, corpus.specs(10, 5))
-        engine.write_many(memories)
-        with engine.synchronous("NORMAL"):
-            assert engine._store.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+        write_many(engine, memories)
+        with synchronous(engine, "NORMAL"):
+            assert engine.store.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
         engine.touch(USER, [m.id for m in memories], memories[0].created_at)
         assert {m.use_count for m in engine.get(USER, [m.id for m in memories])} == {1}
-        assert engine._store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+        assert engine.store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
         with pytest.raises(ValueError):
-            engine.synchronous("OFF").__enter__()
+            synchronous(engine, "OFF").__enter__()
     finally:
         engine.close()

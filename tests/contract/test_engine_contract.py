@@ -112,3 +112,13 @@ def test_a_memory_written_already_superseded_stays_hidden(contract_service, cont
     assert engine.get("u1", [old.id])[0].superseded_at == then
     assert old.id not in ids(svc.recall("u1", "Brompton bike", min_relevance=0.0))
     assert old.id in ids(svc.recall("u1", "Brompton bike", min_relevance=0.0, include_superseded=True))
+
+
+def test_warming_up_changes_nothing_a_recall_returns(contract_service, contract_engine):
+    svc, engine = contract_service, contract_engine
+    written = svc.write("u1", "The user's bike is a grey Brompton")
+    before = ids(svc.recall("u1", "Brompton bike", min_relevance=0.0, touch=False))
+    engine.warm("u1")
+    assert engine.warm_rows("u1") is True  # a small store: nothing left for the background
+    engine.warm("nobody")
+    assert ids(svc.recall("u1", "Brompton bike", min_relevance=0.0, touch=False)) == before == [written.id]

@@ -293,7 +293,7 @@ def test_a_late_embedding_never_lands_on_a_forgotten_or_rewritten_row(path: Path
         engine.update(USER, memory.evolve(text="Bake sourdough bread", name="Bake sourdough bread", steps=()))
         assert _pending(path) == 0
         fresh = _stored_vectors(path, rewritten.id).copy()
-        with engine._store.transaction() as tx:  # the stalled worker wakes up after all
+        with engine.store.transaction() as tx:  # the stalled worker wakes up after all
             for row in late:
                 assert not pending.store(tx.conn, row.rowid, _expected(row.text), MINILM_MODEL_ID)
         assert np.array_equal(_stored_vectors(path, rewritten.id), fresh)

@@ -12,6 +12,7 @@ from atlas_mcp.domain.query import lexical_query
 from atlas_mcp.engines.base import RecallPlan
 from atlas_mcp.engines.embedded import schema
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.engines.embedded.maintenance import lexical
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService, RecallQuery
 
@@ -71,7 +72,7 @@ def test_word_count_is_fair_to_scripts_without_spaces():
 
 def _lexical_ids(engine: EmbeddedEngine, service: MemoryService, user: str, query: str) -> list[str]:
     plan = service.recall_plan(RecallQuery(user, query, 10, include_catalog=False))
-    return [memory_id for memory_id, _ in engine.lexical(plan)]
+    return [memory_id for memory_id, _ in lexical(engine, plan)]
 
 
 @pytest.fixture
@@ -123,6 +124,6 @@ def test_a_store_from_before_migration_7_is_analysed_on_open(tmp_path: Path, leg
     engine = EmbeddedEngine(path, default_embedder())
     try:
         plan = RecallPlan("wang", "冰箱", frozenset(MemoryType), False, 10, 30)
-        assert [i for i, _ in engine.lexical(plan)] == ["m1"]
+        assert [i for i, _ in lexical(engine, plan)] == ["m1"]
     finally:
         engine.close()

@@ -27,7 +27,7 @@ from ...domain.scoring import ScoringPolicy
 from ...domain.supersession import changed_meanwhile
 from ...errors import AtlasError, BackendUnavailable, ConfigurationError, Conflict
 from ...log import get_logger
-from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
+from ..base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
 from . import documents as docs
 from . import requests as rq
 from .keys import KeyStore
@@ -47,7 +47,7 @@ class Stored:
     version: tuple[int, int] | None
 
 
-class ElasticsearchEngine:
+class ElasticsearchEngine(Engine):
     def __init__(
         self,
         cluster: Cluster,

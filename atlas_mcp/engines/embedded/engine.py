@@ -15,22 +15,19 @@ recall never sees one half-applied.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-
-import numpy as np
 
 from ...domain.model import Memory
 from ...errors import Conflict
 from ...inference.embedder import Embedder, ModelChoice, as_choice
 from ...log import get_logger
-from ..base import Candidate, EngineInfo, ListQuery, RecallPlan, StoreStats
+from ..base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
 from . import migrations, pending, rows, schema, slots, store, versions
 from .index import IndexCache
 from .memory_cache import MemoryCache
-from .passages import as_passage_vectors, embed_by_model, to_blob
+from .passages import embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
 from .search import Search
 from .slots import CATALOG_OWNER, owner_key
@@ -41,21 +38,21 @@ from .versions import Change
 log = get_logger(__name__)
 
 
-class EmbeddedEngine:
+class EmbeddedEngine(Engine):
     def __init__(self, path: Path, embedder: Embedder | ModelChoice, threads: int = 2) -> None:
         self.path = Path(path)
         self.models = as_choice(embedder)
         self.info = EngineInfo(name="embedded", embedding_model=self.models.choice_id)
-        self._store = Store(self.path)
-        self._lock = self._store.lock
+        self.store = Store(self.path)  # ``store`` and ``search`` are public for maintenance.py
+        self._lock = self.store.lock
         self._index = IndexCache(
             self.models.dimensions, snapshots=self.path.with_name(self.path.name + "-postings")
         )
         self._memories = MemoryCache()
         self._adopt_models()
         # Never embeds anything here: rows a crash left pending are repaired in the background.
-        self._deferred = DeferredEmbeddings(self.models, self._store, self._on_stored)
-        self._search = Search(self._store, self._index, self._memories, self.models, self._deferred, threads)
+        self._deferred = DeferredEmbeddings(self.models, self.store, self._on_stored)
+        self.search = Search(self.store, self._index, self._memories, self.models, self._deferred, threads)
 
     @property
     def embedder(self) -> Embedder:
@@ -63,7 +60,7 @@ class EmbeddedEngine:
         return self.models.embedder(self.models.members[0])
 
     def _adopt_models(self) -> None:
-        with self._store.transaction() as tx:
+        with self.store.transaction() as tx:
             migrations.adopt_configured_models(tx, self.models, str(self.path))
 
     def _changed(self, tx: Transaction, owner: str, dropped: Sequence[str] = ()) -> Change:
@@ -72,9 +69,6 @@ class EmbeddedEngine:
         change = versions.record_change(tx.conn, owner)
         tx.after_commit(partial(self._memories.advance, change, tuple(dropped)))
         return change
-
-    def synchronous(self, mode: str) -> AbstractContextManager[None]:
-        return self._store.synchronous(mode)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -91,7 +85,7 @@ class EmbeddedEngine:
             "embedding": schema.PENDING_EMBEDDING,
             "embedding_model": self.models.model_for(row["search_text"]),
         }
-        with self._store.transaction() as tx:
+        with self.store.transaction() as tx:
             row = {"rowid": slots.next_rowid(tx.conn, owner)} | row
             rowid = store.insert(tx.conn, row)
             store.mark_superseded(tx.conn, memory, supersede)
@@ -122,50 +116,17 @@ class EmbeddedEngine:
     def _write_catalog(self, memory: Memory) -> None:
         ((model_id, vectors),) = embed_by_model(self.models, [memory.search_text()])
         row = rows.to_row(memory) | {"embedding": to_blob(vectors), "embedding_model": model_id}
-        with self._store.transaction() as tx:
+        with self.store.transaction() as tx:
             row = {"rowid": slots.next_rowid(tx.conn, CATALOG_OWNER)} | row
             store.upsert_catalog(tx.conn, row)
             versions.bump(tx.conn, CATALOG_OWNER)
-
-    def write_many(
-        self, memories: Sequence[Memory], vectors: np.ndarray | Sequence[np.ndarray] | None = None
-    ) -> None:
-        """Bulk-load finished memories as they are, supersession fields included (import, bench).
-
-        Embedded-only, not part of the Engine protocol: it embeds in batches (one ONNX call per
-        32 passages instead of one per memory), or takes ``vectors`` the caller already computed
-        with this engine's model (one per memory, or per memory its passages' vectors, see
-        ``passages.py``), and commits everything in one transaction. No supersession
-        rules run here: the service has already applied them to what is being loaded.
-        Given ``vectors`` must come from the engine's first model (MiniLM under per-language)
-        and are recorded as that model's.
-        """
-        if vectors is None:
-            per_memory = embed_by_model(self.models, [m.search_text() for m in memories])
-        else:
-            per_memory = [(self.models.members[0], v) for v in as_passage_vectors(vectors)]
-        if len(per_memory) != len(memories):
-            raise ValueError(f"{len(memories)} memories but {len(per_memory)} vectors")
-        stored = [
-            rows.to_row(m) | {"embedding": to_blob(v), "embedding_model": model}
-            for m, (model, v) in zip(memories, per_memory, strict=True)
-        ]
-        with self._store.transaction() as tx:
-            following: dict[str, int] = {}
-            for row in stored:
-                owner = owner_key(row["user_id"])
-                row["rowid"] = following[owner] = following.get(owner) or slots.next_rowid(tx.conn, owner)
-                following[owner] += 1
-            store.insert_many(tx.conn, stored)
-            for owner in sorted({owner_key(m.user_id) for m in memories}):
-                versions.bump(tx.conn, owner)
 
     def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         if not ids:
             return
         # Every recall touches: its fsync cost 1-4 ms a recall, for statistics that may lag a
         # power loss (a process crash loses nothing).
-        with self._store.synchronous("NORMAL"), self._store.transaction() as tx:
+        with self.store.synchronous("NORMAL"), self.store.transaction() as tx:
             store.count_uses(tx.conn, user_id, ids, at)
             change = versions.record_use(tx.conn, user_id)
             tx.after_commit(partial(self._memories.record_use, change, ids, at))
@@ -174,20 +135,20 @@ class EmbeddedEngine:
         row = rows.to_row(memory)
         sets = {k: row[k] for k in rows.MUTABLE}
         with self._lock:
-            stored = store.stored_search_text(self._store.conn, user_id, memory.id)
+            stored = store.stored_search_text(self.store.conn, user_id, memory.id)
         if stored is None:
             raise Conflict(f"memory {memory.id!r} not found for this user")
         if stored != row["search_text"]:
             ((model_id, vectors),) = embed_by_model(self.models, [row["search_text"]])
             sets |= {"embedding": to_blob(vectors), "embedding_model": model_id}
-        with self._store.transaction() as tx:
+        with self.store.transaction() as tx:
             rowid = store.update(tx.conn, user_id, memory.id, sets)
             if "embedding" in sets and rowid is not None:  # a write's deferred vector would now be stale
                 tx.conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,))
             self._changed(tx, owner_key(user_id), dropped=[memory.id])
 
     def forget(self, user_id: str, memory_id: str) -> bool:
-        with self._store.transaction() as tx:
+        with self.store.transaction() as tx:
             forgotten = store.delete(tx.conn, user_id, memory_id)
             if forgotten:
                 self._changed(tx, owner_key(user_id), dropped=[memory_id])
@@ -200,38 +161,34 @@ class EmbeddedEngine:
         if not ids:
             return []
         with self._lock:
-            return store.by_ids(self._store.conn, user_id, ids, include_catalog)
+            return store.by_ids(self.store.conn, user_id, ids, include_catalog)
 
     def list(self, query: ListQuery) -> list[Memory]:
         with self._lock:
-            return store.page(self._store.conn, query)
+            return store.page(self.store.conn, query)
 
     def get_state(self, user_id: str, key: str) -> str | None:
         with self._lock:
-            return store.get_state(self._store.conn, user_id, key)
+            return store.get_state(self.store.conn, user_id, key)
 
     def set_state(self, user_id: str, key: str, value: str | None) -> None:
-        with self._store.transaction() as tx:
+        with self.store.transaction() as tx:
             store.set_state(tx.conn, user_id, key, value)
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
-        return self._search.candidates(plan)
-
-    def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
-        """The BM25 branch alone, best first, as (id, score)."""
-        return self._search.lexical(plan)
+        return self.search.candidates(plan)
 
     def warm(self, user_id: str) -> None:
-        self._search.warm(user_id)
+        self.search.warm(user_id)
 
     def warm_rows(self, user_id: str) -> bool:
-        return self._search.warm_rows(user_id)
+        return self.search.warm_rows(user_id)
 
     def stats(self) -> StoreStats:
         with self._lock:
-            return store_stats(self._store.conn, self.path)
+            return store_stats(self.store.conn, self.path)
 
     def close(self) -> None:
         self._deferred.close()  # drains briefly; what is left stays pending for the next open
-        self._search.close()
-        self._store.close()
+        self.search.close()
+        self.store.close()
