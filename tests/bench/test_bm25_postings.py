@@ -25,7 +25,14 @@ from atlas_mcp.engines.base import ListQuery, RecallPlan
 from atlas_mcp.engines.embedded import postings, rows, schema, snapshots
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.maintenance import lexical, write_many
-from atlas_mcp.engines.embedded.postings import STEM_MARK, STEM_WEIGHT, TERM_WEIGHT, QueryWord, query_words
+from atlas_mcp.engines.embedded.words import (
+    STEM_MARK,
+    STEM_WEIGHT,
+    TERM_WEIGHT,
+    QueryWord,
+    query_words,
+    tokens,
+)
 from atlas_mcp.inference.embedder import default_embedder
 
 ORACLE_INDEX = """
@@ -310,7 +317,7 @@ def test_tokens_fold_diacritics_as_fts5_unicode61_does():
     oracle.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
     oracle.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", [(ord(c), f"q{c.lower()}q") for c in letters])
     indexed = dict(oracle.execute("SELECT doc, term FROM v"))
-    assert {ord(c): postings.tokens(f"q{c.lower()}q")[0] for c in letters} == indexed
+    assert {ord(c): tokens(f"q{c.lower()}q")[0] for c in letters} == indexed
 
 
 def test_fill_builds_the_lists_put_builds_row_by_row(monkeypatch):

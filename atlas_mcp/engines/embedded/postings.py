@@ -7,7 +7,7 @@ memories BM25 was half of every recall. Here each owner's analysed columns
 one sorted list of (row, count) per word, and a question costs one numpy pass per word.
 
 The score is FTS5's ``bm25()`` as recall used it (k1 1.2, b 0.75, IDF floored at 1e-6, a
-stem counting ``STEM_WEIGHT``, a surface word ``TERM_WEIGHT``, a row as long as its terms
+stem counting ``words.STEM_WEIGHT``, a surface word ``TERM_WEIGHT``, a row as long as its terms
 and stems), with one change: the statistics (row count, rows per word, mean length) are
 those of the rows the caller can see — their own rows and the catalog when asked — not the
 whole file's, so other tenants' memories never move a user's scores, and at least
@@ -27,91 +27,24 @@ beside the database (``snapshots.py``) and a later start restores them:
 from __future__ import annotations
 
 import math
-import sqlite3
-import zlib
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from ...domain.lexical import analyse
+from .words import STEM_MARK, QueryWord, digest, folded, row_words
 
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6  # FTS5's: a word in half the rows or more scores almost nothing
-# Matching is on stems (and CJK bigrams); the surface word adds a fifth on top, so "called"
-# ranks "is called Marek" above "call the plumber". Surface words at full weight cost LoCoMo
-# R@10 0.758 -> 0.748; stems alone 0.762, but then nothing tells "called" from "call".
-TERM_WEIGHT = 0.2
-STEM_WEIGHT = 1.0
 # Counting at least this many rows keeps IDF informative in small stores (tuned on the
 # household scenarios in five languages and the mixed suite; see docs/recall.md).
 MIN_COUNTED_ROWS = 100
-MAX_QUERY_WORDS = 64  # per column, as many as the FTS5 query took
 RECENT_ROWS_MIN = 512  # rows added or changed before the lists are rebuilt, at the least
-STEM_MARK = "\x01"  # stems share the vocabulary with surface words, told apart by this prefix
 _ROW_BITS = 32
 SNAPSHOT_FORMAT = 1  # what ``OwnerPostings.snapshot`` writes; another number is not read
 _ROW_BREAK = " \x02 "  # between rows when columns are split a block at a time (never in analysed text)
 _FILL_BLOCK = 4096  # rows split at once by ``fill``
-
-
-def _latin_folding() -> dict[int, str]:
-    """Latin letters with diacritics → their base letter, and combining marks → nothing, as
-    FTS5's ``unicode61 remove_diacritics 2`` indexed them (é → e, ő → o; ß, ø and ł kept).
-    Read from SQLite's own tokenizer, once, so the two never disagree."""
-    candidates = [chr(c) for r in ((0xC0, 0x250), (0x300, 0x370), (0x1E00, 0x1F00)) for c in range(*r)]
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='unicode61 remove_diacritics 2')")
-        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
-        conn.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", [(ord(c), f"q{c}q") for c in candidates])
-        # A separator (×, ÷) splits its row in two tokens: only one-token rows fold.
-        indexed = dict(conn.execute("SELECT doc, min(term) FROM v GROUP BY doc HAVING count(*) = 1"))
-    finally:
-        conn.close()
-    return {code: term[1:-1] for code, term in indexed.items() if term[1:-1] != chr(code)}
-
-
-_FOLDING = _latin_folding()
-
-
-def _folded(column: str) -> str:
-    return column if column.isascii() else column.translate(_FOLDING)
-
-
-def tokens(column: str) -> list[str]:
-    """The words of an analysed column as the index keeps them (diacritics folded)."""
-    return _folded(column).split()
-
-
-def digest(terms: str, stems: str) -> int:
-    """A row's words, fingerprinted the same way in every process (``hash`` is salted per
-    process), so a saved snapshot can tell which of its rows still hold."""
-    return zlib.crc32(terms.encode()) << 32 | zlib.crc32(stems.encode())
-
-
-def _row_words(terms: str, stems: str) -> tuple[list[str], int]:
-    surface, stemmed = tokens(terms), tokens(stems)
-    return surface + [STEM_MARK + w for w in stemmed], len(surface) + len(stemmed)
-
-
-@dataclass(frozen=True, slots=True)
-class QueryWord:
-    key: str  # as in the vocabulary (a stem carries ``STEM_MARK``)
-    weight: float
-
-
-def query_words(text: str, language: str | None) -> list[QueryWord]:
-    """The question's distinct surface words and stems, analysed as the rows were. A word
-    that folds onto another counts twice, as the two quoted phrases FTS5 was asked did."""
-    analysis = analyse(text, language)
-    out = []
-    for words, mark, weight in ((analysis.terms, "", TERM_WEIGHT), (analysis.stems, STEM_MARK, STEM_WEIGHT)):
-        for word in list(dict.fromkeys(w.lower() for w in words))[:MAX_QUERY_WORDS]:
-            out.extend(QueryWord(mark + folded, weight) for folded in tokens(word))
-    return out
 
 
 class _Vocabulary(dict[str, int]):
@@ -182,8 +115,8 @@ class OwnerPostings:
     def _block_keys(self, columns: Sequence[tuple[str, str]], start: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``start``.. of one block: a (word, row) key per word, and each row's length."""
         block = columns[start : start + _FILL_BLOCK]
-        surface = _ROW_BREAK.join(_folded(terms) for terms, _ in block)
-        stemmed = (STEM_MARK + _ROW_BREAK.join(_folded(stems) for _, stems in block)).replace(
+        surface = _ROW_BREAK.join(folded(terms) for terms, _ in block)
+        stemmed = (STEM_MARK + _ROW_BREAK.join(folded(stems) for _, stems in block)).replace(
             " ", " " + STEM_MARK
         )
         lone_mark = self.vocabulary[STEM_MARK]  # an empty stems column leaves one
@@ -207,7 +140,7 @@ class OwnerPostings:
             self._grow(row + 1)
             self.size = row + 1
         self._drop(row)
-        words, length = _row_words(terms, stems)
+        words, length = row_words(terms, stems)
         counted = Counter(map(self.vocabulary.__getitem__, words))
         for code, count in counted.items():
             self._recent.setdefault(code, {})[row] = count

@@ -28,12 +28,13 @@ from . import slots, store, versions
 from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
-from .postings import bm25, query_words
+from .postings import bm25
 from .slots import CATALOG_OWNER, owner_key
 from .snapshots import SNAPSHOT_MIN_ROWS
 from .store import Store
 from .vectors import CACHED_DTYPE, RowVectors
 from .versions import Stamp
+from .words import query_words
 
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
 PARALLEL_SCAN_ROWS = 50_000
