@@ -146,7 +146,7 @@ def adopt_configured_models(tx: Transaction, models: ModelChoice, where: str) ->
     wanted = models.choice_id
     row = tx.conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
     if row is None:
-        tx.conn.execute("INSERT INTO meta(key, value) VALUES ('embedding_model', ?)", (wanted,))
+        record_choice(tx.conn, wanted)
     elif row[0] != wanted and {row[0], wanted} <= set(BUILT_IN_CHOICES):
         queued = adopt_choice(tx.conn, models)
         if queued:  # an English-only store moving to per-language has nothing to redo
@@ -177,8 +177,17 @@ def adopt_choice(conn: sqlite3.Connection, models: ModelChoice) -> int:
     language detection (~20 µs) per row of a model the choice still writes, once.
     """
     due = mark_misrouted(conn, models)
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'embedding_model'", (models.choice_id,))
+    record_choice(conn, models.choice_id)
     return due
+
+
+def record_choice(conn: sqlite3.Connection, choice_id: str) -> None:
+    """Record which models the store's vectors come from (``ModelChoice.choice_id``)."""
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('embedding_model', ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (choice_id,),
+    )
 
 
 def mark_misrouted(conn: sqlite3.Connection, models: ModelChoice) -> int:

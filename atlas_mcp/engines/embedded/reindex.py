@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...inference.embedder import BATCH_SIZE, Embedder, ModelChoice, as_choice
+from .migrations import record_choice
 from .passages import embed_by_model, to_blob
 from .store import Store
 from .versions import bump
@@ -31,11 +32,7 @@ def reindex(
         with store.transaction() as tx:
             count = _reembed(tx.conn, models, progress)
             tx.conn.execute("DELETE FROM pending_embeddings")  # every row has its vector now
-            tx.conn.execute(
-                "INSERT INTO meta(key, value) VALUES ('embedding_model', ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (models.choice_id,),
-            )
+            record_choice(tx.conn, models.choice_id)
             for (owner,) in tx.conn.execute("SELECT DISTINCT COALESCE(user_id, '') FROM memories").fetchall():
                 bump(tx.conn, owner)
         return count

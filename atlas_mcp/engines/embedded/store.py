@@ -5,7 +5,9 @@ absorbs contention, and ``owner_versions`` (``versions.py``) tells each process'
 another changed. Within a process one connection serves every thread under one lock; a
 transaction holds that lock from ``BEGIN`` to ``COMMIT`` and then runs what it registered
 with ``after_commit``, still under the lock, so a cache never shows a change that rolled back
-and no recall sees a change half-applied to a cache.
+and no recall sees a change half-applied to a cache. The lock is always taken before SQLite's
+(``BEGIN``), never while holding it: a thread waiting for another process's write holds up
+this process's other threads, but no two threads can wait for each other.
 """
 
 from __future__ import annotations
