@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from . import portability
-from .domain import calibration, codec, inputs, profile
+from .domain import calibration, codec, inputs, perspective, profile
 from .domain.calibration import Features
 from .domain.limits import Limits
 from .domain.model import (
@@ -315,12 +315,28 @@ class MemoryService:
         asked = RecallQuery(user_id, query, k, memory_types, include_catalog, include_superseded)
         plan = self.recall_plan(asked, intent=intent)
         floor = self.policy.min_relevance if min_relevance is None else inputs.relevance_floor(min_relevance)
-        hits = self.rank(
-            plan.query, self._engine.candidates(plan), intent=intent, now=now, limit=k, min_relevance=floor
-        )
+        candidates = self._from_their_side(plan, self._engine.candidates(plan))
+        hits = self.rank(plan.query, candidates, intent=intent, now=now, limit=k, min_relevance=floor)
         if touch:
             hits = self._touch(user_id, hits)
         return hits
+
+    def _from_their_side(self, plan: RecallPlan, candidates: list[Candidate]) -> list[Candidate]:
+        """Each candidate's cosine, heard also with the query reworded from its side
+        (``domain.perspective``: a speaker's turns, facts that name the user)."""
+        weight = self.policy.perspective_weight
+        if not weight or not candidates:
+            return candidates
+        out = list(candidates)
+        for view in perspective.views(plan.query, [c.memory for c in candidates]):
+            seen = self._engine.cosines(plan, view.text, [out[i].memory.id for i in view.members])
+            for i in view.members:
+                candidate = out[i]
+                other = seen.get(candidate.memory.id)
+                if candidate.dense_similarity is not None and other is not None:
+                    cosine = perspective.blended(candidate.dense_similarity, other, weight)
+                    out[i] = replace(candidate, dense_similarity=cosine)
+        return out
 
     def recall_plan(self, query: RecallQuery, *, intent: TimeIntent | None = None) -> RecallPlan:
         """What ``recall`` asks of the engine (validated)."""

@@ -89,6 +89,11 @@ class ScoringPolicy(BaseModel):
         0.4, ge=0, description="z(best score in the event's episode): answers cluster in a conversation"
     )
     speaker_weight: float = Field(1.0, ge=0, description="bonus when the query names an event's speaker")
+    perspective_weight: float = Field(
+        1.0,
+        ge=0,
+        description="weight of the query reworded from the memory's side (domain.perspective) in its cosine",
+    )
     episode_gap_minutes: float = Field(
         30.0, ge=0, description="events this close in occurred_at belong to one episode"
     )

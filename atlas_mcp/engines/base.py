@@ -115,6 +115,10 @@ class Engine(Protocol):
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
         """Fused hybrid-retrieval candidates for ``plan``, best first, at most ``plan.window``."""
 
+    def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
+        """The dense similarity of ``text`` (``plan.query`` reworded) with each of ``ids``, on
+        the scale ``candidates`` reports; an engine that measures no cosine returns {}."""
+
     def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Record a recall: set ``last_used_at`` and increment ``use_count``."""
 

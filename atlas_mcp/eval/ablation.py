@@ -27,6 +27,7 @@ ABLATIONS: dict[str, str] = {
     "time": "no time expressions: 'last weekend', 'most recent' are plain words",
     "track-record": "playbooks' success/failure counts do not move ranking",
     "use": "no use boost",
+    "perspective": "the query is read only as asked, never reworded from a memory's side (domain.perspective)",
 }
 _POLICY = {
     "bm25": {"bm25_weight": 0.0},
@@ -42,6 +43,7 @@ _POLICY = {
     "time": {"time_expressions": False},
     "track-record": {"track_record_weight": 0.0},
     "use": {"use_count_weight": 0.0},
+    "perspective": {"perspective_weight": 0.0},
 }
 
 

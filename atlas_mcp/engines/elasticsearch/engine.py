@@ -432,6 +432,11 @@ class ElasticsearchEngine(Engine):
             {i: similarity(s) for i, (_, s) in dense.items()},
         )
 
+    def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
+        """Nothing measured: the cluster embeds and scores server-side, and a reworded query
+        would be a second semantic search per recall (recall then reads the query as asked)."""
+        return {}
+
     def _branch_hits(self, response: dict[str, Any], user_id: str) -> dict[str, tuple[Memory, float]]:
         """One branch's hits, best first: id → (memory, score)."""
         if "error" in response:

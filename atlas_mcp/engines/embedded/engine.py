@@ -178,6 +178,9 @@ class EmbeddedEngine(Engine):
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
         return self.search.candidates(plan)
 
+    def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
+        return self.search.cosines(plan, text, ids)
+
     def warm(self, user_id: str) -> None:
         self.search.warm(user_id)
 

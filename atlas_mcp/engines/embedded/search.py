@@ -11,7 +11,7 @@ put on one scale, form one dense list. ``domain.fusion`` fuses the two.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -96,6 +96,25 @@ class Search:
             )
             memories = self._load(conn, visible, [f.id for f in fused])
         return self._candidates(fused, memories, dict(lexical), visible, scores, spaces, queries)
+
+    def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
+        has a vector, on the scale ``candidates`` reports: what the dense branch would have said
+        had the user asked that. One query embedding per vector space and one scan."""
+        with self._store.snapshot() as conn:
+            visible = self._visible(conn, plan)
+        queries = self._space_queries(text, self._spaces_of([v.index for v in visible]), {})
+        visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
+        cosines = [similarities(v.index.vectors, queries, self.threads) for v in visible]
+        spaces = [np.where(v.searched, v.index.vectors.spaces, -1) for v in visible]
+        scores = on_one_scale(cosines, spaces, {code: q.background for code, q in queries.items()})
+        out: dict[str, float] = {}
+        for owner, owner_scores in zip(visible, scores, strict=True):
+            for memory_id in ids:
+                row = owner.index.index.get(memory_id)
+                if row is not None and owner.searched[row]:
+                    out[memory_id] = float(owner_scores[row])
+        return out
 
     def _candidates(
         self,

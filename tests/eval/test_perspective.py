@@ -1,0 +1,93 @@
+"""Reading the query from the memory's side (``domain.perspective``), on hand-made memories and
+through the real service, engine and MiniLM."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from atlas_mcp.domain import perspective
+from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.scoring import ScoringPolicy
+from atlas_mcp.service import MemoryService
+
+T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
+NORA = [
+    "Nora has moved out of Glasgow: she and Priya now rent a flat in Leith, Edinburgh.",
+    "Nora's brother Callum lives in Aberdeen and works offshore.",
+    "Nora is allergic to penicillin.",
+    "Nora cycles to most client meetings on a green Brompton.",
+    "Priya, Nora's partner, is a junior doctor.",
+    "Went to the bank to update the address on my account.",
+]
+
+
+def memory(i: int, text: str, kind: MemoryType = MemoryType.SEMANTIC) -> Memory:
+    return Memory(id=f"m{i}", memory_type=kind, user_id="nora", text=text, created_at=T0, occurred_at=T0)
+
+
+def test_the_user_is_the_name_most_memories_start_with_as_their_subject():
+    assert perspective.user_name(NORA) == "Nora"
+    # A capitalised verb starting many memories is not a name; nor is a name seen only once.
+    assert perspective.user_name(["Went to the bank.", "Went home.", "Went out.", "Nora ran."]) is None
+    # Transcript turns belong to their speakers, not to the user.
+    assert (
+        perspective.user_name(["Caroline: I ran.", "Caroline: I swam.", "Caroline: me too, Caroline!"])
+        is None
+    )
+    # Two people written about equally: neither is taken for the user.
+    both = [
+        "Nora ran.",
+        "Nora swam.",
+        "Nora sang.",
+        "Tom ran.",
+        "Tom swam.",
+        "Tom sang with Nora.",
+        "Nora met Tom.",
+    ]
+    assert perspective.user_name(both) is None
+
+
+def test_first_person_words_become_the_name_in_several_languages():
+    assert perspective.as_user("Which city do I live in?", "Nora") == "Which city do Nora live in?"
+    assert perspective.as_user("When is my birthday?", "Nora") == "When is Nora's birthday?"
+    assert perspective.as_user("In welcher Stadt wohne ich?", "Nora") == "In welcher Stadt wohne Nora?"
+    assert perspective.as_user("Comment s'appelle mon chat ?", "Nora") == "Comment s'appelle Nora chat ?"
+    assert perspective.as_user("How tall is Ben Nevis?", "Nora") is None
+
+
+def test_a_named_speaker_becomes_first_person():
+    assert perspective.as_speaker("What is Caroline's identity?", "Caroline") == "What is my identity?"
+    assert perspective.as_speaker("When did Caroline swim?", "Caroline") == "When did I swim?"
+
+
+def test_views_apply_to_the_memories_they_are_about():
+    memories = [memory(i, t) for i, t in enumerate(NORA)]
+    (view,) = perspective.views("Which city do I live in?", memories)
+    assert view.text == "Which city do Nora live in?"
+    assert view.members == (0, 1, 2, 3, 4)  # every memory naming her; not the bank visit
+    assert perspective.views("How tall is Ben Nevis?", memories) == []
+    turns = [
+        memory(1, "Caroline: I went to the support group.", MemoryType.EPISODIC),
+        memory(2, "Melanie: I painted a lake.", MemoryType.EPISODIC),
+    ]
+    (spoken,) = perspective.views("When did Caroline go to the support group?", turns)
+    assert (spoken.text, spoken.members) == ("When did I go to the support group?", (0,))
+    assert perspective.views("When did Caroline and Melanie meet?", turns) == []  # whose view?
+
+
+def test_a_first_person_question_finds_the_fact_that_names_the_user(engine):
+    service = MemoryService(engine)
+    for text in NORA:
+        service.write("nora", text)
+    written = service.write("nora", "The home Wi-Fi network is called Attic-5G.")
+    asked = "What pet do I have?"
+    service.write("nora", "Nora has a grey cat called Mochi who hides from the vacuum cleaner.")
+    plain = MemoryService(engine, ScoringPolicy(perspective_weight=0))
+    cat = "Nora has a grey cat called Mochi who hides from the vacuum cleaner."
+    seen = service.recall("nora", asked, 3, min_relevance=0, touch=False)
+    unseen = plain.recall("nora", asked, 3, min_relevance=0, touch=False)
+    cosine = {h.memory.text: h.explanation.dense_similarity for h in seen}
+    before = {h.memory.text: h.explanation.dense_similarity for h in unseen}
+    assert seen[0].memory.text == cat
+    assert cosine[cat] > before[cat]  # heard as "What pet does Nora have?" too
+    assert written.id not in {h.memory.id for h in seen[:1]}
