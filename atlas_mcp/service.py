@@ -314,7 +314,11 @@ class MemoryService:
         intent = self._intent(query, now)
         asked = RecallQuery(user_id, query, k, memory_types, include_catalog, include_superseded)
         plan = self.recall_plan(asked, intent=intent)
-        floor = self.policy.min_relevance if min_relevance is None else inputs.relevance_floor(min_relevance)
+        floor = (
+            self.policy.default_min_relevance
+            if min_relevance is None
+            else inputs.relevance_floor(min_relevance)
+        )
         candidates = self._from_their_side(plan, self._engine.candidates(plan))
         hits = self.rank(plan.query, candidates, intent=intent, now=now, limit=k, min_relevance=floor)
         if touch:
@@ -335,7 +339,12 @@ class MemoryService:
                 other = seen.get(candidate.memory.id)
                 if candidate.dense_similarity is not None and other is not None:
                     cosine = perspective.blended(candidate.dense_similarity, other, weight)
-                    out[i] = replace(candidate, dense_similarity=cosine)
+                    # Relevance asks whether the memory bears on the question at all, so it
+                    # reads the better of the two readings (the mean is for ordering).
+                    heard = candidate.relevance_similarity
+                    if heard is None:
+                        heard = max(candidate.dense_similarity, other)
+                    out[i] = replace(candidate, dense_similarity=cosine, relevance_similarity=heard)
         return out
 
     def recall_plan(self, query: RecallQuery, *, intent: TimeIntent | None = None) -> RecallPlan:

@@ -189,12 +189,15 @@ def mixed_command(json_file, ablation_table, config_file) -> None:
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @config_option
 def calibrate_command(path: Path, config_file) -> None:
-    """Refit calibrated relevance on PATH (LoCoMo) and the mixed suite; print weights and the floor sweep."""
+    """Refit calibrated relevance on PATH (LoCoMo, also asked of the wrong conversation) and the
+    mixed suite; print weights and the floor sweep."""
     settings = settings_from(config_file)
     with scratch_service(settings) as (service, clock):
         questions = calibrate.mixed_questions(mixed_suite.run(service, clock))
     with scratch_service(settings) as (service, clock):
-        questions += calibrate.locomo_questions(service, clock, locomo.load(path))
+        conversations = locomo.load(path)
+        questions += calibrate.locomo_questions(service, clock, conversations)
+        questions += calibrate.locomo_elsewhere(service, clock, conversations)
     model = calibrate.fit(questions, service.policy.relevance)
     refitted = calibrate.rescored(questions, model)
     click.echo(f"fitted [scoring.relevance]: {model.model_dump()}\n")

@@ -35,11 +35,11 @@ class RelevanceModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    bias: float = -6.39
-    cosine: float = 6.07
-    coverage: float = 3.77
+    bias: float = -7.42
+    cosine: float = 7.21
+    coverage: float = 3.64
     context: float = Field(
-        0.5, ge=0, le=1, description="share of a neighbouring turn's relevance an event inherits"
+        0.85, ge=0, le=1, description="share of a neighbouring turn's relevance an event inherits"
     )
     small_talk_factor: float = Field(0.1, ge=0, le=1)
     unknown_cosine: float = Field(0.45, ge=0, le=1, description="assumed when the engine measured no cosine")
@@ -136,17 +136,22 @@ class ScoringPolicy(BaseModel):
     # not bear on the query, and what recall drops by default.
     relevance: RelevanceModel = Field(default_factory=RelevanceModel)
     relevance_floor: float = Field(
-        0.08,
+        0.05,
         ge=0,
         le=1,
-        description="below it a memory probably does not bear on the query; it then earns no use",
+        description="below it a memory probably does not bear on the query: recall drops it, and it earns no use",
     )
-    # Not the floor: at 0.08, MADial-style answers (a dialogue line as the query) kept 0.05 of
-    # their hits and LoCoMo's 0.71 of 0.82, while the relevance itself already tells a caller
-    # that nothing clears the floor (docs/quality.md, "The floor and the default").
-    min_relevance: float = Field(
-        0.0, ge=0, le=1, description="recall drops memories below this relevance unless asked otherwise"
+    min_relevance: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="recall drops memories below this relevance unless asked otherwise; unset: the relevance floor",
     )
+
+    @property
+    def default_min_relevance(self) -> float:
+        """What a recall drops below when the caller does not say: the floor, unless configured."""
+        return self.relevance_floor if self.min_relevance is None else self.min_relevance
 
     @field_validator("time_zone")
     @classmethod

@@ -33,8 +33,9 @@ atlas-mcp is this user's long-term memory. Rules:
    a result with superseded_at is a previous state, not the current one.
 6. A fact with confidence below 0.7 is provisional: confirm before relying on it.
 7. Call forget_memory only when the user explicitly asks you to forget something.
-8. Each recalled memory has a relevance from 0 to 1. If none reaches {floor}, nothing stored is
-   about the question: say you do not know instead of guessing from unrelated memories.
+8. Recall returns the memories that likely bear on the question (relevance {floor} and up, of 0
+   to 1; score only orders them). An empty result means nothing stored is about the question:
+   say you do not know instead of guessing from unrelated memories.
 """
 
 

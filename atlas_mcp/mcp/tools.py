@@ -145,12 +145,12 @@ with their message verbatim. Results mix episodic events, semantic facts, proced
 playbooks (follow their steps) and shared catalog entries. A memory with
 superseded_at is a past state, shown only when include_superseded is true.
 
-Each memory has a relevance from 0 to 1: the estimated chance that it bears on the
-query (about 0.5 and up: very likely; 0.1-0.3: possibly, check before relying on it;
-below {floor}: probably unrelated). If no memory reaches {floor}, nothing stored is about
-this: say you do not know rather than guess. Pass min_relevance={floor} to receive only
-memories above that line (an empty list then means nothing is known). score only
-orders the results.
+score only orders the results (comparable within one recall, never across recalls).
+relevance, from 0 to 1, says how likely a memory bears on the question (about 0.5 and up:
+very likely; 0.1-0.3: possibly, check before relying on it). Memories below {floor} probably
+do not bear on it and are left out, so an empty list means nothing stored is about this:
+say you do not know rather than guess. Pass min_relevance=0 to get the best k whatever
+their relevance.
 memory_types, when given, is the whole filter (catalog entries only if listed).
 Questions about time ("last weekend", "in March", "my most recent ...") are read
 against the server's clock.
@@ -180,7 +180,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             Field(
                 ge=0,
                 le=1,
-                description="Drop memories whose relevance is below this (the floor named above: only likely matches); omit for the server's default (all k unless configured).",
+                description="Drop memories whose relevance is below this; omit for the server's default (the floor named above: only likely matches); 0 returns the best k whatever their relevance.",
             ),
         ] = None,
         explain: Annotated[

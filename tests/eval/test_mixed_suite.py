@@ -84,19 +84,23 @@ async def test_recall_memory_carries_relevance_and_honours_min_relevance():
             ).structured_content
             top = found["memories"][0]
             assert "4471" in top["text"] and 0.0 <= top["relevance"] <= 1.0
-            # By default every memory comes back, each saying how likely it bears on the query:
-            # nothing stored is about Peru, so none reaches the floor the description names.
+            # By default recall leaves out what probably does not bear on the query: nothing
+            # stored is about Peru, so nothing comes back, and the description says what that means.
             floor = ScoringPolicy().relevance_floor
             unknown = (
                 await client.call_tool("recall_memory", {"query": "What is the capital of Peru?"})
             ).structured_content["memories"]
-            assert len(unknown) == 2 and all(m["relevance"] < floor for m in unknown)
+            assert unknown == []
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert f"If no memory reaches {floor}" in tools["recall_memory"].description
-            asked_for_likely = await client.call_tool(
-                "recall_memory", {"query": "What is the capital of Peru?", "min_relevance": floor}
+            description = tools["recall_memory"].description
+            assert f"below {floor}" in description and "an empty list means nothing stored" in description
+            assert "score only orders the results" in description
+            # min_relevance=0 asks for everything, each memory labelled with its relevance.
+            everything = await client.call_tool(
+                "recall_memory", {"query": "What is the capital of Peru?", "min_relevance": 0}
             )
-            assert asked_for_likely.structured_content["memories"] == []
+            labelled = everything.structured_content["memories"]
+            assert len(labelled) == 2 and all(m["relevance"] < floor for m in labelled)
             likely = await client.call_tool(
                 "recall_memory", {"query": "what's my gym locker code?", "min_relevance": floor}
             )
