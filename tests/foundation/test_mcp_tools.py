@@ -22,7 +22,8 @@ async def test_instructions_carry_the_memory_rules(session):
         floor = ScoringPolicy().relevance_floor
         assert (
             client.instructions == INSTRUCTIONS.format(floor=floor)
-            and f"reaches {floor}," in client.instructions
+            and f"relevance {floor} and up" in client.instructions
+            and "score only orders them" in client.instructions
         )
         for rule in ("verbatim", "supersedes_id", "harsh", "forget_memory only when"):
             assert rule in client.instructions
