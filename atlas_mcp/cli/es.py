@@ -34,20 +34,32 @@ def _cluster(settings: Settings, *, admin: bool = False):
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Print every index body instead of sending it.")
+@click.option(
+    "--migrate",
+    is_flag=True,
+    help="Move indices made by an older atlas-mcp to this version's mappings (stop the servers first).",
+)
 @config_option
-def bootstrap(dry_run: bool, config_file: str | None) -> None:
+def bootstrap(dry_run: bool, migrate: bool, config_file: str | None) -> None:
     """Create the atlas indices (versioned, behind aliases) in Elasticsearch."""
-    from ..engines.elasticsearch import admin
+    from ..engines.elasticsearch import admin, migration
 
     settings = settings_from(config_file)
     inference_id = settings.elasticsearch.embedding_inference_id
     if dry_run:
-        _echo_json([r.to_dict() for r in admin.bootstrap_plan(_layout(settings), inference_id)])
+        if migrate:
+            _echo_json(migration.migration_plan(_layout(settings), inference_id))
+        else:
+            _echo_json([r.to_dict() for r in admin.bootstrap_plan(_layout(settings), inference_id)])
         return
     es = settings.elasticsearch
     cluster = _cluster(settings, admin=bool(es.username and es.password))  # creating indices is admin work
     try:
-        for line in admin.bootstrap(cluster, _layout(settings), inference_id):
+        lines = admin.bootstrap(cluster, _layout(settings), inference_id)
+        if migrate:
+            lines = [line for line in lines if not line.startswith("outdated")]
+            lines += migration.migrate(cluster, _layout(settings), inference_id) or ["nothing to migrate"]
+        for line in lines:
             click.echo(line)
     finally:
         cluster.close()

@@ -48,14 +48,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import numpy as np
 
-from . import painless
+from . import field_types, painless
 
 WRITER_KEY = ("writer-key-id", "writer-secret")
 ADMIN = ("atlas-admin", "admin-password")
@@ -86,13 +86,33 @@ def hash_word(word: str) -> int:
 
 
 class EsError(Exception):
-    def __init__(self, status: int, kind: str, reason: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        reason: str,
+        headers: dict[str, str] | None = None,
+        caused_by: dict[str, Any] | None = None,
+    ):
         super().__init__(reason)
         self.status, self.kind, self.reason, self.headers = status, kind, reason, headers or {}
+        self.caused_by = caused_by
+
+    def error(self) -> dict[str, Any]:
+        """The ``error`` object: type, reason and (when there is one) the cause."""
+        out: dict[str, Any] = {"type": self.kind, "reason": self.reason}
+        if self.caused_by is not None:
+            out["caused_by"] = self.caused_by
+        return out
 
     def body(self) -> dict[str, Any]:
         cause = {"type": self.kind, "reason": self.reason}
-        return {"error": {"root_cause": [cause], **cause}, "status": self.status}
+        if self.kind == "search_phase_execution_exception" and self.caused_by:
+            # every shard failed: the root causes are the shards' own errors
+            failed = [{"shard": 0, "index": None, "reason": self.caused_by}]
+            error = {"root_cause": [self.caused_by], **cause, "phase": "query", "failed_shards": failed}
+            return {"error": error | {"caused_by": self.caused_by}, "status": self.status}
+        return {"error": {"root_cause": [cause], **self.error()}, "status": self.status}
 
 
 # A privilege is held if it, or one that implies it, was granted.
@@ -111,6 +131,7 @@ INDEX_IMPLIED = {
     "create_index": {"manage", "all"},
     "delete_index": {"manage", "all"},
     "monitor": {"manage", "all"},
+    "maintenance": {"manage", "all"},
     "manage": {"all"},
 }
 WRITER_PRIVILEGES = {"read", "create_doc", "index", "delete"}
@@ -468,9 +489,21 @@ class FakeElasticsearch:
                 )
             return 200, self._search(who, None, body)
         if m := re.fullmatch(r"/_alias/([^/]+)", path):
-            self._require_index(who, [m.group(1)], "view_index_metadata", "indices:admin/aliases/get")
-            found = m.group(1) in self.aliases
-            return (200 if found else 404), ({m.group(1): {}} if found else {})
+            alias = m.group(1)
+            self._require_index(who, [alias], "view_index_metadata", "indices:admin/aliases/get")
+            if alias not in self.aliases:
+                return 404, {"error": f"alias [{alias}] missing", "status": 404}
+            return 200, {self.aliases[alias]: {"aliases": {alias: {"is_write_index": True}}}}
+        if path == "/_aliases" and method == "POST":
+            return 200, self._update_aliases(who, body.get("actions", []))
+        if (m := re.fullmatch(r"/([^/_][^/]*)/_refresh", path)) and method in ("GET", "POST"):
+            self._require_index(who, self._names(m.group(1)), "maintenance", "indices:admin/refresh")
+            self._resolve(m.group(1))
+            return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
+        if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "HEAD":
+            self._require_index(who, self._names(m.group(1)), "view_index_metadata", "indices:admin/get")
+            found = all(self.aliases.get(n, n) in self.indices for n in m.group(1).split(","))
+            return (200 if found else 404), {}
         if (m := re.fullmatch(r"/([^/_][^/]*)/_pit", path)) and method == "POST":
             return 200, self._open_pit(who, m.group(1), req.query.get("keep_alive"))
         if m := re.fullmatch(r"/([^/_][^/]*)/_count", path):
@@ -635,6 +668,37 @@ class FakeElasticsearch:
             self.aliases[alias] = name
         return {"acknowledged": True, "shards_acknowledged": True, "index": name}
 
+    def _update_aliases(self, who: Principal, actions: list[dict[str, Any]]) -> dict[str, Any]:
+        """All actions or none (atomic), applied in order to (alias, index) pairs; each needs
+        ``manage`` on the index and on the alias. An alias ends on one index here (atlas never
+        points one at several)."""
+        pairs = set(self.aliases.items())
+        for action in actions:
+            ((op, spec),) = action.items()
+            index, alias = spec["index"], spec["alias"]
+            self._require_index(who, [index, alias], "manage", "indices:admin/aliases")
+            if index not in self.indices:
+                raise EsError(404, "index_not_found_exception", f"no such index [{index}]")
+            if op == "add":
+                if alias in self.indices:
+                    raise EsError(
+                        400,
+                        "invalid_alias_name_exception",
+                        f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias",
+                    )
+                pairs.add((alias, index))
+            elif op == "remove":
+                if (alias, index) not in pairs:
+                    raise EsError(404, "aliases_not_found_exception", f"aliases [{alias}] missing")
+                pairs.discard((alias, index))
+            else:
+                raise EsError(400, "illegal_argument_exception", f"fake: unsupported alias action [{op}]")
+        aliases = dict(pairs)
+        if len(aliases) != len(pairs):
+            raise EsError(400, "illegal_argument_exception", "fake: an alias on several indices")
+        self.aliases = aliases
+        return {"acknowledged": True, "errors": False}
+
     def _resolve(self, expression: str) -> list[Index]:
         out = []
         for name in expression.split(","):
@@ -734,6 +798,16 @@ class FakeElasticsearch:
                 raise EsError(
                     400, "document_parsing_exception", f"atlas never writes [{name}] directly (copy_to only)"
                 )
+            try:
+                field_types.check(spec.get("type"), value)
+            except field_types.FieldRefused as exc:
+                raise EsError(
+                    400,
+                    "document_parsing_exception",
+                    f"[1:1] failed to parse field [{name}] of type [{spec.get('type')}] in document. "
+                    f"Preview of field's value: '{value}'",
+                    caused_by={"type": exc.kind, "reason": exc.reason},
+                ) from exc
 
     def _bulk(self, who: Principal, lines: list[Any]) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
@@ -748,7 +822,7 @@ class FakeElasticsearch:
                     "_index": meta.get("_index"),
                     "_id": meta.get("_id"),
                     "status": exc.status,
-                    "error": {"type": exc.kind, "reason": exc.reason},
+                    "error": exc.error(),
                 }
             items.append({op: result})
         return {"took": 1, "errors": any("error" in next(iter(i.values())) for i in items), "items": items}
@@ -901,6 +975,7 @@ class FakeElasticsearch:
             page = ranked[start : start + size]
             hits = [self._hit(d, s, body) for d, s in page]
         else:
+            self._check_sort(indices, body)
             hits = self._query_page(docs, body)
         response = {
             "took": 1,
@@ -916,6 +991,20 @@ class FakeElasticsearch:
             ]
             response["aggregations"] = self._aggregate(aggs, matched, docs)
         return response
+
+    @staticmethod
+    def _check_sort(indices: list[Index], body: dict[str, Any]) -> None:
+        """Sorting on a field no searched index maps fails every shard (no ``unmapped_type``)."""
+        for spec in body.get("sort", []):
+            ((name, how),) = spec.items()
+            if name in ("_shard_doc", "_score", "_doc") or (isinstance(how, dict) and "unmapped_type" in how):
+                continue
+            if not any(name in i.properties for i in indices):
+                cause = {
+                    "type": "query_shard_exception",
+                    "reason": f"No mapping found for [{name}] in order to sort on",
+                }
+                raise EsError(400, "search_phase_execution_exception", "all shards failed", caused_by=cause)
 
     def _frozen(self, name: str, doc_id: str, doc: dict[str, Any]) -> DocRef:
         """A document as a point in time saw it (its own one-document index view)."""
@@ -982,19 +1071,15 @@ class FakeElasticsearch:
         return [self._hit(d, s, body) | {"sort": self._sort_values(d, sort)} for _, d, s in page]
 
     def _sort_values(self, doc: DocRef, sort: list[tuple[str, Any]]) -> list[Any]:
-        """What a hit's ``sort`` says: dates as epoch millis (nanos for date_nanos), _shard_doc an ordinal."""
+        """What a hit's ``sort`` says: doc values (dates as epoch millis, nanos for date_nanos),
+        ``_shard_doc`` an ordinal."""
         out = []
         for name, _ in sort:
             if name == "_shard_doc":
                 out.append(doc.index.docs[doc.id]["order"])
                 continue
-            value = doc.source.get(name)
             kind = doc.index.properties.get(name, {}).get("type")
-            if value is not None and kind in ("date", "date_nanos"):
-                at = _instant(value)
-                micros = (at - datetime(1970, 1, 1, tzinfo=at.tzinfo)) // _MICRO
-                value = micros * 1000 if kind == "date_nanos" else micros // 1000
-            out.append(value)
+            out.append(_doc_value(kind, doc.source.get(name)))
         return out
 
     def _sort_key(
@@ -1115,14 +1200,14 @@ class FakeElasticsearch:
             return 1.0 if doc.id in spec["values"] else None
         if kind == "exists":
             return 1.0 if _values(source.get(spec["field"])) else None
-        if kind == "range":
+        if kind == "range":  # on doc values: a ``date`` keeps milliseconds, bounds are truncated too
             ((name, bounds),) = spec.items()
-            value = source.get(name)
+            mapped = doc.index.properties.get(name, {}).get("type")
+            value = _doc_value(mapped, _values(source.get(name))[0] if _values(source.get(name)) else None)
             if value is None:
                 return None
-            at = _instant(value)
-            tests = {"gt": at.__gt__, "gte": at.__ge__, "lt": at.__lt__, "lte": at.__le__}
-            return 1.0 if all(tests[op](_instant(bound)) for op, bound in bounds.items()) else None
+            tests = {"gt": value.__gt__, "gte": value.__ge__, "lt": value.__lt__, "lte": value.__le__}
+            return 1.0 if all(tests[op](_doc_value(mapped, bound)) for op, bound in bounds.items()) else None
         if kind == "multi_match":
             return self._bm25(spec, doc, corpus)
         if kind == "semantic":
@@ -1256,8 +1341,17 @@ def _key_matches(query: dict[str, Any], key: Key) -> bool:
     raise EsError(400, "illegal_argument_exception", f"fake: unsupported api key query [{kind}]")
 
 
-def _instant(value: str) -> datetime:
-    return datetime.fromisoformat(value)  # Python >= 3.11 reads a trailing Z
+def _doc_value(kind: str | None, value: Any) -> Any:
+    """A value as the index keeps it for sorting and ranges: epoch millis for ``date`` (sub-
+    millisecond digits are dropped), nanos for ``date_nanos``, numbers as they are."""
+    if value is None:
+        return None
+    if kind in ("date", "date_nanos"):
+        micros = (field_types.parse_instant(value) - field_types.EPOCH) // _MICRO
+        return micros * 1000 if kind == "date_nanos" else micros // 1000
+    if kind in ("integer", "long", "float"):
+        return float(value) if kind == "float" else int(float(value))
+    return value
 
 
 def _values(value: Any) -> list[Any]:

@@ -174,3 +174,15 @@ async def test_stdio_server_on_the_elasticsearch_backend(fake_es, run, tmp_path)
     searches = fake_es.requests_to(None, r"/_search$")
     sarah = json.loads((tmp_path / "data" / "es-keys.json").read_text())["users"]["sarah"]["id"]
     assert searches and {r.auth for r in searches} == {("apikey", sarah)}
+
+
+def test_bootstrap_dry_run_maps_no_date_as_date_nanos(run):
+    """date_nanos cannot hold an instant before 1970 or after 2262 (issue 33 N1)."""
+    printed = json.loads(run("bootstrap", "--dry-run").output)
+    types = [
+        (request["path"], name, spec.get("type"))
+        for request in printed
+        for name, spec in request["body"]["mappings"]["properties"].items()
+    ]
+    assert not [t for t in types if t[2] == "date_nanos"], types
+    assert {"created_at", "occurred_at"} <= {name for _, name, kind in types if kind == "date"}

@@ -17,6 +17,7 @@ from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy, multipliers
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
+from atlas_mcp.engines.elasticsearch.layout import IndexLayout
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
 from atlas_mcp.errors import AtlasError, ConfigurationError
 from atlas_mcp.service import MemoryService, RecallQuery
@@ -348,7 +349,43 @@ def test_an_evaluation_on_elasticsearch_gets_its_own_bootstrapped_prefix(fake_es
         fact = service.write("sarah", "The hub runs firmware 2.1")
         assert [h.memory.id for h in service.recall("sarah", "hub firmware", touch=False)] == [fact.id]
         prefix = re.search(r"\((\S+)-\*\)$", service.stats().location).group(1)
-    assert (
-        prefix.startswith("real-eval-") and fake_es.aliases[f"{prefix}-semantic"] == f"{prefix}-semantic-v1"
-    )
+    assert prefix.startswith("real-eval-") and fake_es.aliases[f"{prefix}-semantic"] == IndexLayout(
+        prefix
+    ).concrete(MemoryType.SEMANTIC)
     assert all(k.invalidated for k in fake_es.keys.values() if k.metadata.get("index_prefix") == prefix)
+
+
+# -- issue 33 N1: any date a memory can carry is stored ------------------------------------------
+
+
+def test_events_before_1970_and_after_2262_are_written_listed_and_recalled(es_engine):
+    """`date_nanos` holds 1970..2262 only: the cluster refused the document, so an event from
+    1965 (or 2300) could not be written, updated or imported."""
+    service = MemoryService(es_engine)
+    sixties = service.write(
+        "u1", "Parents married in Lisbon", "episodic", occurred_at=datetime(1965, 5, 1, tzinfo=UTC)
+    )
+    future = service.write(
+        "u1", "Time capsule opens in Lisbon", "episodic", occurred_at=datetime(2300, 1, 1, tzinfo=UTC)
+    )
+    recent = service.write("u1", "Visited Lisbon again", "episodic")
+    assert [m.id for m in es_engine.list(ListQuery("u1"))] == [future.id, recent.id, sixties.id]
+    moved = es_engine.get("u1", [recent.id])[0].evolve(occurred_at=datetime(1950, 1, 1, tzinfo=UTC))
+    es_engine.update("u1", moved)
+    assert es_engine.get("u1", [recent.id])[0].occurred_at == datetime(1950, 1, 1, tzinfo=UTC)
+    found = {h.memory.id for h in service.recall("u1", "Lisbon", min_relevance=0.0, touch=False)}
+    assert {sixties.id, future.id, recent.id} <= found
+
+
+def test_microseconds_order_memories_created_within_one_millisecond(es_engine):
+    """A `date` keeps milliseconds: the consolidation watermark (strictly after, microseconds)
+    and the oldest-first order must not lose the digits below."""
+    stamps = [datetime(1969, 12, 31, 23, 59, 59, 999_000 + us, tzinfo=UTC) for us in (3, 1, 2)]
+    ids = {}
+    for n, at in enumerate(stamps):
+        ids[at] = MemoryService(es_engine, clock=lambda at=at: at).write("u1", f"episode {n}", "episodic").id
+    ordered = [ids[at] for at in sorted(stamps)]
+    assert [m.id for m in es_engine.list(ListQuery("u1", oldest_first=True))] == ordered
+    after_first = es_engine.list(ListQuery("u1", since=min(stamps), oldest_first=True))
+    assert [m.id for m in after_first] == ordered[1:]
+    assert [m.id for m in es_engine.list(ListQuery("u1"))] == ordered[::-1]

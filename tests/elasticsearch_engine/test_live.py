@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from atlas_mcp.config import ElasticsearchSettings
-from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.model import Memory, MemoryType, new_id
 from atlas_mcp.domain.scoring import multipliers
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
@@ -49,18 +49,23 @@ pytestmark = [
 ]
 
 
+def live_settings(**overrides) -> ElasticsearchSettings:
+    """The live cluster's settings under a fresh index prefix."""
+    return ElasticsearchSettings(
+        url=LIVE["URL"],
+        username=LIVE["USER"],
+        password=LIVE["PASSWORD"],
+        ca_certs=LIVE["CA_CERTS"],
+        embedding_inference_id=LIVE["EMBED_ID"] or ElasticsearchSettings().embedding_inference_id,
+        rerank_inference_id=LIVE["RERANK_ID"] or ElasticsearchSettings().rerank_inference_id,
+        index_prefix=f"atlas-live-{uuid.uuid4().hex[:8]}",
+        max_retries=1,
+    ).model_copy(update=overrides)
+
+
 class Live:
     def __init__(self, tmp_path, **overrides):
-        self.config = ElasticsearchSettings(
-            url=LIVE["URL"],
-            username=LIVE["USER"],
-            password=LIVE["PASSWORD"],
-            ca_certs=LIVE["CA_CERTS"],
-            embedding_inference_id=LIVE["EMBED_ID"] or ElasticsearchSettings().embedding_inference_id,
-            rerank_inference_id=LIVE["RERANK_ID"] or ElasticsearchSettings().rerank_inference_id,
-            index_prefix=f"atlas-live-{uuid.uuid4().hex[:8]}",
-            max_retries=1,
-        ).model_copy(update=overrides)
+        self.config = live_settings(**overrides)
         self.layout = IndexLayout(self.config.index_prefix)
         self.admin = Cluster(connect(self.config, admin=True), self.config)
         self.keys = KeyStore(tmp_path / "es-keys.json")
@@ -384,3 +389,79 @@ def test_a_removed_metadata_key_is_removed(live):
     stored = live.engine.get("alice", [fact.id])[0]
     live.engine.update("alice", stored.evolve(metadata={"floor": {"n": 3}}))
     assert live.engine.get("alice", [fact.id])[0].metadata == {"floor": {"n": 3}}
+
+
+# 21 (issue 33 N1) ----------------------------------------------------------------------------
+def test_events_outside_1970_to_2262_are_stored_listed_and_updated(live):
+    """A cluster refuses these in a `date_nanos` field; in a `date` they are stored and ordered."""
+    sixties = live.service.write(
+        "alice", "Parents married in Lisbon", "episodic", occurred_at=datetime(1965, 5, 1, tzinfo=UTC)
+    )
+    future = live.service.write(
+        "alice", "Time capsule opens", "episodic", occurred_at=datetime(2300, 1, 1, tzinfo=UTC)
+    )
+    listed = [m.id for m in live.engine.list(ListQuery("alice"))]
+    assert listed == [future.id, sixties.id]
+    moved = live.engine.get("alice", [future.id])[0].evolve(occurred_at=datetime(1950, 1, 1, tzinfo=UTC))
+    live.engine.update("alice", moved)
+    assert [m.id for m in live.engine.list(ListQuery("alice"))] == [sixties.id, future.id]
+    for kind in ALL_TYPES:
+        (body,) = live.es.indices.get_mapping(index=live.layout.alias(kind)).values()
+        assert "date_nanos" not in str(body["mappings"])
+
+
+# 22 (issue 33 N1) ----------------------------------------------------------------------------
+def test_v1_indices_are_migrated_in_place_of_their_alias(tmp_path):
+    """A deployment bootstrapped by the v1 mappings: writes are refused with the fix, and
+    `bootstrap --migrate` copies every document and swaps the aliases."""
+    from atlas_mcp.engines.elasticsearch import migration
+
+    from .test_migration import legacy_mapping, legacy_source
+
+    config = live_settings()
+    prefix = config.index_prefix
+    old = IndexLayout(prefix, version=1)
+    cluster = Cluster(connect(config, admin=True), config)
+    try:
+        for kind in ALL_TYPES:
+            cluster.client.indices.create(
+                index=old.concrete(kind),
+                mappings=legacy_mapping(kind, config.embedding_inference_id),
+                aliases={old.alias(kind): {"is_write_index": True}},
+            )
+        cluster.client.indices.create(
+            index=old.state_concrete,
+            mappings=legacy_mapping(None),
+            aliases={old.state_alias: {"is_write_index": True}},
+        )
+        memory = Memory(
+            new_id(), MemoryType.SEMANTIC, "alice", "The hub runs firmware 2.1", datetime.now(UTC)
+        )
+        cluster.client.index(
+            index=old.alias(MemoryType.SEMANTIC), id=memory.id, document=legacy_source(memory), refresh=True
+        )
+        layout = IndexLayout(prefix)
+        assert all(
+            line.startswith("outdated")
+            for line in admin.bootstrap(cluster, layout, config.embedding_inference_id)
+        )
+        report = migration.migrate(cluster, layout, config.embedding_inference_id)
+        assert len(report) == 5
+        keys = KeyStore(tmp_path / "keys.json")
+        admin.add_user(cluster, keys, layout, "alice", "1d")
+        engine = ElasticsearchEngine(Cluster(connect(config), config), keys)
+        try:
+            assert [m.id for m in engine.list(ListQuery("alice"))] == [memory.id]
+            MemoryService(engine).write(
+                "alice", "Parents married", "episodic", occurred_at=datetime(1965, 5, 1, tzinfo=UTC)
+            )
+        finally:
+            engine.close()
+            admin.revoke_user(cluster, keys, layout, "alice")
+    finally:
+        for version in (1, 2):
+            names = IndexLayout(prefix, version=version)
+            for kind in ALL_TYPES:
+                cluster.client.options(ignore_status=404).indices.delete(index=names.concrete(kind))
+            cluster.client.options(ignore_status=404).indices.delete(index=names.state_concrete)
+        cluster.close()

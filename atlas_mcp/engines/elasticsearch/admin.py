@@ -19,6 +19,7 @@ from ...log import get_logger
 from .keys import KeyStore, StoredKey, create_key_body, invalidate_body, live_keys_body
 from .layout import IndexLayout
 from .mappings import all_index_bodies
+from .migration import aliased
 from .transport import Cluster
 
 log = get_logger(__name__)
@@ -51,14 +52,21 @@ def bootstrap_plan(layout: IndexLayout, inference_id: str) -> list[PlannedReques
 
 
 def bootstrap(cluster: Cluster, layout: IndexLayout, inference_id: str) -> list[str]:
-    """Create every missing index (with its alias); existing ones are left as they are."""
+    """Create every missing index (with its alias); existing ones are left as they are, and one
+    still served by an index of an older version is named with the command that migrates it."""
     report = []
     for request in bootstrap_plan(layout, inference_id):
         (alias,) = request.body["aliases"]
-        if cluster.call(f"check alias {alias}", lambda es, a=alias: bool(es.indices.exists_alias(name=a))):
+        name = request.path.lstrip("/")
+        current = aliased(cluster, alias)
+        if current == name:
             report.append(f"exists   {alias}")
             continue
-        name = request.path.lstrip("/")
+        if current is not None:
+            report.append(
+                f"outdated {alias} ({current}; this version uses {name}): run `atlas-mcp bootstrap --migrate`"
+            )
+            continue
         cluster.call(
             f"create index {name}",
             lambda es, n=name, b=request.body: es.indices.create(index=n, **b),

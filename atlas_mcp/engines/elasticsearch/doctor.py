@@ -14,7 +14,8 @@ from .keys import KeyStore
 from .layout import ALL_TYPES, IndexLayout
 from .mappings import mapping, state_mapping
 from .requests import Inference, describe_endpoint
-from .transport import SUPPORTED_MAJOR, Cluster
+from .failures import SUPPORTED_MAJOR
+from .transport import Cluster
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 # What self-managed licences allow (trial = everything); serverless has no licence API.
@@ -240,7 +241,7 @@ def _mapping_check(alias: str, found: dict[str, Any], expected: dict[str, Any]) 
         f"index {alias}",
         FAIL if problems else OK,
         "; ".join(problems) if problems else f"{concrete}, mapping as expected",
-        "reindex into a new version (see docs/elasticsearch.md)" if problems else "",
+        "run `atlas-mcp bootstrap --migrate` (see docs/elasticsearch.md)" if problems else "",
     )
 
 

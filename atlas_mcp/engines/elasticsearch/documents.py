@@ -8,7 +8,7 @@ no ``user_id``, live = no ``superseded_by``) depend on it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ...domain import codec
@@ -16,14 +16,21 @@ from ...domain.model import Memory, MemoryType, iso
 from .mappings import CONTENT
 
 _STORED = {t: codec.stored_names(t) for t in MemoryType}
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def to_source(memory: Memory) -> dict[str, Any]:
     source = codec.encode(memory, _STORED[memory.memory_type]) | {
         CONTENT: memory.search_text(),
-        "timeline_at": iso(memory.occurred_at or memory.created_at),
+        "created_us": micros(memory.created_at),
+        "timeline_us": micros(memory.occurred_at or memory.created_at),
     }
     return {k: v for k, v in source.items() if v is not None}
+
+
+def micros(at: datetime) -> int:
+    """Whole microseconds since the epoch (negative before 1970): an exact sort and range key."""
+    return (at - EPOCH) // timedelta(microseconds=1)
 
 
 def from_source(memory_id: str, source: Mapping[str, Any]) -> Memory:
@@ -55,5 +62,5 @@ def changed_doc(stored: Memory, wanted: Memory) -> dict[str, Any]:
     if old[CONTENT] != new[CONTENT]:
         doc[CONTENT] = new[CONTENT]
     if "occurred_at" in doc or "created_at" in doc:
-        doc["timeline_at"] = new["timeline_at"]
+        doc["timeline_us"] = new["timeline_us"]
     return doc

@@ -25,11 +25,12 @@ from ...domain.fusion import candidates_from_fused, reciprocal_rank_fusion
 from ...domain.model import Memory, MemoryType, iso, utcnow
 from ...domain.scoring import ScoringPolicy
 from ...domain.supersession import changed_meanwhile
-from ...errors import AtlasError, BackendUnavailable, ConfigurationError, Conflict
+from ...errors import AtlasError, BackendUnavailable, Conflict
 from ...log import get_logger
 from ..base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
 from . import documents as docs
 from . import requests as rq
+from .failures import configuration_problem, innermost
 from .keys import KeyStore
 from .layout import ALL_TYPES, IndexLayout
 from .transport import REJECTED, Cluster
@@ -497,10 +498,8 @@ def _conflict(result: dict[str, Any]) -> bool:
 
 
 def _reason(result: dict[str, Any]) -> str:
-    error = result.get("error") or {}
-    if isinstance(error, dict):
-        return f"{result.get('status')} {error.get('type', '')}: {error.get('reason', '')}".strip()
-    return f"{result.get('status')} {error}"
+    kind, reason = innermost(result.get("error"))
+    return f"{result.get('status')} {kind}: {reason}".strip()
 
 
 def _write_failure(memory: Memory, failed: list[dict[str, Any]]) -> Exception:
@@ -510,12 +509,11 @@ def _write_failure(memory: Memory, failed: list[dict[str, Any]]) -> Exception:
 
 
 def _item_error(result: dict[str, Any], what: str) -> AtlasError:
-    """A failed bulk item as an atlas error; a missing alias means the indices were never created."""
-    error = result.get("error") or {}
-    if isinstance(error, dict) and error.get("type") == "index_not_found_exception":
-        return ConfigurationError(
-            f"{what}: the atlas indices are missing ({error.get('reason', '')}); run `atlas-mcp bootstrap`"
-        )
+    """A failed bulk item as an atlas error: a configuration fix when a cause names one
+    (missing indices, old indices, a licence), else the cluster's reason."""
+    problem = configuration_problem(result.get("error"), "this change")
+    if problem is not None:
+        return type(problem)(f"{what}: {problem}")
     return BackendUnavailable(f"{what} ({_reason(result)})")
 
 

@@ -25,8 +25,11 @@ LANGUAGE_ANALYZERS = ("cjk", "english", "german", "spanish", "french")
 CONTENT_FIELDS = (CONTENT, *(f"{CONTENT}.{a}" for a in LANGUAGE_ANALYZERS))
 
 _KEYWORD = {"type": "keyword"}
+# ``date``, never ``date_nanos``: a memory may be about any year (``date_nanos`` holds only
+# 1970..2262, and the cluster refuses the document otherwise). A ``date`` keeps milliseconds, so
+# what must order by the microsecond is also kept as whole microseconds since the epoch.
 _DATE = {"type": "date"}
-_NANOS = {"type": "date_nanos"}
+_MICROS = {"type": "long"}
 _STORED_ONLY = {"type": "object", "enabled": False}
 _BY_INDEX: dict[Index, dict[str, Any]] = {
     Index.EXACT: _KEYWORD,
@@ -38,13 +41,9 @@ _BY_INDEX: dict[Index, dict[str, Any]] = {
 }
 # The document's _id holds the id, and each type has its own index (``memory_type`` below).
 _NOT_PROPERTIES = frozenset({"id", "memory_type"})
-# Microseconds matter: consolidation reads episodes created strictly after a watermark.
-_PRECISE = frozenset({"created_at"})
 
 
 def _property(field: codec.Field) -> dict[str, Any]:
-    if field.name in _PRECISE:
-        return _NANOS
     if field.index is Index.STORED and field.kind is Kind.PLAIN:
         return {"type": "text", "index": False}  # stored text: kept, returned, never searched
     assert field.index is not None  # the codec stores only indexed fields
@@ -57,8 +56,10 @@ def _properties(scope: Scope) -> dict[str, Any]:
 
 _COMMON: dict[str, Any] = {
     **_properties(Scope.ALL),
-    # occurred_at for events, else created_at: the one field listings sort on
-    "timeline_at": _NANOS,
+    # created_at in microseconds: consolidation reads episodes created strictly after a watermark
+    "created_us": _MICROS,
+    # occurred_at for events, else created_at, in microseconds: the key listings sort on
+    "timeline_us": _MICROS,
 }
 _OWNED: dict[str, Any] = _properties(Scope.OWNED)
 _CATALOG: dict[str, Any] = _properties(Scope.CATALOG)

@@ -28,9 +28,10 @@ from datetime import datetime
 from typing import Any
 
 from ...config import ElasticsearchSettings
-from ...domain.model import MemoryType, iso
+from ...domain.model import MemoryType
 from ...domain.scoring import SECONDS_PER_DAY, ScoringPolicy
 from ..base import RecallPlan
+from .documents import micros
 from .layout import ALL_TYPES, IndexLayout
 from .mappings import CONTENT, CONTENT_FIELDS, SEMANTIC
 
@@ -306,13 +307,13 @@ def list_page_request(
     so ``search_after`` never skips or repeats a memory, at any depth."""
     query = visibility_filter(user_id, user_id is None, include_superseded)
     if since is not None:
-        query["bool"]["filter"].append({"range": {"created_at": {"gt": iso(since)}}})
+        query["bool"]["filter"].append({"range": {"created_us": {"gt": micros(since)}}})
     if oldest_first:
-        sort = [{"created_at": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}]
+        sort = [{"created_us": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}]
     else:
         sort = [
-            {"timeline_at": {"order": "desc"}},
-            {"created_at": {"order": "desc"}},
+            {"timeline_us": {"order": "desc"}},
+            {"created_us": {"order": "desc"}},
             {"_shard_doc": {"order": "desc"}},
         ]
     body: dict[str, Any] = {

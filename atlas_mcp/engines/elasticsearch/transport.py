@@ -9,7 +9,6 @@ idempotent calls. Waits are capped, so a sick cluster yields a clear error, neve
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -17,14 +16,13 @@ from typing import Any, TypeVar
 from ...config import ElasticsearchSettings
 from ...errors import AtlasError, BackendUnavailable, ConfigurationError
 from ...log import get_logger
+from .failures import configuration_problem, innermost
 
 log = get_logger(__name__)
 T = TypeVar("T")
 
 REJECTED = frozenset({429, 503})  # the server did not apply the request: always safe to retry
 GATEWAY = frozenset({502, 504})  # unknown outcome: retry only idempotent calls
-_LICENCE = re.compile(r"current license is non-compliant for \[([^\]]+)\]")
-SUPPORTED_MAJOR = 9
 
 
 def connect(config: ElasticsearchSettings, *, admin: bool = False) -> Any:
@@ -139,17 +137,12 @@ def retry_after(headers: Any) -> float | None:
 
 
 def error_details(exc: Exception) -> tuple[int | None, str, str]:
-    """(status, error type, reason) of an API error, from its JSON body when there is one."""
+    """(status, error type, reason) of an API error: its most specific cause (``failures``)."""
     status = getattr(getattr(exc, "meta", None), "status", None)
     body = getattr(exc, "body", None)
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
-        root = (error.get("root_cause") or [error])[0]
-        return (
-            status,
-            str(root.get("type") or error.get("type") or ""),
-            str(error.get("reason") or root.get("reason") or ""),
-        )
+        return (status, *innermost(error))
     return status, "", str(error or getattr(exc, "message", "") or exc)
 
 
@@ -190,26 +183,10 @@ def map_error(exc: Exception, what: str, config: ElasticsearchSettings) -> Atlas
 
 def _api_error(exc: Exception, what: str) -> AtlasError:
     status, kind, reason = error_details(exc)
-    licence = _LICENCE.search(reason)
-    if licence:
-        return ConfigurationError(
-            f"the cluster's licence does not cover {licence.group(1)} (needed for {what}); RRF, the "
-            "reranker and inference need Enterprise (or a trial), DLS needs Platinum. Run `atlas-mcp doctor`."
-        )
-    if "inference" in reason.lower() and (
-        "not found" in reason.lower() or kind == "resource_not_found_exception"
-    ):
-        return ConfigurationError(
-            f"inference endpoint missing: {reason}. Create it, or set [elasticsearch] "
-            "embedding_inference_id / rerank_inference_id to an endpoint `GET _inference/_all` lists."
-        )
-    if kind == "index_not_found_exception":
-        return ConfigurationError(f"the atlas indices are missing ({reason}); run `atlas-mcp bootstrap`")
-    if kind == "media_type_header_exception":
-        return ConfigurationError(
-            f"the cluster is not Elasticsearch {SUPPORTED_MAJOR}.x ({reason}); atlas-mcp needs a "
-            f"{SUPPORTED_MAJOR}.x cluster"
-        )
+    body = getattr(exc, "body", None)
+    problem = configuration_problem(body.get("error") if isinstance(body, dict) else None, what)
+    if problem is not None:
+        return problem
     if status == 401:
         return ConfigurationError(
             f"Elasticsearch rejected the credential for {what} (401: {reason}); the key may be revoked "
