@@ -93,16 +93,19 @@ class EsError(Exception):
         reason: str,
         headers: dict[str, str] | None = None,
         caused_by: dict[str, Any] | None = None,
+        suppressed: list[dict[str, Any]] | None = None,
     ):
         super().__init__(reason)
         self.status, self.kind, self.reason, self.headers = status, kind, reason, headers or {}
-        self.caused_by = caused_by
+        self.caused_by, self.suppressed = caused_by, suppressed
 
     def error(self) -> dict[str, Any]:
-        """The ``error`` object: type, reason and (when there is one) the cause."""
+        """The ``error`` object: type, reason, the cause and suppressed failures when there are."""
         out: dict[str, Any] = {"type": self.kind, "reason": self.reason}
         if self.caused_by is not None:
             out["caused_by"] = self.caused_by
+        if self.suppressed:
+            out["suppressed"] = self.suppressed
         return out
 
     def body(self) -> dict[str, Any]:
@@ -135,6 +138,9 @@ INDEX_IMPLIED = {
     "manage": {"all"},
 }
 WRITER_PRIVILEGES = {"read", "create_doc", "index", "delete"}
+# Releases whose reranker ran the internal inference action as the searching user
+# (elastic/elasticsearch#128328, fixed by #128327 and its backports #128330 and the 8.18 one).
+RERANK_AS_CALLER = frozenset({"8.18.0", "8.18.1", "9.0.0", "9.0.1"})
 ADMIN_CLUSTER = {"manage_own_api_key", "monitor"}
 # Endpoints as GET _inference describes them: task type, service, model, and (rerank) score kind.
 ENDPOINTS: dict[str, dict[str, str]] = {
@@ -299,6 +305,7 @@ class FakeElasticsearch:
         self._key_ids = itertools.count(1)
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
+        self._caller: Principal | None = None  # who runs the search being answered (under the lock)
         self.admin = Principal("admin", ADMIN[0], cluster=set(ADMIN_CLUSTER), index={"*": {"all"}})
         self.writer = Principal("writer", "atlas-writer", WRITER_KEY[0], index={"*": set(WRITER_PRIVILEGES)})
         self.keys[WRITER_KEY[0]] = Key(WRITER_KEY[0], WRITER_KEY[1], "atlas-writer", self.admin, {}, {})
@@ -809,6 +816,14 @@ class FakeElasticsearch:
                     caused_by={"type": exc.kind, "reason": exc.reason},
                 ) from exc
 
+    def _ingest_inference(self, index: Index, fields: dict[str, Any]) -> None:
+        """``ShardBulkInferenceActionFilter``: a document that sets a ``semantic_text`` field's
+        source runs inference, which the licence must cover (a partial update without it runs none)."""
+        for name in fields:
+            target = index.properties.get(name, {}).get("copy_to")
+            if target and index.properties.get(target, {}).get("type") == "semantic_text":
+                self._need_inference_licence(index.properties[target]["inference_id"])
+
     def _bulk(self, who: Principal, lines: list[Any]) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
         it = iter(lines)
@@ -881,6 +896,7 @@ class FakeElasticsearch:
                 raise EsError(404, "document_missing_exception", f"[{doc_id}]: document missing")
             merged = deep_merge(current["source"], body["doc"])  # as XContentHelper.update does
             self._check_source(index, merged)
+            self._ingest_inference(index, body["doc"])
             current["source"] = merged
             return self._written(index, doc_id, "updated", 200)
         if op == "create" and current is not None:
@@ -890,6 +906,7 @@ class FakeElasticsearch:
                 f"[{doc_id}]: version conflict, document already exists",
             )
         self._check_source(index, body)
+        self._ingest_inference(index, body)
         order = current["order"] if current else next(self._order)
         index.docs[doc_id] = {"source": dict(body), "seq_no": -1, "order": order}
         return self._written(
@@ -964,6 +981,8 @@ class FakeElasticsearch:
             )
         if "retriever" in body:
             top = body["retriever"]
+            self._check_retriever_licences(top)
+            self._caller = who
             ((kind, spec),) = top.items()
             if kind != "standard" and size > spec.get("rank_window_size", 10):
                 raise EsError(
@@ -1124,21 +1143,42 @@ class FakeElasticsearch:
             return self._rerank(spec, docs)
         raise EsError(400, "x_content_parse_exception", f"unknown retriever [{kind}]")
 
-    def _rrf(self, spec: dict[str, Any], docs: list[DocRef]) -> list[tuple[DocRef, float]]:
-        if self.licence in ("basic", "standard", "gold", "platinum"):
+    def _check_retriever_licences(self, retriever: dict[str, Any]) -> None:
+        """Each compound retriever's parser checks its licence before it parses its children
+        (so the outermost refusal is the one reported), and outside any wrapping."""
+        ((kind, spec),) = retriever.items()
+        feature = {
+            "text_similarity_reranker": "text_similarity_reranker",
+            "rrf": "Reciprocal Rank Fusion (RRF)",
+        }
+        if kind in feature and not self._enterprise():
             raise EsError(
-                403,
-                "security_exception",
-                "current license is non-compliant for [Reciprocal Rank Fusion (RRF)]",
+                403, "security_exception", f"current license is non-compliant for [{feature[kind]}]"
             )
+        children = spec.get("retrievers") or ([spec["retriever"]] if "retriever" in spec else [])
+        for child in children:
+            self._check_retriever_licences(child)
+
+    def _enterprise(self) -> bool:
+        return self.licence in ("enterprise", "trial")
+
+    def _rrf(self, spec: dict[str, Any], docs: list[DocRef]) -> list[tuple[DocRef, float]]:
         window, constant = spec.get("rank_window_size", 10), spec.get("rank_constant", 60)
         children = spec["retrievers"]
         if len(children) < 2:
             raise EsError(400, "illegal_argument_exception", "[rrf] requires at least 2 retrievers")
         scores: dict[DocRef, float] = {}
+        failed: list[tuple[str, int, dict[str, Any]]] = []
         for child in children:
-            for rank, (doc, _) in enumerate(self._retrieve(child, docs, window), start=1):
+            try:
+                ranked = self._retrieve(child, docs, window)
+            except EsError as exc:  # each child is its own search; the rrf collects their failures
+                failed.append((next(iter(child)), exc.status, exc.error()))
+                continue
+            for rank, (doc, _) in enumerate(ranked, start=1):
                 scores[doc] = scores.get(doc, 0.0) + 1.0 / (constant + rank)
+        if failed:
+            raise compound_failure("rrf", failed)
         return sorted(scores.items(), key=lambda x: (-x[1], x[0].id))[:window]
 
     def _rerank(self, spec: dict[str, Any], docs: list[DocRef]) -> list[tuple[DocRef, float]]:
@@ -1151,8 +1191,16 @@ class FakeElasticsearch:
                 "[text_similarity_reranker] requires [rank_window_size] <= the inner retriever's",
             )
         endpoint = spec.get("inference_id", ".rerank-v1-elasticsearch")
-        self._need_endpoint(endpoint)
         candidates = [d for d, _ in self._retrieve(spec["retriever"], docs, window)][:window]
+        try:  # the rank feature phase: its failures come back wrapped, as the child's
+            self._rank_phase(endpoint)
+        except EsError as exc:
+            phase = {
+                "type": "search_phase_execution_exception",
+                "reason": "Computing updated ranks for results failed",
+                "caused_by": exc.error(),
+            }
+            raise compound_failure("text_similarity_reranker", [(child_kind, 500, phase)]) from exc
         out = []
         for doc in candidates:
             raw = rerank_model_score(
@@ -1163,6 +1211,30 @@ class FakeElasticsearch:
             out.append((doc, max(raw, 0.0) + min(math.exp(raw), 1.0)))  # elastic/elasticsearch#120930
         out.sort(key=lambda x: (-x[1], x[0].id))
         return [x for x in out if x[1] >= spec.get("min_score", 0.0)]
+
+    def _rank_phase(self, endpoint: str) -> None:
+        """What the reranker's inference call needs: the endpoint, the inference licence (EIS
+        is exempt), and on 8.18.0-8.18.1 / 9.0.0-9.0.1 a caller allowed the internal inference
+        action, which no read-only key is (elastic/elasticsearch#128328)."""
+        self._need_endpoint(endpoint)
+        self._need_inference_licence(endpoint)
+        caller = self._caller
+        if self.version in RERANK_AS_CALLER and caller is not None and not self._may(caller, "all"):
+            raise EsError(
+                403,
+                "security_exception",
+                f"action [cluster:internal/xpack/inference] is unauthorized for {self._who(caller)}, this "
+                "action is granted by the cluster privileges [all]",
+            )
+
+    def _need_inference_licence(self, endpoint: str) -> None:
+        """``InferenceLicenceCheck``: the inference API needs Enterprise, EIS endpoints excepted."""
+        if self._endpoint(endpoint)["service"] != "elastic" and not self._enterprise():
+            raise EsError(
+                403,
+                "security_exception",
+                "current license is non-compliant for [inference]",
+            )
 
     @staticmethod
     def _endpoint_scores(endpoint: str) -> str:
@@ -1263,6 +1335,7 @@ class FakeElasticsearch:
                 f"Field [{spec['field']}] of type [{mapped.get('type')}] does not support semantic queries",
             )
         self._need_endpoint(mapped["inference_id"])
+        self._need_inference_licence(mapped["inference_id"])
         sources = [n for n, p in doc.index.properties.items() if p.get("copy_to") == spec["field"]]
         text = "\n".join(str(doc.source.get(n) or "") for n in sources)
         if not text.strip():
@@ -1296,6 +1369,21 @@ class FakeElasticsearch:
 
 
 _MICRO = timedelta(microseconds=1)
+
+
+def compound_failure(name: str, failures: list[tuple[str, int, dict[str, Any]]]) -> EsError:
+    """How a compound retriever reports its children's failures (``CompoundRetrieverBuilder``):
+    a ``status_exception`` naming them, each (child kind, status, error) under ``suppressed``;
+    the status is a 5xx if any child's was, else the children's own."""
+    statuses = [status for _, status, _ in failures]
+    kinds = ", ".join(kind for kind, _, _ in failures)
+    return EsError(
+        next((s for s in statuses if s >= 500), statuses[0]),
+        "status_exception",
+        f"[{name}] search failed - retrievers '[{kinds}]' returned errors. All failures are attached as "
+        "suppressed exceptions.",
+        suppressed=[error for _, _, error in failures],
+    )
 
 
 def rerank_model_score(kind: str, query: np.ndarray, document: np.ndarray) -> float:

@@ -116,7 +116,7 @@ def test_doctor_passes_on_a_ready_cluster_and_names_each_fix(fake_es, run):
     fake_es.inference_ids.discard(".jina-reranker-v2-base-multilingual")
     sick = run("doctor")
     assert sick.exit_code == 1
-    assert "[FAIL] licence for RRF, reranker and inference: cluster licence is gold" in sick.output
+    assert "[FAIL] licence for RRF and the reranker: cluster licence is gold" in sick.output
     assert "[FAIL] rerank endpoint" in sick.output and "start_trial" in sick.output
 
 
@@ -186,3 +186,21 @@ def test_bootstrap_dry_run_maps_no_date_as_date_nanos(run):
     ]
     assert not [t for t in types if t[2] == "date_nanos"], types
     assert {"created_at", "occurred_at"} <= {name for _, name, kind in types if kind == "date"}
+
+
+def test_doctor_asks_for_the_licence_the_configuration_needs(fake_es, run):
+    """Without server-side rerank and with an EIS embedding endpoint, Platinum (DLS) is enough;
+    an ML-node endpoint needs Enterprise for inference (issue 33 N11)."""
+    run("bootstrap")
+    run("users", "add", "sarah")
+    fake_es.writer.cluster |= {"monitor", "monitor_inference"}
+    fake_es.licence = "platinum"
+    eis = run("doctor", ATLAS_ELASTICSEARCH__RERANK_INFERENCE_ID="")
+    assert "[FAIL] licence" not in eis.output, eis.output
+    fake_es.inference_ids.add(".multilingual-e5-small-elasticsearch")
+    ml_node = run(
+        "doctor",
+        ATLAS_ELASTICSEARCH__RERANK_INFERENCE_ID="",
+        ATLAS_ELASTICSEARCH__EMBEDDING_INFERENCE_ID=".multilingual-e5-small-elasticsearch",
+    )
+    assert "[FAIL] licence for inference" in ml_node.output and "elasticsearch" in ml_node.output

@@ -167,10 +167,9 @@ def test_a_user_without_a_key_is_told_how_to_get_one(es_engine):
 
 
 def test_a_basic_licence_names_the_feature_and_the_fix(es_engine, fake_es):
+    """The reranker's parser checks its licence before its children's (the rrf's)."""
     fake_es.licence = "basic"
-    with pytest.raises(
-        ConfigurationError, match=r"licence does not cover Reciprocal Rank Fusion \(RRF\).*doctor"
-    ):
+    with pytest.raises(ConfigurationError, match=r"licence does not cover text_similarity_reranker.*doctor"):
         MemoryService(es_engine).recall("u1", "anything")
 
 
@@ -224,3 +223,46 @@ def test_a_concurrent_change_to_a_superseded_memory_rolls_the_write_back(es_engi
         service.write("u1", "The user's car is red", supersedes_id=old.id)
     live = es_engine.list(ListQuery("u1"))
     assert [m.id for m in live] == [old.id] and live[0].superseded_by is None
+
+
+# -- issue 33 N8: causes wrapped by compound retrievers keep their hint ---------------------------
+
+
+def test_a_missing_embedding_endpoint_inside_rrf_names_the_setting(es_engine, fake_es):
+    """The rrf retriever answers `status_exception: [rrf] search failed - retrievers '[standard,
+    standard]' returned errors` with the endpoint's 404 under `suppressed`: read only at the top,
+    it was a generic failure without the fix."""
+    MemoryService(es_engine).write("u1", "The hub runs firmware 2.1")
+    fake_es.inference_ids.discard(".jina-embeddings-v5-text-small")
+    with pytest.raises(ConfigurationError, match="inference endpoint missing.*embedding_inference_id"):
+        MemoryService(es_engine).recall("u1", "hub firmware")
+
+
+def test_a_missing_rerank_endpoint_wrapped_by_the_reranker_names_the_setting(es_engine, fake_es):
+    """The rank phase's failure comes back as a 500 `status_exception` whose suppressed
+    `search_phase_execution_exception` is caused by the endpoint's 404."""
+    MemoryService(es_engine).write("u1", "The hub runs firmware 2.1")
+    fake_es.inference_ids.discard(".jina-reranker-v2-base-multilingual")
+    with pytest.raises(ConfigurationError, match="inference endpoint missing.*rerank_inference_id"):
+        MemoryService(es_engine).recall("u1", "hub firmware")
+
+
+# -- issue 33 N11: inference needs its licence, except on EIS ------------------------------------
+
+
+def test_an_ml_node_endpoint_below_enterprise_refuses_writes_with_the_licence_named(fake_es, tmp_path):
+    """`semantic_text` ingest calls the inference API: on Platinum an `elasticsearch`-service
+    endpoint (ELSER, E5) fails every write, reranked or not."""
+    fake_es.inference_ids.add(".multilingual-e5-small-elasticsearch")
+    engine = bootstrapped_engine(
+        fake_es,
+        tmp_path / "keys.json",
+        embedding_inference_id=".multilingual-e5-small-elasticsearch",
+        rerank_inference_id="",
+    )
+    fake_es.licence = "platinum"
+    with pytest.raises(
+        ConfigurationError, match=r"licence does not cover inference.*Elastic Inference Service"
+    ):
+        MemoryService(engine).write("u1", "The hub runs firmware 2.1")
+    assert engine.list(ListQuery("u1")) == []

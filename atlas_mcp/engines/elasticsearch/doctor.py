@@ -10,17 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import AtlasError
+from .failures import SUPPORTED_MAJOR
 from .keys import KeyStore
 from .layout import ALL_TYPES, IndexLayout
 from .mappings import mapping, state_mapping
-from .requests import Inference, describe_endpoint
-from .failures import SUPPORTED_MAJOR
+from .requests import Endpoint, Inference, describe_endpoint
 from .transport import Cluster
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 # What self-managed licences allow (trial = everything); serverless has no licence API.
 LICENCE_RANK = {"basic": 0, "standard": 0, "gold": 1, "platinum": 2, "enterprise": 3, "trial": 3}
-NEEDS = (("DLS per-user keys", "platinum", 2), ("RRF, reranker and inference", "enterprise", 3))
+EIS_SERVICE = "elastic"  # the Elastic Inference Service: its endpoints need no inference licence
 WRITER_PRIVILEGES = ["read", "create_doc", "index", "delete"]
 # Privileges only doctor's own probes use: without them a probe is skipped (warn), never failed.
 PROBE_CLUSTER = ["monitor", "monitor_inference"]
@@ -52,9 +52,10 @@ def run_checks(cluster: Cluster, layout: IndexLayout, inference: Inference, keys
         grants = _grants(cluster, layout)
     except AtlasError as exc:
         return [*checks, Check("writer privileges", FAIL, str(exc))]
+    described: dict[str, Endpoint] = {}
     for name, probe in (
-        ("licence", lambda: _licence(cluster, grants)),
-        ("inference endpoints", lambda: _inference(cluster, inference, grants, keys)),
+        ("inference endpoints", lambda: _inference(cluster, inference, grants, keys, described)),
+        ("licence", lambda: _licence(cluster, grants, inference, described)),
         ("indices", lambda: _indices(cluster, layout, inference.embedding_id, grants)),
         ("writer privileges", lambda: _writer(grants)),
         ("user keys", lambda: _user_keys(cluster, layout, keys)),
@@ -135,7 +136,9 @@ def _grants(cluster: Cluster, layout: IndexLayout) -> Grants:
     return Grants(held, missing, view)
 
 
-def _licence(cluster: Cluster, grants: Grants) -> list[Check]:
+def _licence(
+    cluster: Cluster, grants: Grants, inference: Inference, described: dict[str, Endpoint]
+) -> list[Check]:
     if "monitor" not in grants.cluster:
         return [_skipped("licence", "monitor")]
     try:
@@ -147,17 +150,41 @@ def _licence(cluster: Cluster, grants: Grants) -> list[Check]:
         Check(
             f"licence for {what}",
             OK if rank >= need else FAIL,
-            f"cluster licence is {kind}",
+            f"cluster licence is {kind}{why}",
             ""
             if rank >= need
-            else f"needs {level} or higher: start a trial (POST _license/start_trial) or upgrade",
+            else f"needs {level} or higher: start a trial (POST _license/start_trial) or upgrade{alternative}",
         )
-        for what, level, need in NEEDS
+        for what, level, need, why, alternative in _needs(inference, described)
     ]
 
 
-def _inference(cluster: Cluster, inference: Inference, grants: Grants, keys: KeyStore) -> list[Check]:
-    """Reads each endpoint with the writer, or a user key (they carry ``monitor_inference``)."""
+def _needs(inference: Inference, described: dict[str, Endpoint]) -> list[tuple[str, str, int, str, str]]:
+    """(feature, licence, its rank, why it is needed, another way) for this configuration.
+
+    The inference API (``semantic_text`` ingest, the ``semantic`` query, the reranker's model)
+    needs Enterprise unless the endpoint runs on the Elastic Inference Service (``elastic``);
+    an endpoint doctor could not read is taken to need it.
+    """
+    needs = [("DLS per-user keys", "platinum", 2, "", "")]
+    if inference.rerank_id is not None:
+        needs.append(("RRF and the reranker", "enterprise", 3, "", ' (or set rerank_inference_id = "")'))
+    licensed = [
+        f"{endpoint_id} (service {e.service if e else 'unknown'})"
+        for endpoint_id in (inference.embedding_id, inference.rerank_id)
+        if endpoint_id is not None and ((e := described.get(endpoint_id)) is None or e.service != EIS_SERVICE)
+    ]
+    if licensed:
+        why = "; the inference API runs " + ", ".join(licensed)
+        needs.append(("inference", "enterprise", 3, why, " (or use Elastic Inference Service endpoints)"))
+    return needs
+
+
+def _inference(
+    cluster: Cluster, inference: Inference, grants: Grants, keys: KeyStore, described: dict[str, Endpoint]
+) -> list[Check]:
+    """Reads each endpoint with the writer, or a user key (they carry ``monitor_inference``);
+    what each is goes into ``described``."""
     client = None
     if "monitor_inference" not in grants.cluster:
         users = sorted(set(keys.stored()) | set(keys.configured_users()))
@@ -190,10 +217,12 @@ def _inference(cluster: Cluster, inference: Inference, grants: Grants, keys: Key
                 )
             )
             continue
-        described = describe_endpoint(found)
-        detail = f"{endpoint} ({described.task_type}, {described.service} {described.model_id})"
+        described[endpoint] = found_endpoint = describe_endpoint(found)
+        detail = (
+            f"{endpoint} ({found_endpoint.task_type}, {found_endpoint.service} {found_endpoint.model_id})"
+        )
         if role == "rerank":
-            detail += f"; scores read as {described.rerank_scale}"
+            detail += f"; scores read as {found_endpoint.rerank_scale}"
         out.append(Check(f"{role} endpoint", OK, detail))
     return out
 
