@@ -272,9 +272,13 @@ def test_user_keys_are_scoped_read_only_and_revocable(live):
     not ALLOW_DOWNGRADE, reason="downgrades the cluster to Basic: set ATLAS_ES_ALLOW_DOWNGRADE=1"
 )
 def test_zz_a_basic_licence_refuses_rrf_with_a_clear_error(live):
+    endpoint = rq.describe_endpoint(live.es.inference.get(inference_id=live.config.embedding_inference_id))
     live.es.license.post_start_basic(acknowledge=True)
     with pytest.raises(ConfigurationError, match="licence"):
         live.service.recall("alice", "anything")
+    if endpoint.service != "elastic":  # issue 33 N11: ingest calls the licensed inference API
+        with pytest.raises(ConfigurationError, match="licence does not cover inference"):
+            live.service.write("alice", "needs the inference licence")
 
 
 # 12 ------------------------------------------------------------------------------------------
@@ -465,3 +469,15 @@ def test_v1_indices_are_migrated_in_place_of_their_alias(tmp_path):
                 cluster.client.options(ignore_status=404).indices.delete(index=names.concrete(kind))
             cluster.client.options(ignore_status=404).indices.delete(index=names.state_concrete)
         cluster.close()
+
+
+# 23 (issue 33 N8) ----------------------------------------------------------------------------
+def test_a_missing_rerank_endpoint_wrapped_by_the_retriever_keeps_its_hint(tmp_path):
+    """The reranker reports the missing endpoint under `suppressed` of a `status_exception`."""
+    live = Live(tmp_path, rerank_inference_id=f"atlas-live-missing-{uuid.uuid4().hex[:6]}")
+    try:
+        live.service.write("alice", "The hub runs firmware 2.1")
+        with pytest.raises(ConfigurationError, match="inference endpoint missing.*rerank_inference_id"):
+            live.service.recall("alice", "hub firmware")
+    finally:
+        live.close()
