@@ -91,12 +91,15 @@ def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
     cluster = _cluster(settings, admin=True)
     keys = key_store(settings)
     try:
+        gaps = admin.minter_gaps(cluster, _layout(settings))
         stored = admin.add_user(
             cluster, keys, _layout(settings), user_id, settings.elasticsearch.key_expiration
         )
     finally:
         cluster.close()
     click.echo(f"minted key {stored.id} for {user_id}; stored in {keys.path} (mode 0600)")
+    for gap in gaps:
+        click.echo(f"warning: {gap}", err=True)
 
 
 @users.command("revoke")

@@ -141,7 +141,10 @@ WRITER_PRIVILEGES = {"read", "create_doc", "index", "delete"}
 # Releases whose reranker ran the internal inference action as the searching user
 # (elastic/elasticsearch#128328, fixed by #128327 and its backports #128330 and the 8.18 one).
 RERANK_AS_CALLER = frozenset({"8.18.0", "8.18.1", "9.0.0", "9.0.1"})
-ADMIN_CLUSTER = {"manage_own_api_key", "monitor"}
+# The documented least-privilege administrator (docs/elasticsearch.md, "Privileges each command
+# needs"): it mints keys, which can do no more than it can, and creates/migrates the indices.
+ADMIN_CLUSTER = {"manage_own_api_key", "monitor_inference"}
+ADMIN_INDEX = {"manage", "read", "write"}
 # Endpoints as GET _inference describes them: task type, service, model, and (rerank) score kind.
 ENDPOINTS: dict[str, dict[str, str]] = {
     ".jina-embeddings-v5-text-small": {
@@ -221,6 +224,22 @@ class Principal:
     descriptors: dict[str, Any] = field(default_factory=dict)
     cluster: set[str] = field(default_factory=set)
     index: dict[str, set[str]] = field(default_factory=dict)  # pattern -> privileges
+    # An API key's owner as the key was created: the key may do no more than it could
+    # (`security.get_api_key` `with_limited_by`: the intersection of both role sets).
+    limited_by: Principal | None = None
+
+    def snapshot(self) -> Principal:
+        """The privileges this principal holds now, frozen (what a key it mints is limited by)."""
+        cluster, index, _ = self.grants()
+        return Principal(
+            self.kind,
+            self.name,
+            self.key_id,
+            dict(self.descriptors),
+            set(cluster),
+            {p: set(v) for p, v in index.items()},
+            self.limited_by,
+        )
 
     def grants(self) -> tuple[set[str], dict[str, set[str]], dict[str, Any] | None]:
         """(cluster privileges, index privileges by pattern, DLS query) in force for this caller."""
@@ -244,6 +263,7 @@ class Key:
     descriptors: dict[str, Any]
     metadata: dict[str, Any]
     invalidated: bool = False
+    limited_by: Principal | None = None
 
 
 @dataclass
@@ -291,6 +311,7 @@ class FakeElasticsearch:
         self.flavour = flavour  # "serverless": GET / says 8.11.0, no licence API, no index stats
         self.licence = licence
         self.inference_ids = set(inference_ids)
+        self.endpoints = {k: dict(v) for k, v in ENDPOINTS.items()}  # what GET _inference describes
         self.max_result_window = max_result_window
         self.indices: dict[str, Index] = {}
         self.aliases: dict[str, str] = {}
@@ -306,7 +327,7 @@ class FakeElasticsearch:
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
         self._caller: Principal | None = None  # who runs the search being answered (under the lock)
-        self.admin = Principal("admin", ADMIN[0], cluster=set(ADMIN_CLUSTER), index={"*": {"all"}})
+        self.admin = Principal("admin", ADMIN[0], cluster=set(ADMIN_CLUSTER), index={"*": set(ADMIN_INDEX)})
         self.writer = Principal("writer", "atlas-writer", WRITER_KEY[0], index={"*": set(WRITER_PRIVILEGES)})
         self.keys[WRITER_KEY[0]] = Key(WRITER_KEY[0], WRITER_KEY[1], "atlas-writer", self.admin, {}, {})
         self._server: ThreadingHTTPServer | None = None
@@ -395,7 +416,7 @@ class FakeElasticsearch:
         if key is not None and key.secret == secret and not key.invalidated:
             if key.id == WRITER_KEY[0]:
                 return self.writer
-            return Principal("user", key.name, key.id, key.descriptors)
+            return Principal("user", key.name, key.id, key.descriptors, limited_by=key.limited_by)
         raise EsError(
             401,
             "security_exception",
@@ -407,7 +428,8 @@ class FakeElasticsearch:
 
     def _may(self, who: Principal, privilege: str) -> bool:
         cluster, _, _ = who.grants()
-        return privilege in cluster or bool(cluster & CLUSTER_IMPLIED.get(privilege, set()))
+        held = privilege in cluster or bool(cluster & CLUSTER_IMPLIED.get(privilege, set()))
+        return held and (who.limited_by is None or self._may(who.limited_by, privilege))
 
     def _require(self, who: Principal, privilege: str, action: str) -> None:
         if not self._may(who, privilege):
@@ -421,9 +443,10 @@ class FakeElasticsearch:
     def _may_index(self, who: Principal, index: str, privilege: str) -> bool:
         _, patterns, _ = who.grants()
         wanted = {privilege} | INDEX_IMPLIED.get(privilege, set())
-        return any(
+        held = any(
             (fnmatch.fnmatch(index, p) or index == p) and held & wanted for p, held in patterns.items()
         )
+        return held and (who.limited_by is None or self._may_index(who.limited_by, index, privilege))
 
     def _require_index(self, who: Principal, names: Sequence[str], privilege: str, action: str) -> None:
         for name in names:
@@ -576,7 +599,13 @@ class FakeElasticsearch:
         key_id = f"key-{next(self._key_ids)}"
         secret = f"secret-{key_id}"
         self.keys[key_id] = Key(
-            key_id, secret, body["name"], who, body.get("role_descriptors", {}), body.get("metadata", {})
+            key_id,
+            secret,
+            body["name"],
+            who,
+            body.get("role_descriptors", {}),
+            body.get("metadata", {}),
+            limited_by=who.snapshot(),
         )
         return 200, {
             "id": key_id,
@@ -761,7 +790,7 @@ class FakeElasticsearch:
         return 200, {"endpoints": [self._endpoint(endpoint)]}
 
     def _endpoint(self, endpoint: str) -> dict[str, Any]:
-        known = ENDPOINTS.get(
+        known = self.endpoints.get(
             endpoint,
             {
                 "task_type": "rerank" if "rerank" in endpoint else "text_embedding",
@@ -769,11 +798,14 @@ class FakeElasticsearch:
                 "model_id": endpoint,
             },
         )
+        settings = {"model_id": known["model_id"]}
+        if known["task_type"] == "text_embedding":
+            settings["similarity"] = known.get("similarity", "cosine")
         return {
             "inference_id": endpoint,
             "task_type": known["task_type"],
             "service": known["service"],
-            "service_settings": {"model_id": known["model_id"]},
+            "service_settings": settings,
             "task_settings": {},
         }
 
@@ -1240,6 +1272,18 @@ class FakeElasticsearch:
     def _endpoint_scores(endpoint: str) -> str:
         return ENDPOINTS.get(endpoint, {}).get("scores", "probability")
 
+    def _dense_score(self, endpoint: str, query: np.ndarray, document: np.ndarray) -> float:
+        """The knn score of the endpoint's vector similarity (the ``dense_vector`` reference)."""
+        similarity = self._endpoint(endpoint)["service_settings"].get("similarity", "cosine")
+        dot = float(query @ document)
+        if similarity in ("cosine", "dot_product"):
+            return (1.0 + dot) / 2.0
+        if similarity == "l2_norm":
+            return 1.0 / (1.0 + float(np.sum((query - document) ** 2)))
+        if similarity == "max_inner_product":
+            return dot + 1.0 if dot >= 0 else 1.0 / (1.0 - dot)
+        raise EsError(400, "illegal_argument_exception", f"fake: unknown similarity [{similarity}]")
+
     def _vector(self, text: str) -> np.ndarray:
         vector = self._vectors.get(text)
         if vector is None:
@@ -1340,7 +1384,7 @@ class FakeElasticsearch:
         text = "\n".join(str(doc.source.get(n) or "") for n in sources)
         if not text.strip():
             return None
-        return (1.0 + float(self._vector(text) @ self._vector(spec["query"]))) / 2.0
+        return self._dense_score(mapped["inference_id"], self._vector(spec["query"]), self._vector(text))
 
     def _function_score(self, spec: dict[str, Any], doc: DocRef, corpus: list[DocRef]) -> float | None:
         score = self._score(spec.get("query", {"match_all": {}}), doc, corpus)

@@ -16,7 +16,8 @@ from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch import requests as rq
 from atlas_mcp.engines.elasticsearch.mappings import CONTENT, SEMANTIC
-from atlas_mcp.engines.elasticsearch.requests import MS_PER_DAY, PRIORS_SCRIPT, rerank_relevance
+from atlas_mcp.engines.elasticsearch.requests import MS_PER_DAY, PRIORS_SCRIPT
+from atlas_mcp.engines.elasticsearch.scores import describe_endpoint, rerank_relevance
 
 from . import bodies
 
@@ -331,4 +332,4 @@ def test_the_scale_comes_from_the_endpoints_service(service, scale):
             }
         ]
     }
-    assert rq.describe_endpoint(found).rerank_scale == scale
+    assert describe_endpoint(found).rerank_scale == scale

@@ -204,3 +204,20 @@ def test_doctor_asks_for_the_licence_the_configuration_needs(fake_es, run):
         ATLAS_ELASTICSEARCH__EMBEDDING_INFERENCE_ID=".multilingual-e5-small-elasticsearch",
     )
     assert "[FAIL] licence for inference" in ml_node.output and "elasticsearch" in ml_node.output
+
+
+def test_users_add_says_what_a_key_from_this_administrator_will_lack(fake_es, run):
+    """A key can do no more than its minter: an administrator without `monitor_inference` (the
+    role the docs once gave) mints keys that cannot read the endpoints, and doctor's fix names the
+    administrator, not `users add` alone (issue 33 N3)."""
+    run("bootstrap")
+    fake_es.admin.cluster.discard("monitor_inference")
+    added = run("users", "add", "sarah")
+    assert added.exit_code == 0, added.output
+    assert "warning:" in added.output and "`monitor_inference`" in added.output
+    doctor = run("doctor")
+    assert "[FAIL] key of sarah: missing monitor_inference" in doctor.output
+    assert "administrator" in doctor.output.split("[FAIL] key of sarah")[1]
+    fake_es.admin.index.clear()  # no read at all: a key would be useless
+    refused = run("users", "add", "bob")
+    assert refused.exit_code != 0 and "lacks `read`" in refused.output

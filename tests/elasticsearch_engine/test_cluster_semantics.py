@@ -12,6 +12,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from structlog.testing import capture_logs
 
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy, multipliers
@@ -389,3 +390,80 @@ def test_microseconds_order_memories_created_within_one_millisecond(es_engine):
     after_first = es_engine.list(ListQuery("u1", since=min(stamps), oldest_first=True))
     assert [m.id for m in after_first] == ordered[1:]
     assert [m.id for m in es_engine.list(ListQuery("u1"))] == ordered[::-1]
+
+
+# -- issue 33 N3, N9, N12: inference endpoints as the keys can read them ---------------------------
+
+
+def test_a_key_can_do_no_more_than_the_admin_who_minted_it(fake_es, tmp_path):
+    """An administrator without `monitor_inference` mints keys without it, whatever their role
+    descriptor says: reading the endpoint then fails under the key, and atlas says so and how
+    to fix it instead of silently reading the scores by their range."""
+    fake_es.admin.cluster.discard("monitor_inference")  # the least-privilege role the docs gave
+    fake_es.inference_ids.add(LOGIT_RERANKER)
+    engine = bootstrapped_engine(
+        fake_es, tmp_path / "keys.json", users=("u1",), rerank_inference_id=LOGIT_RERANKER
+    )
+    key = engine.cluster.as_user(engine.keys.key_for("u1"))
+    held = key.security.has_privileges(cluster=["monitor_inference"])
+    assert held["cluster"] == {"monitor_inference": False}, "the intersection with the minter's rights"
+    service = MemoryService(engine)
+    service.write("u1", "The hub runs firmware 2.1")
+    with capture_logs() as logs:
+        assert service.recall("u1", "hub firmware", min_relevance=0.0, touch=False)
+    (warning,) = [e for e in logs if e["event"] == "elasticsearch_endpoint_unreadable"]
+    assert "monitor_inference" in warning["fix"] and "administrator" in warning["fix"]
+
+
+def test_a_failed_endpoint_read_is_asked_again_later(fake_es, tmp_path, monkeypatch):
+    """One 503 on the first `GET _inference` pinned "probability" (and "dense") for the life of
+    the process; a read that worked is never repeated."""
+    fake_es.inference_ids.add(LOGIT_RERANKER)
+    engine = bootstrapped_engine(
+        fake_es, tmp_path / "keys.json", users=("u1",), rerank_inference_id=LOGIT_RERANKER
+    )
+    service = MemoryService(engine)
+    service.write("u1", "The hub runs firmware 2.1")
+    reads = lambda: len(fake_es.requests_to("GET", rf"^/_inference/.*{LOGIT_RERANKER}$"))
+    fake_es.fail("GET", r"^/_inference/", 503, {"error": {"type": "unavailable", "reason": "busy"}}, times=2)
+    service.recall("u1", "hub firmware", touch=False)
+    service.recall("u1", "hub firmware", touch=False)
+    assert reads() == 2, "the failure stands for a while (user key, then writer: one try each)"
+    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.engine.ENDPOINT_RETRY_S", 0.0)
+    engine._endpoints.clear()
+    fake_es.fail("GET", r"^/_inference/", 503, {"error": {"type": "unavailable", "reason": "busy"}}, times=2)
+    service.recall("u1", "hub firmware", touch=False)
+    service.recall("u1", "hub firmware", touch=False)
+    service.recall("u1", "hub firmware", touch=False)
+    assert reads() == 2 + 2 + 1, "asked again once the wait is over, then kept"
+    assert engine._rerank_scale(None) == "logit"
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot_product", "l2_norm", "max_inner_product"])
+def test_the_dense_score_is_read_by_the_endpoints_similarity(fake_es, tmp_path, similarity):
+    """`(1 + cos) / 2` holds for cosine and dot_product only: an l2_norm or max_inner_product
+    endpoint's score, read that way, gave wrong cosines."""
+    endpoint = f"my-{similarity}-embedder"
+    fake_es.inference_ids.add(endpoint)
+    fake_es.endpoints[endpoint] = {
+        "task_type": "text_embedding",
+        "service": "custom",
+        "model_id": "mini",
+        "similarity": similarity,
+    }
+    fake_es.licence = "trial"
+    engine = bootstrapped_engine(
+        fake_es,
+        tmp_path / "keys.json",
+        users=("u1",),
+        embedding_inference_id=endpoint,
+        rerank_inference_id="",
+    )
+    service = MemoryService(engine)
+    facts = {service.write("u1", fact).id: fact for fact in FACTS}
+    query = "which firmware does the hub run"
+    for candidate in engine.candidates(service.recall_plan(RecallQuery("u1", query))):
+        if candidate.dense_similarity is None:
+            continue
+        expected = float(fake_es._vector(query) @ fake_es._vector(candidate.memory.search_text()))
+        assert candidate.dense_similarity == pytest.approx(expected, abs=1e-9), facts[candidate.memory.id]

@@ -30,6 +30,7 @@ from atlas_mcp.engines.elasticsearch.engine import ElasticsearchEngine
 from atlas_mcp.engines.elasticsearch.keys import KeyStore
 from atlas_mcp.engines.elasticsearch.layout import ALL_TYPES, IndexLayout
 from atlas_mcp.engines.elasticsearch.mappings import CONTENT, SEMANTIC, mapping
+from atlas_mcp.engines.elasticsearch.scores import describe_endpoint
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
 from atlas_mcp.errors import ConfigurationError
 from atlas_mcp.service import MemoryService, RecallQuery
@@ -272,7 +273,7 @@ def test_user_keys_are_scoped_read_only_and_revocable(live):
     not ALLOW_DOWNGRADE, reason="downgrades the cluster to Basic: set ATLAS_ES_ALLOW_DOWNGRADE=1"
 )
 def test_zz_a_basic_licence_refuses_rrf_with_a_clear_error(live):
-    endpoint = rq.describe_endpoint(live.es.inference.get(inference_id=live.config.embedding_inference_id))
+    endpoint = describe_endpoint(live.es.inference.get(inference_id=live.config.embedding_inference_id))
     live.es.license.post_start_basic(acknowledge=True)
     with pytest.raises(ConfigurationError, match="licence"):
         live.service.recall("alice", "anything")
@@ -293,7 +294,7 @@ def test_highlighting_through_the_retriever_tree(live):
 # 13 (issue 16) -------------------------------------------------------------------------------
 def test_the_rerank_scale_is_read_from_the_endpoint(live):
     found = live.es.inference.get(inference_id=live.config.rerank_inference_id)
-    endpoint = rq.describe_endpoint(found)
+    endpoint = describe_endpoint(found)
     assert endpoint.task_type == "rerank"
     if live.config.rerank_inference_id == ".rerank-v1-elasticsearch":
         assert endpoint.rerank_scale == "logit"  # elastic/elasticsearch#118483
@@ -481,3 +482,104 @@ def test_a_missing_rerank_endpoint_wrapped_by_the_retriever_keeps_its_hint(tmp_p
             live.service.recall("alice", "hub firmware")
     finally:
         live.close()
+
+
+# 24 (issue 33 N3) ----------------------------------------------------------------------------
+def test_a_key_is_limited_by_the_administrator_who_minted_it(live, tmp_path):
+    """An administrator without `monitor_inference` mints keys that cannot read the endpoints,
+    whatever their role descriptor says; `users add` warns. Needs a credential that may manage
+    users and roles (the test creates and removes its own)."""
+    name = f"{live.layout.prefix}-admin"
+    patterns = [live.layout.pattern(k) for k in ALL_TYPES]
+    password = f"pw-{uuid.uuid4().hex}"
+    try:
+        live.es.security.put_role(
+            name=name,
+            cluster=["manage_own_api_key"],
+            indices=[{"names": patterns, "privileges": ["read"]}],
+        )
+        live.es.security.put_user(username=name, password=password, roles=[name])
+    except Exception as exc:  # noqa: BLE001 - a credential that cannot manage security skips the case
+        pytest.skip(f"the live credential cannot create a role and a user: {exc}")
+    try:
+        config = live.config.model_copy(update={"username": name, "password": password})
+        minter = Cluster(connect(config, admin=True), config)
+        try:
+            gaps = admin.minter_gaps(minter, live.layout)
+            assert gaps and "monitor_inference" in gaps[0]
+            keys = KeyStore(tmp_path / "limited.json")
+            admin.add_user(minter, keys, live.layout, "carol", "1d")
+            key = live.admin.client.options(api_key=keys.key_for("carol"))
+            assert key.security.has_privileges(cluster=["monitor_inference"])["cluster"] == {
+                "monitor_inference": False
+            }
+            admin.revoke_user(minter, keys, live.layout, "carol")
+        finally:
+            minter.close()
+    finally:
+        live.es.options(ignore_status=404).security.delete_user(username=name)
+        live.es.options(ignore_status=404).security.delete_role(name=name)
+
+
+# 25 (issue 33 N9) ----------------------------------------------------------------------------
+def test_an_unreadable_endpoint_is_asked_again_and_a_readable_one_kept(live, monkeypatch):
+    reads: list[str] = []
+    real = live.engine.cluster.call
+
+    def counting(what, fn, **kwargs):
+        if what.startswith("read inference endpoint"):
+            reads.append(what)
+        return real(what, fn, **kwargs)
+
+    monkeypatch.setattr(live.engine.cluster, "call", counting)
+    client = live.engine._client("alice")
+    missing = f"atlas-live-missing-{uuid.uuid4().hex[:6]}"
+    assert live.engine._endpoint(missing, client) is None
+    assert live.engine._endpoint(missing, client) is None
+    assert len(reads) == 2, "a failure stands for a while (the key, then the writer)"
+    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.engine.ENDPOINT_RETRY_S", 0.0)
+    live.engine._endpoints.clear()
+    assert live.engine._endpoint(missing, client) is None
+    assert live.engine._endpoint(missing, client) is None
+    assert len(reads) == 6, "asked again once the wait is over"
+    found = live.engine._endpoint(live.config.embedding_inference_id, client)
+    again = live.engine._endpoint(live.config.embedding_inference_id, client)
+    assert found is not None and again is found and len(reads) == 7
+
+
+# 26 (issue 33 N12) ---------------------------------------------------------------------------
+def test_the_dense_score_is_read_back_as_the_endpoints_cosine(tmp_path):
+    """Whatever similarity the embedding endpoint declares, the candidate's cosine is the cosine
+    of the endpoint's own vectors."""
+    live = Live(tmp_path, rerank_inference_id=None)
+    try:
+        endpoint = describe_endpoint(live.es.inference.get(inference_id=live.config.embedding_inference_id))
+        if not endpoint.dense:
+            pytest.skip(f"{live.config.embedding_inference_id} is sparse: its score is no cosine")
+        fact = live.service.write("alice", "The garage door opener is a Chamberlain MyQ")
+        query = "garage door opener"
+        (candidate,) = [
+            c
+            for c in live.engine.candidates(live.service.recall_plan(RecallQuery("alice", query)))
+            if c.memory.id == fact.id
+        ]
+        a = _embedding(live, query, "search")
+        b = _embedding(live, fact.search_text(), "ingest")
+        norm = (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
+        cosine = sum(x * y for x, y in zip(a, b, strict=True)) / norm
+        assert candidate.dense_similarity == pytest.approx(cosine, abs=0.02)
+    finally:
+        live.close()
+
+
+def _embedding(live, text: str, input_type: str) -> list[float]:
+    """The endpoint's vector for ``text`` as ``semantic_text`` asks for it (query or passage)."""
+    path = f"/_inference/text_embedding/{live.config.embedding_inference_id}"
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    try:
+        found = live.es.perform_request(
+            "POST", path, headers=headers, body={"input": [text], "input_type": input_type}
+        )
+    except Exception:  # noqa: BLE001 - servers before input_type embed without it
+        found = live.es.perform_request("POST", path, headers=headers, body={"input": [text]})
+    return list(found["text_embedding"][0]["embedding"])

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import ElasticsearchSettings
-from ...errors import AtlasError, BackendUnavailable, InvalidInput
+from ...errors import AtlasError, BackendUnavailable, ConfigurationError, InvalidInput
 from ...log import get_logger
 from .keys import KeyStore, StoredKey, create_key_body, invalidate_body, live_keys_body
-from .layout import IndexLayout
+from .layout import ALL_TYPES, IndexLayout
 from .mappings import all_index_bodies
 from .migration import aliased
 from .transport import Cluster
@@ -80,6 +80,36 @@ def user_key_plan(layout: IndexLayout, user_id: str, expiration: str | None) -> 
     return PlannedRequest(
         "POST", "/_security/api_key", create_key_body(layout, check_user_id(user_id), expiration)
     )
+
+
+def minter_gaps(admin: Cluster, layout: IndexLayout) -> list[str]:
+    """What a key this administrator mints would lack: a key can do no more than its minter
+    (its rights are the intersection of its role descriptor and the minter's roles). Without
+    ``read`` the key could read nothing: refused. Without ``monitor_inference`` it cannot read
+    the inference endpoints, and atlas then reads rerank scores by their range: a warning."""
+    names = [layout.pattern(k) for k in ALL_TYPES]
+    held = admin.call(
+        "check the administrator's privileges",
+        lambda es: es.security.has_privileges(
+            cluster=["monitor_inference"], index=[{"names": names, "privileges": ["read"]}]
+        ),
+    )
+    unreadable = [name for name, privileges in held.get("index", {}).items() if not privileges.get("read")]
+    if unreadable:
+        raise ConfigurationError(
+            f"the administrator credential lacks `read` on {', '.join(unreadable)}, so a key it mints "
+            "could read nothing (a key can do no more than the user who mints it); grant it `read` on "
+            f"{layout.prefix}-* and try again"
+        )
+    if not held.get("cluster", {}).get("monitor_inference"):
+        gap = (
+            "the administrator credential lacks `monitor_inference`, so the key cannot read the "
+            "inference endpoints (a key can do no more than the user who mints it): atlas then reads "
+            "rerank scores by their range and takes the embedding endpoint as dense. Grant "
+            "`monitor_inference` to the administrator's role and run `users add` again."
+        )
+        return [gap]
+    return []
 
 
 def add_user(
@@ -153,6 +183,8 @@ def scratch_deployment(config: ElasticsearchSettings, keys: KeyStore) -> Iterato
 
     try:
         bootstrap(cluster, layout, config.embedding_inference_id)
+        for gap in minter_gaps(cluster, layout):
+            log.warning("elasticsearch_minter_gap", detail=gap)
         yield mint
     finally:
         for user_id in minted:

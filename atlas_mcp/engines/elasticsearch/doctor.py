@@ -14,13 +14,13 @@ from .failures import SUPPORTED_MAJOR
 from .keys import KeyStore
 from .layout import ALL_TYPES, IndexLayout
 from .mappings import mapping, state_mapping
-from .requests import Endpoint, Inference, describe_endpoint
+from .requests import Inference
+from .scores import EIS_SERVICE, Endpoint, describe_endpoint
 from .transport import Cluster
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 # What self-managed licences allow (trial = everything); serverless has no licence API.
 LICENCE_RANK = {"basic": 0, "standard": 0, "gold": 1, "platinum": 2, "enterprise": 3, "trial": 3}
-EIS_SERVICE = "elastic"  # the Elastic Inference Service: its endpoints need no inference licence
 WRITER_PRIVILEGES = ["read", "create_doc", "index", "delete"]
 # Privileges only doctor's own probes use: without them a probe is skipped (warn), never failed.
 PROBE_CLUSTER = ["monitor", "monitor_inference"]
@@ -328,7 +328,12 @@ def _user_keys(cluster: Cluster, layout: IndexLayout, keys: KeyStore) -> list[Ch
                 f"key of {user_id}",
                 FAIL if missing else OK,
                 f"missing {', '.join(missing)}" if missing else "read (DLS) + monitor_inference",
-                f"`atlas-mcp users add {user_id}` mints a key with both" if missing else "",
+                (
+                    "a key can do no more than the administrator who minted it: grant the "
+                    f"administrator's role {' and '.join(missing)}, then `atlas-mcp users add {user_id}`"
+                )
+                if missing
+                else "",
             )
         )
     return out

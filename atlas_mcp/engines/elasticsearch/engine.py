@@ -14,6 +14,7 @@ embedded engine does, so the service's own rerank ranks both engines alike.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,12 +31,14 @@ from ...log import get_logger
 from ..base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
 from . import documents as docs
 from . import requests as rq
-from .failures import configuration_problem, innermost
+from .failures import Forbidden, configuration_problem, innermost
 from .keys import KeyStore
 from .layout import ALL_TYPES, IndexLayout
+from .scores import Endpoint, describe_endpoint, rerank_relevance
 from .transport import REJECTED, Cluster
 
 log = get_logger(__name__)
+ENDPOINT_RETRY_S = 300.0  # how long a failed GET _inference stands before it is asked again
 STATS_ATTEMPTS = 3  # rounds of read-then-conditional-update when recalls race on use_count
 TRACKED = (MemoryType.SEMANTIC, MemoryType.PROCEDURAL)  # the types whose use is counted
 
@@ -64,7 +67,8 @@ class ElasticsearchEngine(Engine):
         self.inference = rq.Inference.from_config(config)
         self._config: ElasticsearchSettings = config
         self._clock = clock
-        self._endpoints: dict[str, rq.Endpoint | None] = {}  # GET _inference, once per endpoint
+        # GET _inference per endpoint: (what it is, or None until when a failed read is not retried)
+        self._endpoints: dict[str, tuple[Endpoint | None, float]] = {}
         self.info = EngineInfo(
             name="elasticsearch",
             reranks_server_side=self.inference.rerank_id is not None,
@@ -407,7 +411,7 @@ class ElasticsearchEngine(Engine):
         hits = self._search_response(client, f"recall for user {plan.user_id}", request)["hits"]["hits"]
         kept = [(h, s) for h in hits if (s := self._from_hit(h, plan.user_id))]
         scores = [float(h.get("_score") or 0.0) for h, _ in kept]
-        relevance = rq.rerank_relevance(scores, self._rerank_scale(client))
+        relevance = rerank_relevance(scores, self._rerank_scale(client))
         return [
             Candidate(s.memory, rrf_score=None, rerank_score=r, engine_score=score)
             for (_, s), score, r in zip(kept, scores, relevance, strict=True)
@@ -451,20 +455,38 @@ class ElasticsearchEngine(Engine):
                 out.setdefault(stored.memory.id, (stored.memory, float(hit.get("_score") or 0.0)))
         return out
 
-    def _endpoint(self, endpoint_id: str, client: Any) -> rq.Endpoint | None:
-        """What the endpoint is (service, model, task), read once; None if it cannot be read."""
-        if endpoint_id not in self._endpoints:
+    def _endpoint(self, endpoint_id: str, client: Any) -> Endpoint | None:
+        """What the endpoint is (service, model, task, similarity): read once it is read, asked
+        again ``ENDPOINT_RETRY_S`` after a failure (a passing error must not pin the fallback).
+        The user's key reads it (its ``monitor_inference``), else the writer."""
+        known, retry_at = self._endpoints.get(endpoint_id, (None, 0.0))
+        if known is not None or time.monotonic() < retry_at:
+            return known
+        failures: list[AtlasError] = []
+        for credential in (client, None):
             try:
                 found = self.cluster.call(
                     f"read inference endpoint {endpoint_id}",
                     lambda es: es.inference.get(inference_id=endpoint_id),
-                    client=client,
+                    client=credential,
+                    retries=0,
                 )
-                self._endpoints[endpoint_id] = rq.describe_endpoint(found)
-            except AtlasError:
-                log.warning("elasticsearch_endpoint_unknown", endpoint=endpoint_id)
-                self._endpoints[endpoint_id] = None
-        return self._endpoints[endpoint_id]
+            except AtlasError as exc:
+                failures.append(exc)
+                continue
+            endpoint = describe_endpoint(found)
+            self._endpoints[endpoint_id] = (endpoint, 0.0)
+            return endpoint
+        self._endpoints[endpoint_id] = (None, time.monotonic() + ENDPOINT_RETRY_S)
+        log.warning(
+            "elasticsearch_endpoint_unreadable",
+            endpoint=endpoint_id,
+            consequence="rerank scores are read by their range; the embedding endpoint is taken as dense with cosine similarity",
+            fix=_endpoint_fix(failures),
+            retry_in_s=ENDPOINT_RETRY_S,
+            reason=str(failures[0])[:300],
+        )
+        return None
 
     def _rerank_scale(self, client: Any) -> str:
         """``[elasticsearch] rerank_score_scale``, or (``auto``) what the endpoint's service returns."""
@@ -474,12 +496,10 @@ class ElasticsearchEngine(Engine):
         return endpoint.rerank_scale if endpoint is not None else "probability"
 
     def _similarity(self, client: Any) -> Callable[[float], float]:
-        """A dense ``semantic`` score is (1 + cosine) / 2: the cosine, as the embedded engine
-        reports it. A sparse endpoint's score (a weighted term overlap) is passed as it is."""
+        """A dense ``semantic`` score as the cosine the embedded engine reports, by the endpoint's
+        vector similarity; a sparse endpoint's score (a weighted term overlap) as it is."""
         endpoint = self._endpoint(self.inference.embedding_id, client)
-        if endpoint is not None and not endpoint.dense:
-            return float
-        return lambda score: 2.0 * score - 1.0
+        return (endpoint or Endpoint("text_embedding", "?", "?")).cosine()
 
     def close(self) -> None:
         self.cluster.close()
@@ -515,6 +535,16 @@ def _item_error(result: dict[str, Any], what: str) -> AtlasError:
     if problem is not None:
         return type(problem)(f"{what}: {problem}")
     return BackendUnavailable(f"{what} ({_reason(result)})")
+
+
+def _endpoint_fix(failures: Sequence[AtlasError]) -> str:
+    if any(isinstance(f, Forbidden) for f in failures):
+        return (
+            "grant `monitor_inference` to the administrator that mints user keys (a key can do no "
+            "more than its minter) and run `atlas-mcp users add <id>` again, or set "
+            "[elasticsearch] rerank_score_scale"
+        )
+    return "check the endpoint with `atlas-mcp doctor`"
 
 
 def secrets_path(settings: Settings) -> Path:

@@ -31,6 +31,10 @@ _UNMAPPED_SORT = re.compile(r"No mapping found for \[[^\]]+\] in order to sort o
 _INTERNAL_INFERENCE = "cluster:internal/xpack/inference"
 
 
+class Forbidden(ConfigurationError):
+    """403: the credential lacks a privilege the request needs."""
+
+
 class RerankRefused(ConfigurationError):
     """The cluster refuses the reranker to a read-only key (a server bug, not a missing grant)."""
 

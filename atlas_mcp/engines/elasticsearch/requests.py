@@ -21,7 +21,6 @@ the same multipliers decide both engines' final order.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -109,39 +108,6 @@ class Inference:
     @classmethod
     def from_config(cls, config: ElasticsearchSettings) -> Inference:
         return cls(config.embedding_inference_id, config.rerank_inference_id or None, config.rerank_window)
-
-
-# Services whose rerank models return raw logits (elastic/elasticsearch#118483, #120201: Elastic
-# Rerank and the cross-encoders deployed on ML nodes); the others return probabilities.
-LOGIT_SERVICES = frozenset({"elasticsearch"})
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """What ``GET _inference/<id>`` says about an endpoint, and how atlas reads its scores."""
-
-    task_type: str
-    service: str
-    model_id: str
-
-    @property
-    def rerank_scale(self) -> str:
-        return "logit" if self.service in LOGIT_SERVICES else "probability"
-
-    @property
-    def dense(self) -> bool:
-        """Dense embeddings: a ``semantic`` query scores (1 + cosine) / 2; sparse ones a dot product."""
-        return self.task_type == "text_embedding"
-
-
-def describe_endpoint(found: dict[str, Any]) -> Endpoint:
-    (endpoint, *_) = found.get("endpoints") or [{}]
-    settings = endpoint.get("service_settings") or {}
-    return Endpoint(
-        str(endpoint.get("task_type", "?")),
-        str(endpoint.get("service", "?")),
-        str(settings.get("model_id") or settings.get("model") or "?"),
-    )
 
 
 # -- filters ---------------------------------------------------------------------------
@@ -402,22 +368,3 @@ def as_merged(source: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
 
 def bulk_delete(index: str, doc_id: str) -> list[dict[str, Any]]:
     return [{"delete": {"_index": index, "_id": doc_id}}]
-
-
-def rerank_relevance(scores: Sequence[float], scale: str) -> list[float]:
-    """The reranker's scores as relevance in [0, 1], in the same order whatever the endpoint returns.
-
-    The retriever reports ``max(s, 0) + min(exp(s), 1)`` of the model's score s (elastic/
-    elasticsearch#120930), which is undone first. ``probability`` endpoints return s in [0, 1],
-    kept as is; ``logit`` endpoints return raw logits, squashed by a sigmoid like the local
-    cross-encoder. A "probability" batch with a score outside [0, 1] is read as logits too: both
-    maps are increasing, so the reranker's order always survives (clamping would tie them).
-    """
-    raw = [score - 1.0 if score >= 1.0 else math.log(max(score, 1e-300)) for score in scores]
-    if scale == "probability" and all(0.0 <= r <= 1.0 for r in raw):
-        return raw
-    return [_sigmoid(r) for r in raw]
-
-
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))

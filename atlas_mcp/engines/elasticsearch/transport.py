@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from ...config import ElasticsearchSettings
 from ...errors import AtlasError, BackendUnavailable, ConfigurationError
 from ...log import get_logger
-from .failures import configuration_problem, innermost
+from .failures import Forbidden, configuration_problem, innermost
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -81,13 +81,23 @@ class Cluster:
             view = self._views[api_key] = self.client.options(api_key=api_key)
         return view
 
-    def call(self, what: str, fn: Callable[[Any], T], *, client: Any = None, idempotent: bool = True) -> T:
+    def call(
+        self,
+        what: str,
+        fn: Callable[[Any], T],
+        *,
+        client: Any = None,
+        idempotent: bool = True,
+        retries: int | None = None,
+    ) -> T:
+        """``fn(client)``, retried up to ``retries`` times (default ``[elasticsearch] max_retries``)."""
         target = self.client if client is None else client
-        for attempt in range(self.config.max_retries + 1):
+        budget = self.config.max_retries if retries is None else retries
+        for attempt in range(budget + 1):
             try:
                 return fn(target)
             except Exception as exc:  # classified below, re-raised as AtlasError
-                wait = self._retry_wait(exc, attempt, idempotent)
+                wait = self._retry_wait(exc, attempt, idempotent, budget)
                 if wait is None:
                     raise map_error(exc, what, self.config) from exc
                 log.warning(
@@ -108,10 +118,10 @@ class Cluster:
         backoff = min(self.config.retry_backoff * 2**attempt, self.config.max_retry_wait)
         return backoff * random.uniform(0.5, 1.0)  # jitter: many clients must not retry in lockstep
 
-    def _retry_wait(self, exc: Exception, attempt: int, idempotent: bool) -> float | None:
+    def _retry_wait(self, exc: Exception, attempt: int, idempotent: bool, budget: int) -> float | None:
         from elasticsearch import ApiError, ConnectionError, ConnectionTimeout
 
-        if attempt >= self.config.max_retries:
+        if attempt >= budget:
             return None
         backoff = self._backoff(attempt)
         if isinstance(exc, ApiError):
@@ -193,7 +203,7 @@ def _api_error(exc: Exception, what: str) -> AtlasError:
             "or expired. Users get a new key with `atlas-mcp users add <id>`."
         )
     if status == 403:
-        return ConfigurationError(
+        return Forbidden(
             f"the credential may not {what} (403: {reason}); run `atlas-mcp doctor` to see which "
             "privilege is missing"
         )
