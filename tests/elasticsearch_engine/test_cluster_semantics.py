@@ -429,14 +429,14 @@ def test_a_failed_endpoint_read_is_asked_again_later(fake_es, tmp_path, monkeypa
     service.recall("u1", "hub firmware", touch=False)
     service.recall("u1", "hub firmware", touch=False)
     assert reads() == 2, "the failure stands for a while (user key, then writer: one try each)"
-    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.engine.ENDPOINT_RETRY_S", 0.0)
-    engine._endpoints.clear()
+    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.endpoints.RETRY_S", 0.0)
+    engine.recall.endpoints.forget()
     fake_es.fail("GET", r"^/_inference/", 503, {"error": {"type": "unavailable", "reason": "busy"}}, times=2)
     service.recall("u1", "hub firmware", touch=False)
     service.recall("u1", "hub firmware", touch=False)
     service.recall("u1", "hub firmware", touch=False)
     assert reads() == 2 + 2 + 1, "asked again once the wait is over, then kept"
-    assert engine._rerank_scale(None) == "logit"
+    assert engine.recall.rerank_scale(None) == "logit"
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot_product", "l2_norm", "max_inner_product"])

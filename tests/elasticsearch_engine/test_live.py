@@ -532,18 +532,18 @@ def test_an_unreadable_endpoint_is_asked_again_and_a_readable_one_kept(live, mon
         return real(what, fn, **kwargs)
 
     monkeypatch.setattr(live.engine.cluster, "call", counting)
-    client = live.engine._client("alice")
+    client = live.engine.reader.client("alice")
     missing = f"atlas-live-missing-{uuid.uuid4().hex[:6]}"
-    assert live.engine._endpoint(missing, client) is None
-    assert live.engine._endpoint(missing, client) is None
+    assert live.engine.recall.endpoints.get(missing, client) is None
+    assert live.engine.recall.endpoints.get(missing, client) is None
     assert len(reads) == 2, "a failure stands for a while (the key, then the writer)"
-    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.engine.ENDPOINT_RETRY_S", 0.0)
-    live.engine._endpoints.clear()
-    assert live.engine._endpoint(missing, client) is None
-    assert live.engine._endpoint(missing, client) is None
+    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.endpoints.RETRY_S", 0.0)
+    live.engine.recall.endpoints.forget()
+    assert live.engine.recall.endpoints.get(missing, client) is None
+    assert live.engine.recall.endpoints.get(missing, client) is None
     assert len(reads) == 6, "asked again once the wait is over"
-    found = live.engine._endpoint(live.config.embedding_inference_id, client)
-    again = live.engine._endpoint(live.config.embedding_inference_id, client)
+    found = live.engine.recall.endpoints.get(live.config.embedding_inference_id, client)
+    again = live.engine.recall.endpoints.get(live.config.embedding_inference_id, client)
     assert found is not None and again is found and len(reads) == 7
 
 
