@@ -312,6 +312,8 @@ class FakeElasticsearch:
         self.licence = licence
         self.inference_ids = set(inference_ids)
         self.endpoints = {k: dict(v) for k, v in ENDPOINTS.items()}  # what GET _inference describes
+        self.failing_shards: dict[str, dict[str, Any]] = {}  # concrete index -> fault (``fail_shard``)
+        self.rejected_searches = 0  # how many next ``_msearch`` items are rejected (429)
         self.max_result_window = max_result_window
         self.indices: dict[str, Index] = {}
         self.aliases: dict[str, str] = {}
@@ -980,6 +982,16 @@ class FakeElasticsearch:
         for header, body in zip(lines[::2], lines[1::2], strict=True):
             index = header.get("index")
             expression = ",".join(index) if isinstance(index, list) else index
+            if self.rejected_searches > 0:  # a full search queue answers this one search alone
+                self.rejected_searches -= 1
+                responses.append(
+                    EsError(
+                        429,
+                        "es_rejected_execution_exception",
+                        "rejected execution of TimedRunnable on EsThreadPoolExecutor[name = search]",
+                    ).body()
+                )
+                continue
             try:
                 responses.append(self._search(who, expression, body) | {"status": 200})
             except EsError as exc:
@@ -1002,6 +1014,8 @@ class FakeElasticsearch:
         _, _, dls = who.grants()
         if dls is not None:
             docs = [d for d in docs if self._score(dls, d, docs) is not None]
+        shards = self._shards(indices, retriever=body.get("retriever"))
+        docs = [d for d in docs if d.index_name not in shards["failed_indices"]]
         size, start = body.get("size", 10), body.get("from", 0)
         if start + size > self.max_result_window:
             raise EsError(
@@ -1031,6 +1045,7 @@ class FakeElasticsearch:
         response = {
             "took": 1,
             "timed_out": False,
+            "_shards": shards["summary"],
             "hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits},
         }
         if "pit" in body:
@@ -1042,6 +1057,45 @@ class FakeElasticsearch:
             ]
             response["aggregations"] = self._aggregate(aggs, matched, docs)
         return response
+
+    def fail_shard(
+        self, index: str, times: int = 1, status: int = 503, reason: str = "primary shard is not active"
+    ) -> None:
+        """The next ``times`` searches over concrete ``index`` find its (only) shard failing."""
+        self.failing_shards[index] = {"times": times, "status": status, "reason": reason}
+
+    def _shards(self, indices: list[Index], *, retriever: dict[str, Any] | None) -> dict[str, Any]:
+        """Which shards answer this search (one per index here). With the default
+        ``allow_partial_search_results`` a failed shard leaves the others' hits and is counted in
+        ``_shards``; every shard failing fails the search; a compound retriever's inner searches
+        allow no partial results, so there any failed shard fails them."""
+        failed = [i.name for i in indices if self.failing_shards.get(i.name, {}).get("times", 0) > 0]
+        causes = []
+        for name in failed:
+            fault = self.failing_shards[name]
+            fault["times"] -= 1
+            cause = {"type": "no_shard_available_action_exception", "reason": fault["reason"]}
+            causes.append(
+                {"shard": 0, "index": name, "node": "fake-node", "reason": cause, "status": fault["status"]}
+            )
+        if causes and (retriever is not None or len(failed) == len(indices)):
+            kind = "all shards failed" if len(failed) == len(indices) else "Partial shards failure"
+            status = causes[0]["status"]
+            error = EsError(status, "search_phase_execution_exception", kind, caused_by=causes[0]["reason"])
+            if retriever is None or next(iter(retriever)) == "standard":
+                raise error
+            # the inner searches of the compound retriever over standard ones fail; it wraps them
+            name, children = _compound_over_standard(retriever)
+            raise compound_failure(name, [(c, status, error.error()) for c in children])
+        summary = {
+            "total": len(indices),
+            "successful": len(indices) - len(failed),
+            "skipped": 0,
+            "failed": len(failed),
+        }
+        if causes:
+            summary["failures"] = causes
+        return {"summary": summary, "failed_indices": set(failed)}
 
     @staticmethod
     def _check_sort(indices: list[Index], body: dict[str, Any]) -> None:
@@ -1413,6 +1467,16 @@ class FakeElasticsearch:
 
 
 _MICRO = timedelta(microseconds=1)
+
+
+def _compound_over_standard(retriever: dict[str, Any]) -> tuple[str, list[str]]:
+    """The compound retriever whose children are the standard searches, and those children."""
+    ((kind, spec),) = retriever.items()
+    children = spec.get("retrievers") or [spec["retriever"]]
+    compound = [c for c in children if next(iter(c)) != "standard"]
+    if compound:
+        return _compound_over_standard(compound[0])
+    return kind, [next(iter(c)) for c in children]
 
 
 def compound_failure(name: str, failures: list[tuple[str, int, dict[str, Any]]]) -> EsError:

@@ -20,7 +20,7 @@ from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch.layout import IndexLayout
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
-from atlas_mcp.errors import AtlasError, ConfigurationError
+from atlas_mcp.errors import AtlasError, BackendUnavailable, ConfigurationError
 from atlas_mcp.service import MemoryService, RecallQuery
 
 from .harness import bootstrapped_engine, es_config
@@ -467,3 +467,99 @@ def test_the_dense_score_is_read_by_the_endpoints_similarity(fake_es, tmp_path, 
             continue
         expected = float(fake_es._vector(query) @ fake_es._vector(candidate.memory.search_text()))
         assert candidate.dense_similarity == pytest.approx(expected, abs=1e-9), facts[candidate.memory.id]
+
+
+# -- issue 33 N7, N13, N14: what 429s and failed shards do to a recall, a listing, a write --------
+
+
+def _recording_sleeps(engine) -> list[float]:
+    sleeps: list[float] = []
+    engine.cluster._sleep = sleeps.append  # the waits are recorded, not slept
+    return sleeps
+
+
+def test_usage_bookkeeping_never_holds_a_finished_recall_for_long(fake_es, tmp_path):
+    """Each usage call went through the whole retry budget, honouring Retry-After up to
+    max_retry_wait (defaults 3 x 10 s): a recall whose answer was ready waited tens of seconds."""
+    engine = bootstrapped_engine(
+        fake_es, tmp_path / "keys.json", users=("u1",), max_retries=3, max_retry_wait=10.0, retry_backoff=0.5
+    )
+    service = MemoryService(engine)
+    fact = service.write("u1", "The user drinks oat milk")
+    sleeps = _recording_sleeps(engine)
+    storm = {"error": {"type": "es_rejected_execution_exception", "reason": "queue full"}}
+    fake_es.fail("POST", r"^/_mget$", 429, storm, headers={"Retry-After": "10"}, times=99)
+    assert service.recall("u1", "oat milk")[0].memory.id == fact.id
+    assert sum(sleeps) <= 0.5, sleeps
+    fake_es.faults.clear()
+    real, rejected = fake_es._bulk_item, []
+
+    def reject_updates(who, op, meta, body):
+        from .fake_es import EsError
+
+        if op == "update":
+            rejected.append(meta["_id"])
+            raise EsError(429, "es_rejected_execution_exception", "rejected execution of bulk shard request")
+        return real(who, op, meta, body)
+
+    fake_es._bulk_item = reject_updates
+    sleeps.clear()
+    service.recall("u1", "oat milk")
+    assert rejected and sum(sleeps) <= 0.5, sleeps
+
+
+def test_a_listing_with_a_failed_shard_is_asked_again_then_refused(es_engine, fake_es):
+    """With `allow_partial_search_results` (the default) a failed shard leaves the others' hits:
+    taken as complete, a listing or an export silently lacked that index's memories."""
+    service = MemoryService(es_engine)
+    fact = service.write("u1", "The hub runs firmware 2.1")
+    event = service.write("u1", "Flew to Lisbon", "episodic")
+    semantic = es_engine.layout.concrete(MemoryType.SEMANTIC)
+    fake_es.fail_shard(semantic, times=1)
+    assert {m.id for m in es_engine.list(ListQuery("u1"))} == {fact.id, event.id}
+    fake_es.fail_shard(semantic, times=99)
+    with pytest.raises(BackendUnavailable, match="only in part.*1 of 3 shards failed"):
+        es_engine.list(ListQuery("u1"))
+
+
+def test_a_recall_branch_with_a_failed_shard_or_a_rejection_is_asked_again(fake_es, tmp_path):
+    engine = bootstrapped_engine(fake_es, tmp_path / "keys.json", users=("u1",), rerank_inference_id="")
+    service = MemoryService(engine)
+    fact = service.write("u1", "The hub runs firmware 2.1")
+    fake_es.rejected_searches = 1  # one branch of the _msearch answers 429
+    assert service.recall("u1", "hub firmware", touch=False)[0].memory.id == fact.id
+    fake_es.fail_shard(engine.layout.concrete(MemoryType.SEMANTIC), times=1)
+    assert service.recall("u1", "hub firmware", touch=False)[0].memory.id == fact.id
+    fake_es.fail_shard(engine.layout.concrete(MemoryType.SEMANTIC), times=99)
+    with pytest.raises(BackendUnavailable, match="only in part"):
+        service.recall("u1", "hub firmware", touch=False)
+
+
+def test_a_reranked_recall_over_a_failed_shard_is_retried(es_engine, fake_es):
+    """A compound retriever's inner searches allow no partial results: the whole search fails
+    (503, wrapped by the rrf) and is asked again."""
+    fact = MemoryService(es_engine).write("u1", "The hub runs firmware 2.1")
+    fake_es.fail_shard(es_engine.layout.concrete(MemoryType.SEMANTIC), times=1)
+    assert MemoryService(es_engine).recall("u1", "hub firmware", touch=False)[0].memory.id == fact.id
+
+
+def test_a_rejected_write_item_is_sent_again(es_engine, fake_es):
+    """A bulk item rejected with 429 was not applied: the write failed with "nothing was
+    changed" although sending it again would have worked."""
+    service = MemoryService(es_engine)
+    old = service.write("u1", "The user lives in Lyon")
+    real, state = fake_es._bulk_item, {"creates": 0, "updates": 0}
+
+    def reject_first(who, op, meta, body):
+        from .fake_es import EsError
+
+        if op in ("create", "update") and state[f"{op}s"] == 0:
+            state[f"{op}s"] += 1
+            raise EsError(429, "es_rejected_execution_exception", "rejected execution of bulk shard request")
+        return real(who, op, meta, body)
+
+    fake_es._bulk_item = reject_first
+    new = service.write("u1", "The user lives in Porto", supersedes_id=old.id)
+    assert state == {"creates": 1, "updates": 1}
+    stored = {m.id: m for m in es_engine.list(ListQuery("u1"))}
+    assert stored[old.id].superseded_by == new.id and new.id in stored

@@ -583,3 +583,73 @@ def _embedding(live, text: str, input_type: str) -> list[float]:
     except Exception:  # noqa: BLE001 - servers before input_type embed without it
         found = live.es.perform_request("POST", path, headers=headers, body={"input": [text]})
     return list(found["text_embedding"][0]["embedding"])
+
+
+# 27 (issue 33 N7) ----------------------------------------------------------------------------
+def test_usage_bookkeeping_that_fails_does_not_hold_the_recall(live, monkeypatch):
+    """Usage updates refused by the cluster (a write block here: 403 per item; 429s cannot be
+    provoked on demand) and a 429 storm on the real-time read leave the recall its answer, with
+    at most half a second of pauses."""
+    from elasticsearch import ApiError
+
+    fact = live.service.write("alice", "Alice drinks oat milk")
+    index = live.layout.concrete(MemoryType.SEMANTIC)
+    sleeps: list[float] = []
+    monkeypatch.setattr(live.engine.cluster, "_sleep", sleeps.append)
+    live.es.indices.put_settings(index=index, settings={"index.blocks.write": True})
+    try:
+        assert live.service.recall("alice", "oat milk")[0].memory.id == fact.id
+    finally:
+        live.es.indices.put_settings(index=index, settings={"index.blocks.write": None})
+    real = live.engine.cluster.call
+
+    def storm(what, fn, **kwargs):
+        if what.startswith("usage read"):
+            meta = type("Meta", (), {"status": 429, "headers": {"retry-after": "10"}})()
+            raise ApiError("rejected", meta, {"error": {"type": "es_rejected_execution_exception"}})
+        return real(what, fn, **kwargs)
+
+    monkeypatch.setattr(live.engine.cluster, "call", storm)
+    assert live.service.recall("alice", "oat milk")[0].memory.id == fact.id
+    assert sum(sleeps) <= 0.5
+
+
+# 28 (issue 33 N13) ---------------------------------------------------------------------------
+def test_a_search_answered_by_some_shards_only_is_refused(live):
+    """A script that fails on one index's shard only: the cluster answers 200 with the other
+    shards' hits and `_shards.failed: 1`; atlas asks again and then refuses the partial answer."""
+    from atlas_mcp.errors import BackendUnavailable
+
+    live.service.write("alice", "fact in the semantic index")
+    live.service.write("alice", "event in the episodic index", "episodic")
+    failing = {
+        "script_score": {
+            "query": {"match_all": {}},
+            "script": {
+                "source": "if (doc['_index'].value.startsWith(params.stem)) { throw new IllegalStateException('boom'); } return 1;",
+                "params": {"stem": live.layout.stem(MemoryType.SEMANTIC)},
+            },
+        }
+    }
+    request = rq.SearchRequest(tuple(live.layout.aliases(tuple(rq.USER_TYPES))), {"query": failing})
+    raw = live.as_user("alice").search(index=list(request.indices), body=request.body)
+    assert raw["_shards"]["failed"] >= 1 and raw["hits"]["hits"], "the cluster answers in part"
+    with pytest.raises(BackendUnavailable, match="only in part"):
+        live.engine.reader.search(live.as_user("alice"), "a test search", request)
+
+
+# 29 (issue 33 N14) ---------------------------------------------------------------------------
+def test_bulk_results_come_back_per_item_in_order(live):
+    """The item split behind retrying rejected items, against a real bulk response: a create, a
+    conditional update that conflicts (409, not retried) and a delete, in order."""
+    from atlas_mcp.engines.elasticsearch.bulk import bulk
+
+    alias = live.layout.alias(MemoryType.SEMANTIC)
+    fact = live.service.write("alice", "Alice likes tea")
+    ops = [
+        *rq.bulk_create(alias, "bulk-new", {"memory_type": "semantic", "text": "x", "content": "x"}),
+        *rq.bulk_update(alias, fact.id, {"use_count": 9}, (0, 1)),
+        *rq.bulk_delete(alias, "bulk-new"),
+    ]
+    results = bulk(live.engine.cluster, "a test bulk", ops, refresh="true")
+    assert [r.get("status") for r in results] == [201, 409, 200]

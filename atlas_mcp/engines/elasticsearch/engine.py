@@ -171,7 +171,8 @@ class ElasticsearchEngine(Engine):
 
         Conditional partial updates without a refresh (the next read is a real-time ``_mget``,
         so it sees them anyway); a lost race re-reads and retries, a rejected item (429) is
-        retried after a backoff.
+        retried after a short pause. The recall has its answer already, so each call is tried
+        once (no ``Retry-After`` waits) and all pauses together stay under ``TOUCH_WAIT_S``.
         """
         try:
             self._touch(user_id, list(dict.fromkeys(ids)), at)
@@ -181,8 +182,11 @@ class ElasticsearchEngine(Engine):
             )
 
     def _touch(self, user_id: str, pending: list[str], at: datetime) -> None:
+        waited = 0.0
         for attempt in range(STATS_ATTEMPTS):
-            stored = self._stored(user_id, pending, TRACKED, f"usage read for user {user_id}")
+            stored = self.reader.stored(
+                user_id, pending, TRACKED, f"usage read for user {user_id}", retries=0
+            )
             if not stored:
                 return
             ops: list[dict[str, Any]] = []
@@ -190,7 +194,7 @@ class ElasticsearchEngine(Engine):
                 ops += rq.bulk_update(
                     self._alias(s.memory), s.memory.id, docs.used_doc(s.memory, at), s.version
                 )
-            results = self._bulk(f"usage update for user {user_id}", ops, refresh="false")
+            results = self._bulk(f"usage update for user {user_id}", ops, refresh="false", retries=0)
             pending = [r["_id"] for r in results if conflict(r) or r.get("status") in REJECTED]
             failed = [r for r in results if not ok(r) and r["_id"] not in pending]
             if failed:
@@ -203,7 +207,9 @@ class ElasticsearchEngine(Engine):
             if not pending:
                 return
             if any(r.get("status") in REJECTED for r in results):
-                self.cluster.pause(attempt)
+                if waited >= TOUCH_WAIT_S:
+                    break
+                waited += self.cluster.pause(attempt, at_most=TOUCH_WAIT_S - waited)
         log.warning("elasticsearch_usage_contended", user_id=user_id, ids=pending)
 
     def update(self, user_id: str, memory: Memory) -> None:

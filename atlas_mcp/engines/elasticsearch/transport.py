@@ -110,9 +110,11 @@ class Cluster:
                 self._sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def pause(self, attempt: int) -> None:
-        """Back off before retrying work the cluster refused (e.g. rejected bulk items)."""
-        self._sleep(self._backoff(attempt))
+    def pause(self, attempt: int, at_most: float | None = None) -> float:
+        """Back off before retrying work the cluster refused (e.g. rejected bulk items); how long."""
+        wait = self._backoff(attempt) if at_most is None else min(self._backoff(attempt), at_most)
+        self._sleep(wait)
+        return wait
 
     def _backoff(self, attempt: int) -> float:
         backoff = min(self.config.retry_backoff * 2**attempt, self.config.max_retry_wait)
