@@ -332,7 +332,14 @@ class FakeElasticsearch:
         self.admin = Principal("admin", ADMIN[0], cluster=set(ADMIN_CLUSTER), index={"*": set(ADMIN_INDEX)})
         self.writer = Principal("writer", "atlas-writer", WRITER_KEY[0], index={"*": set(WRITER_PRIVILEGES)})
         self.keys[WRITER_KEY[0]] = Key(WRITER_KEY[0], WRITER_KEY[1], "atlas-writer", self.admin, {}, {})
+        self.users: dict[str, tuple[str, Principal]] = {ADMIN[0]: (ADMIN[1], self.admin)}  # Basic realm
         self._server: ThreadingHTTPServer | None = None
+
+    def add_admin(self, name: str, password: str) -> Principal:
+        """Another administrator user with the same least-privilege role (another operator)."""
+        principal = Principal("admin", name, cluster=set(ADMIN_CLUSTER), index={"*": set(ADMIN_INDEX)})
+        self.users[name] = (password, principal)
+        return principal
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -412,8 +419,8 @@ class FakeElasticsearch:
             user, _, secret = base64.b64decode(value).decode().partition(":")
         except ValueError:
             user = secret = ""
-        if scheme.lower() == "basic" and (user, secret) == ADMIN:
-            return self.admin
+        if scheme.lower() == "basic" and user in self.users and self.users[user][0] == secret:
+            return self.users[user][1]
         key = self.keys.get(user) if scheme.lower() == "apikey" else None
         if key is not None and key.secret == secret and not key.invalidated:
             if key.id == WRITER_KEY[0]:
@@ -633,19 +640,22 @@ class FakeElasticsearch:
             self._require(who, "manage_api_key", "cluster:admin/xpack/security/api_key/invalidate")
         else:
             self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/invalidate")
+        # The server looks up *active* keys only (owned by the caller with ``owner``): anything
+        # else is not found, and finding nothing is an empty success (``ApiKeyService``
+        # ``InvalidateApiKeyResponse.emptyResponse``), not an error.
         hits = [
             k
             for k in self.keys.values()
             if k.id != WRITER_KEY[0]
+            and not k.invalidated
             and (k.id in body.get("ids", []) or k.name == body.get("name"))
-            and (not body.get("owner") or k.owner is who)
+            and (not body.get("owner") or _same_owner(k.owner, who))
         ]
-        fresh = [k for k in hits if not k.invalidated]
-        for key in fresh:
+        for key in hits:
             key.invalidated = True
         return {
-            "invalidated_api_keys": [k.id for k in fresh],
-            "previously_invalidated_api_keys": [k.id for k in hits if k not in fresh],
+            "invalidated_api_keys": [k.id for k in hits],
+            "previously_invalidated_api_keys": [],
             "error_count": 0,
         }
 
@@ -653,7 +663,9 @@ class FakeElasticsearch:
         """What the query/get APIs show: every key with manage_api_key, else the caller's own."""
         self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/get")
         everyone = self._may(who, "manage_api_key")
-        return [k for k in self.keys.values() if k.id != WRITER_KEY[0] and (everyone or k.owner is who)]
+        return [
+            k for k in self.keys.values() if k.id != WRITER_KEY[0] and (everyone or _same_owner(k.owner, who))
+        ]
 
     @staticmethod
     def _key_info(key: Key) -> dict[str, Any]:
@@ -1513,6 +1525,11 @@ def deep_merge(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, An
         else:
             out[key] = value
     return out
+
+
+def _same_owner(owner: Principal, who: Principal) -> bool:
+    """A key belongs to the user (realm and name) that created it, not to one session of it."""
+    return (owner.kind, owner.name) == (who.kind, who.name)
 
 
 def _key_matches(query: dict[str, Any], key: Key) -> bool:

@@ -563,3 +563,45 @@ def test_a_rejected_write_item_is_sent_again(es_engine, fake_es):
     assert state == {"creates": 1, "updates": 1}
     stored = {m.id: m for m in es_engine.list(ListQuery("u1"))}
     assert stored[old.id].superseded_by == new.id and new.id in stored
+
+
+# -- issue 33 N4: a revoke the cluster answers with an empty success ------------------------------
+
+
+def _other_admin(engine, fake_es):
+    fake_es.add_admin("other-admin", "other-password")
+    config = engine.cluster.config.model_copy(
+        update={"username": "other-admin", "password": "other-password"}
+    )
+    return Cluster(connect(config, admin=True), config)
+
+
+def test_revoking_a_key_another_administrator_owns_keeps_its_record(es_engine, fake_es):
+    """With `owner: true` the cluster looks up the caller's own live keys only and answers an
+    empty success for anyone else's: `users revoke` said "invalidated 0 key(s)", deleted the only
+    record of the key, and the key kept working."""
+    other = _other_admin(es_engine, fake_es)
+    stored = es_engine.keys.stored()["u1"]
+    try:
+        with pytest.raises(ConfigurationError, match=rf"{stored.id}.*still valid.*another credential"):
+            admin.revoke_user(other, es_engine.keys, es_engine.layout, "u1")
+        assert es_engine.keys.stored()["u1"] == stored and not fake_es.keys[stored.id].invalidated
+        with _admin(es_engine) as owner:  # its owner invalidates it; revoke then completes
+            owner.client.security.invalidate_api_key(ids=[stored.id], owner=True)
+        assert admin.revoke_user(other, es_engine.keys, es_engine.layout, "u1") == 0
+        assert "u1" not in es_engine.keys.stored()
+    finally:
+        other.close()
+
+
+def test_rotating_a_key_another_administrator_owns_is_refused_whole(es_engine, fake_es):
+    other = _other_admin(es_engine, fake_es)
+    old = es_engine.keys.stored()["u2"]
+    try:
+        with pytest.raises(ConfigurationError, match="still valid"):
+            admin.add_user(other, es_engine.keys, es_engine.layout, "u2", None)
+    finally:
+        other.close()
+    assert es_engine.keys.stored()["u2"] == old and not fake_es.keys[old.id].invalidated
+    minted = [k for k in fake_es.keys.values() if k.owner.name == "other-admin"]
+    assert minted and all(k.invalidated for k in minted), "the new key was withdrawn"

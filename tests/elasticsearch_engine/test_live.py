@@ -489,36 +489,19 @@ def test_a_key_is_limited_by_the_administrator_who_minted_it(live, tmp_path):
     """An administrator without `monitor_inference` mints keys that cannot read the endpoints,
     whatever their role descriptor says; `users add` warns. Needs a credential that may manage
     users and roles (the test creates and removes its own)."""
-    name = f"{live.layout.prefix}-admin"
-    patterns = [live.layout.pattern(k) for k in ALL_TYPES]
-    password = f"pw-{uuid.uuid4().hex}"
+    minter = TemporaryAdmin(live, cluster_privileges=("manage_own_api_key",))
     try:
-        live.es.security.put_role(
-            name=name,
-            cluster=["manage_own_api_key"],
-            indices=[{"names": patterns, "privileges": ["read"]}],
-        )
-        live.es.security.put_user(username=name, password=password, roles=[name])
-    except Exception as exc:  # noqa: BLE001 - a credential that cannot manage security skips the case
-        pytest.skip(f"the live credential cannot create a role and a user: {exc}")
-    try:
-        config = live.config.model_copy(update={"username": name, "password": password})
-        minter = Cluster(connect(config, admin=True), config)
-        try:
-            gaps = admin.minter_gaps(minter, live.layout)
-            assert gaps and "monitor_inference" in gaps[0]
-            keys = KeyStore(tmp_path / "limited.json")
-            admin.add_user(minter, keys, live.layout, "carol", "1d")
-            key = live.admin.client.options(api_key=keys.key_for("carol"))
-            assert key.security.has_privileges(cluster=["monitor_inference"])["cluster"] == {
-                "monitor_inference": False
-            }
-            admin.revoke_user(minter, keys, live.layout, "carol")
-        finally:
-            minter.close()
+        gaps = admin.minter_gaps(minter.cluster, live.layout)
+        assert gaps and "monitor_inference" in gaps[0]
+        keys = KeyStore(tmp_path / "limited.json")
+        admin.add_user(minter.cluster, keys, live.layout, "carol", "1d")
+        key = live.admin.client.options(api_key=keys.key_for("carol"))
+        assert key.security.has_privileges(cluster=["monitor_inference"])["cluster"] == {
+            "monitor_inference": False
+        }
+        admin.revoke_user(minter.cluster, keys, live.layout, "carol")
     finally:
-        live.es.options(ignore_status=404).security.delete_user(username=name)
-        live.es.options(ignore_status=404).security.delete_role(name=name)
+        minter.close()
 
 
 # 25 (issue 33 N9) ----------------------------------------------------------------------------
@@ -653,3 +636,49 @@ def test_bulk_results_come_back_per_item_in_order(live):
     ]
     results = bulk(live.engine.cluster, "a test bulk", ops, refresh="true")
     assert [r.get("status") for r in results] == [201, 409, 200]
+
+
+class TemporaryAdmin:
+    """A user with the documented least-privilege administrator role, made for one test
+    (skips when the live credential may not manage users and roles)."""
+
+    def __init__(self, live, cluster_privileges=("manage_own_api_key", "monitor_inference")):
+        self.live, self.name = live, f"{live.layout.prefix}-admin-{uuid.uuid4().hex[:4]}"
+        self.password = f"pw-{uuid.uuid4().hex}"
+        patterns = [f"{live.layout.prefix}-*"]
+        try:
+            live.es.security.put_role(
+                name=self.name,
+                cluster=list(cluster_privileges),
+                indices=[{"names": patterns, "privileges": ["read", "manage", "write"]}],
+            )
+            live.es.security.put_user(username=self.name, password=self.password, roles=[self.name])
+        except Exception as exc:  # noqa: BLE001 - a credential that cannot manage security skips
+            pytest.skip(f"the live credential cannot create a role and a user: {exc}")
+        config = live.config.model_copy(update={"username": self.name, "password": self.password})
+        self.cluster = Cluster(connect(config, admin=True), config)
+
+    def close(self) -> None:
+        self.cluster.close()
+        self.live.es.options(ignore_status=404).security.delete_user(username=self.name)
+        self.live.es.options(ignore_status=404).security.delete_role(name=self.name)
+
+
+# 30 (issue 33 N4) ----------------------------------------------------------------------------
+def test_revoke_by_another_administrator_keeps_the_record_of_a_live_key(live):
+    """The cluster answers an `owner: true` invalidation of another user's key with an empty
+    success: the revoke must notice the key still works and keep its record."""
+    other = TemporaryAdmin(live)
+    stored = live.keys.stored()["bob"]
+    try:
+        with pytest.raises(ConfigurationError, match="still valid"):
+            admin.revoke_user(other.cluster, live.keys, live.layout, "bob")
+        assert live.keys.stored()["bob"] == stored
+        assert live.service.recall("bob", "anything", touch=False) is not None, "the key still works"
+        with pytest.raises(ConfigurationError, match="still valid"):
+            admin.add_user(other.cluster, live.keys, live.layout, "bob", "1d")
+        assert live.keys.stored()["bob"] == stored
+    finally:
+        other.close()
+    admin.revoke_user(live.admin, live.keys, live.layout, "bob")  # its owner can
+    admin.add_user(live.admin, live.keys, live.layout, "bob", "1d")  # for the fixture's teardown

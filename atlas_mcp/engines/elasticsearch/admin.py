@@ -16,6 +16,7 @@ from typing import Any
 from ...config import ElasticsearchSettings
 from ...errors import AtlasError, BackendUnavailable, ConfigurationError, InvalidInput
 from ...log import get_logger
+from .failures import Unauthenticated
 from .keys import KeyStore, StoredKey, create_key_body, invalidate_body, live_keys_body
 from .layout import ALL_TYPES, IndexLayout
 from .mappings import all_index_bodies
@@ -23,6 +24,7 @@ from .migration import aliased
 from .transport import Cluster
 
 log = get_logger(__name__)
+VERIFY_ATTEMPTS = 3  # checks that a revoked key is turned away, a short pause apart
 _USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,63}$")
 
 
@@ -115,16 +117,22 @@ def minter_gaps(admin: Cluster, layout: IndexLayout) -> list[str]:
 def add_user(
     admin: Cluster, keys: KeyStore, layout: IndexLayout, user_id: str, expiration: str | None
 ) -> StoredKey:
-    """Mint a DLS key for ``user_id``, invalidate the user's other keys under this prefix, then
-    store the new one. If the old keys cannot be invalidated, the new key is invalidated again
-    and the stored key stays as it was: a rotation either happens whole or not at all."""
+    """Mint a DLS key for ``user_id``, invalidate the user's other keys under this prefix (the
+    stored one included), then store the new one. If an old key cannot be invalidated (or stays
+    valid: another credential owns it), the new key is invalidated again and the stored key stays
+    as it was: a rotation either happens whole or not at all."""
     body = user_key_plan(layout, user_id, expiration).body
     created = admin.call(
         f"mint a key for user {user_id}", lambda es: es.security.create_api_key(**body), idempotent=False
     )
+    previous = keys.stored().get(user_id)
     try:
         stale = [k for k in live_key_ids(admin, layout, user_id) if k != created["id"]]
+        if previous is not None and previous.id not in stale:
+            stale.append(previous.id)
         invalidate(admin, stale, f"invalidate the old keys of user {user_id}")
+        if previous is not None:
+            require_invalid(admin, previous)
     except AtlasError:
         try:
             invalidate(admin, [created["id"]], f"withdraw the new key of user {user_id}")
@@ -135,16 +143,44 @@ def add_user(
 
 
 def revoke_user(admin: Cluster, keys: KeyStore, layout: IndexLayout, user_id: str) -> int:
-    """Invalidate the user's keys minted for this index prefix (and the stored one), then
-    forget the stored key; how many were invalidated. On failure the stored key is kept, since
-    it is still live."""
+    """Invalidate the user's keys minted for this index prefix (and the stored one), check that
+    the stored one no longer works, then forget it; how many were invalidated. On failure, or if
+    the stored key still works, the record is kept, since the key is still live."""
     ids = live_key_ids(admin, layout, check_user_id(user_id))
     stored = keys.stored().get(user_id)
     if stored is not None and stored.id not in ids:
         ids.append(stored.id)
     count = invalidate(admin, ids, f"revoke the keys of user {user_id}")
+    if stored is not None:
+        require_invalid(admin, stored)
     keys.remove(user_id)
     return count
+
+
+def require_invalid(admin: Cluster, key: StoredKey) -> None:
+    """Raise unless ``key`` is refused by the cluster now. An invalidation answers with an empty
+    success for a key the caller does not own (``owner: true`` looks up the caller's own keys
+    only), so the only proof is the key itself being turned away (``_authenticate`` needs no
+    privilege; a few short pauses allow for the nodes' authentication caches)."""
+    for attempt in range(VERIFY_ATTEMPTS):
+        try:
+            admin.call(
+                f"check that key {key.id} of user {key.user_id} no longer works",
+                lambda es: es.security.authenticate(),
+                client=admin.as_user(key.encoded),
+                retries=0,
+            )
+        except Unauthenticated:
+            return
+        if attempt + 1 < VERIFY_ATTEMPTS:
+            admin.pause(attempt)
+    raise ConfigurationError(
+        f"key {key.id} of user {key.user_id} is still valid: another credential owns it (another "
+        "administrator, or it was made in Kibana), and the cluster answers an invalidation of someone "
+        "else's key with an empty success. Its record is kept. Invalidate it with its owner's "
+        f'credential, in Kibana (Stack Management > API keys) or with DELETE /_security/api_key {{"ids": ["{key.id}"]}} '
+        "and the `manage_api_key` privilege, then run this command again."
+    )
 
 
 def live_key_ids(admin: Cluster, layout: IndexLayout, user_id: str) -> list[str]:

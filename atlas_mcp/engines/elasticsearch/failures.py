@@ -31,6 +31,10 @@ _UNMAPPED_SORT = re.compile(r"No mapping found for \[[^\]]+\] in order to sort o
 _INTERNAL_INFERENCE = "cluster:internal/xpack/inference"
 
 
+class Unauthenticated(ConfigurationError):
+    """401: the cluster does not accept the credential (wrong, expired or invalidated)."""
+
+
 class Forbidden(ConfigurationError):
     """403: the credential lacks a privilege the request needs."""
 

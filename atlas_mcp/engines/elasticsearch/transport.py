@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from ...config import ElasticsearchSettings
 from ...errors import AtlasError, BackendUnavailable, ConfigurationError
 from ...log import get_logger
-from .failures import Forbidden, configuration_problem, innermost
+from .failures import Forbidden, Unauthenticated, configuration_problem, innermost
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -200,7 +200,7 @@ def _api_error(exc: Exception, what: str) -> AtlasError:
     if problem is not None:
         return problem
     if status == 401:
-        return ConfigurationError(
+        return Unauthenticated(
             f"Elasticsearch rejected the credential for {what} (401: {reason}); the key may be revoked "
             "or expired. Users get a new key with `atlas-mcp users add <id>`."
         )
