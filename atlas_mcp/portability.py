@@ -28,7 +28,6 @@ from .engines.base import Engine, ListQuery, StoreStats
 from .errors import Conflict, InvalidInput
 
 FORMAT = "atlas-mcp.memory/1"
-PAGE = 500
 MAX_TEXT_CHARS = 1_000_000  # generous: a store may have been written under larger [limits]
 _ENVELOPE = ("format", "embedding_model")
 
@@ -139,10 +138,9 @@ def count(stats: StoreStats, user_id: str | None) -> int:
 
 
 def iter_memories(engine: Engine, user_id: str | None) -> Iterator[Memory]:
-    offset = 0
-    while page := engine.list(ListQuery(user_id, include_superseded=True, limit=PAGE, offset=offset)):
-        yield from page
-        offset += len(page)
+    """Every memory of ``user_id`` (None: the catalog), superseded ones included, from one
+    consistent view of the store (``Engine.scan``)."""
+    return engine.scan(ListQuery(user_id, include_superseded=True))
 
 
 def export_memories(

@@ -8,7 +8,7 @@ entries where asked): engines enforce isolation too, as defence in depth.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -130,6 +130,11 @@ class Engine(Protocol):
 
     def list(self, query: ListQuery) -> list[Memory]:
         """One page of an owner's memories, as ``query`` asks."""
+
+    def scan(self, query: ListQuery) -> Iterator[Memory]:
+        """Every memory ``query`` selects (``limit`` and ``offset`` aside), in ``list``'s order, from
+        one consistent view: a write or a forget while it runs neither repeats nor drops a memory,
+        and each is read once (what an export reads)."""
 
     def get_state(self, user_id: str, key: str) -> str | None:
         """A small per-user bookkeeping value (e.g. the consolidation watermark), or None."""

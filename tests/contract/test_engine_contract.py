@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from atlas_mcp.domain.model import MemoryType
-from atlas_mcp.engines.base import Engine
+from atlas_mcp.engines.base import Engine, ListQuery
 from atlas_mcp.errors import Conflict, NotFound
 
 
@@ -122,3 +122,14 @@ def test_warming_up_changes_nothing_a_recall_returns(contract_service, contract_
     assert engine.warm_rows("u1") is True  # a small store: nothing left for the background
     engine.warm("nobody")
     assert ids(svc.recall("u1", "Brompton bike", min_relevance=0.0, touch=False)) == before == [written.id]
+
+
+def test_scan_reads_what_list_pages_from_one_view(contract_service, contract_engine):
+    """What an export reads: every memory ``list`` would page through, each once, and a forget
+    while the scan runs drops nothing the scan began with."""
+    written = [contract_service.write("sarah", f"scan fact {n}").id for n in range(7)]
+    listed = [m.id for m in contract_engine.list(ListQuery("sarah", limit=100))]
+    scanned = contract_engine.scan(ListQuery("sarah", limit=2, offset=5))  # limit/offset aside
+    first = next(scanned).id
+    contract_engine.forget("sarah", listed[-1])
+    assert [first, *(m.id for m in scanned)] == listed and sorted(listed) == sorted(written)

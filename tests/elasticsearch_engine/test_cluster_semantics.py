@@ -605,3 +605,30 @@ def test_rotating_a_key_another_administrator_owns_is_refused_whole(es_engine, f
     assert es_engine.keys.stored()["u2"] == old and not fake_es.keys[old.id].invalidated
     minted = [k for k in fake_es.keys.values() if k.owner.name == "other-admin"]
     assert minted and all(k.invalidated for k in minted), "the new key was withdrawn"
+
+
+# -- issue 33 N5: an export reads one snapshot, each memory once ---------------------------------
+
+
+def test_an_export_reads_one_point_in_time_once_and_misses_nothing_forgotten_meanwhile(
+    fake_es, tmp_path, monkeypatch
+):
+    """Export paged by offset: every page opened a new point in time and read (and dropped) all
+    the hits before it, n²/page hits in all; and a forget between pages shifted the later ones
+    up, so one live memory was never exported."""
+    from atlas_mcp import portability
+
+    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.requests.LIST_PAGE", 4)
+    engine = bootstrapped_engine(fake_es, tmp_path / "keys.json", users=("u1",))
+    service = MemoryService(engine)
+    written = [service.write("u1", f"fact number {n}").id for n in range(20)]
+    fake_es.requests.clear()
+    exported = portability.iter_memories(engine, "u1")
+    first = [next(exported).id for _ in range(6)]
+    later = next(i for i in reversed(written) if i not in first)
+    engine.forget("u1", later)  # while the export runs
+    rest = [m.id for m in exported]
+    assert sorted(first + rest) == sorted(written), "the snapshot the export began with, each once"
+    assert len(fake_es.requests_to("POST", r"/_pit$")) == 1, "one point in time for the whole export"
+    pages = fake_es.requests_to(None, r"^/_search$")
+    assert sum(r.json()["size"] for r in pages) <= len(written) + 4, "each memory read once (O(n))"

@@ -682,3 +682,25 @@ def test_revoke_by_another_administrator_keeps_the_record_of_a_live_key(live):
         other.close()
     admin.revoke_user(live.admin, live.keys, live.layout, "bob")  # its owner can
     admin.add_user(live.admin, live.keys, live.layout, "bob", "1d")  # for the fixture's teardown
+
+
+# 31 (issue 33 N5) ----------------------------------------------------------------------------
+def test_an_export_reads_one_point_in_time_and_survives_a_forget(live, monkeypatch):
+    from atlas_mcp import portability
+
+    monkeypatch.setattr("atlas_mcp.engines.elasticsearch.requests.LIST_PAGE", 4)
+    written = [live.service.write("alice", f"exported fact {n}").id for n in range(11)]
+    opened: list[str] = []
+    real = live.engine.cluster.call
+
+    def counting(what, fn, **kwargs):
+        if "open a point in time" in what:
+            opened.append(what)
+        return real(what, fn, **kwargs)
+
+    monkeypatch.setattr(live.engine.cluster, "call", counting)
+    exported = portability.iter_memories(live.engine, "alice")
+    first = [next(exported).id for _ in range(5)]
+    live.engine.forget("alice", next(i for i in reversed(written) if i not in first))
+    assert sorted(first + [m.id for m in exported]) == sorted(written)
+    assert len(opened) == 1

@@ -14,7 +14,8 @@ recall never sees one half-applied.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -166,6 +167,10 @@ class EmbeddedEngine(Engine):
     def list(self, query: ListQuery) -> list[Memory]:
         with self._lock:
             return store.page(self.store.conn, query)
+
+    def scan(self, query: ListQuery) -> Iterator[Memory]:
+        """One SELECT without a limit: SQLite answers it from one snapshot."""
+        return iter(self.list(replace(query, limit=-1, offset=0)))
 
     def get_state(self, user_id: str, key: str) -> str | None:
         with self._lock:
