@@ -576,6 +576,8 @@ class FakeElasticsearch:
             return 200, {i.name: {"mappings": i.mappings} for i in self._resolve(m.group(1))}
         if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "PUT":
             self._require_index(who, [m.group(1)], "create_index", "indices:admin/create")
+            if body.get("aliases"):  # security-privileges.md: then `manage` on index and aliases too
+                self._require_index(who, [m.group(1), *body["aliases"]], "manage", "indices:admin/create")
             return 200, self._create_index(m.group(1), body)
         if (m := re.fullmatch(r"/([^/_][^/]*)", path)) and method == "DELETE":
             self._require_index(who, self._names(m.group(1)), "delete_index", "indices:admin/delete")

@@ -221,3 +221,14 @@ def test_users_add_says_what_a_key_from_this_administrator_will_lack(fake_es, ru
     fake_es.admin.index.clear()  # no read at all: a key would be useless
     refused = run("users", "add", "bob")
     assert refused.exit_code != 0 and "lacks `read`" in refused.output
+
+
+def test_bootstrap_names_the_privilege_it_needs(fake_es, run):
+    """Creating an index with its alias needs `manage` on both names: `create_index`, which the
+    docs asked for, is refused (issue 33 N10)."""
+    fake_es.admin.index = {"*": {"create_index", "view_index_metadata", "read"}}
+    refused = run("bootstrap")
+    assert refused.exit_code != 0 and "`manage`" in refused.output and "bootstrap" in refused.output
+    assert not fake_es.indices
+    fake_es.admin.index = {"*": {"manage", "read"}}
+    assert run("bootstrap").exit_code == 0 and len(fake_es.indices) == 5

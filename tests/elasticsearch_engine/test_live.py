@@ -642,7 +642,12 @@ class TemporaryAdmin:
     """A user with the documented least-privilege administrator role, made for one test
     (skips when the live credential may not manage users and roles)."""
 
-    def __init__(self, live, cluster_privileges=("manage_own_api_key", "monitor_inference")):
+    def __init__(
+        self,
+        live,
+        cluster_privileges=("manage_own_api_key", "monitor_inference"),
+        index_privileges=("read", "manage", "write"),
+    ):
         self.live, self.name = live, f"{live.layout.prefix}-admin-{uuid.uuid4().hex[:4]}"
         self.password = f"pw-{uuid.uuid4().hex}"
         patterns = [f"{live.layout.prefix}-*"]
@@ -650,7 +655,7 @@ class TemporaryAdmin:
             live.es.security.put_role(
                 name=self.name,
                 cluster=list(cluster_privileges),
-                indices=[{"names": patterns, "privileges": ["read", "manage", "write"]}],
+                indices=[{"names": patterns, "privileges": list(index_privileges)}],
             )
             live.es.security.put_user(username=self.name, password=self.password, roles=[self.name])
         except Exception as exc:  # noqa: BLE001 - a credential that cannot manage security skips
@@ -704,3 +709,19 @@ def test_an_export_reads_one_point_in_time_and_survives_a_forget(live, monkeypat
     live.engine.forget("alice", next(i for i in reversed(written) if i not in first))
     assert sorted(first + [m.id for m in exported]) == sorted(written)
     assert len(opened) == 1
+
+
+# 32 (issue 33 N10) ---------------------------------------------------------------------------
+def test_bootstrap_with_create_index_only_is_refused_with_the_privilege_named(live):
+    creator = TemporaryAdmin(live, index_privileges=("create_index", "view_index_metadata", "read"))
+    try:
+        layout = IndexLayout(f"{live.layout.prefix}-ci")
+        with pytest.raises(ConfigurationError, match="`manage`"):
+            admin.bootstrap(creator.cluster, layout, live.config.embedding_inference_id)
+        assert not live.es.indices.exists(index=layout.concrete(MemoryType.SEMANTIC))
+        with pytest.raises(Exception, match="403|unauthorized"):  # the server's own refusal
+            creator.cluster.client.indices.create(
+                index=layout.concrete(MemoryType.SEMANTIC), aliases={layout.alias(MemoryType.SEMANTIC): {}}
+            )
+    finally:
+        creator.close()

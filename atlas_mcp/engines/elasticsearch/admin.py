@@ -56,8 +56,10 @@ def bootstrap_plan(layout: IndexLayout, inference_id: str) -> list[PlannedReques
 def bootstrap(cluster: Cluster, layout: IndexLayout, inference_id: str) -> list[str]:
     """Create every missing index (with its alias); existing ones are left as they are, and one
     still served by an index of an older version is named with the command that migrates it."""
+    plan = bootstrap_plan(layout, inference_id)
+    require_manage(cluster, [n for r in plan for n in (r.path.lstrip("/"), *r.body["aliases"])])
     report = []
-    for request in bootstrap_plan(layout, inference_id):
+    for request in plan:
         (alias,) = request.body["aliases"]
         name = request.path.lstrip("/")
         current = aliased(cluster, alias)
@@ -76,6 +78,22 @@ def bootstrap(cluster: Cluster, layout: IndexLayout, inference_id: str) -> list[
         )
         report.append(f"created  {name} (alias {alias})")
     return report
+
+
+def require_manage(cluster: Cluster, names: list[str]) -> None:
+    """``bootstrap`` creates each index with its alias (and reads aliases to find what exists):
+    that needs ``manage`` on both names, ``create_index`` alone is refused."""
+    held = cluster.call(
+        "check the privileges bootstrap needs",
+        lambda es: es.security.has_privileges(index=[{"names": names, "privileges": ["manage"]}]),
+    )
+    lacking = [name for name, privileges in held.get("index", {}).items() if not privileges.get("manage")]
+    if lacking:
+        raise ConfigurationError(
+            f"bootstrap needs `manage` on {', '.join(lacking)}: each index is created with its alias, "
+            "which needs `manage` on both names (`create_index` is not enough). Grant `manage` on "
+            "the atlas indices (<prefix>-*) to the administrator's role."
+        )
 
 
 def user_key_plan(layout: IndexLayout, user_id: str, expiration: str | None) -> PlannedRequest:
