@@ -245,7 +245,8 @@ def test_user_key_is_read_only_with_one_dls_entry_and_inference():
     (descriptor,) = bodies.KEY_BODY["role_descriptors"].values()
     (entry,) = descriptor["indices"]
     assert entry["privileges"] == ["read"] and "query" in entry
-    assert len(entry["names"]) == len(set(entry["names"])) == 4
+    assert len(entry["names"]) == len(set(entry["names"])) == 8  # each alias, and its -v* indices
+    assert not [n for n in entry["names"] if n.endswith("*") and not n.endswith("-v*")]
     assert descriptor["cluster"] == ["monitor_inference"]
     assert bodies.KEY_BODY["expiration"] == "90d"
 

@@ -632,3 +632,22 @@ def test_an_export_reads_one_point_in_time_once_and_misses_nothing_forgotten_mea
     assert len(fake_es.requests_to("POST", r"/_pit$")) == 1, "one point in time for the whole export"
     pages = fake_es.requests_to(None, r"^/_search$")
     assert sum(r.json()["size"] for r in pages) <= len(written) + 4, "each memory read once (O(n))"
+
+
+# -- issue 33 N16: a key reaches its own deployment's indices only --------------------------------
+
+
+def test_a_key_does_not_reach_a_deployment_whose_prefix_extends_its_own(fake_es, tmp_path):
+    """Granted `<prefix>-<type>*`, a key of deployment `t` also read deployment `t-semantic`'s
+    indices (`t-semantic-semantic`, ...), that user's memories and its catalog included."""
+    ours = bootstrapped_engine(fake_es, tmp_path / "ours.json", users=("u1",), index_prefix="tn")
+    theirs = bootstrapped_engine(fake_es, tmp_path / "theirs.json", users=("u1",), index_prefix="tn-semantic")
+    secret = MemoryService(theirs).write("u1", "the other deployment's memory")
+    key = ours.cluster.as_user(ours.keys.key_for("u1"))
+    from elasticsearch import AuthorizationException
+
+    with pytest.raises(AuthorizationException):
+        key.search(index=theirs.layout.alias(MemoryType.SEMANTIC), body={"query": {"match_all": {}}})
+    with pytest.raises(AuthorizationException):
+        key.mget(docs=[{"_index": theirs.layout.alias(MemoryType.SEMANTIC), "_id": secret.id}])
+    assert MemoryService(ours).recall("u1", "memory", touch=False) == []

@@ -345,7 +345,7 @@ def test_a_write_before_bootstrap_is_refused_and_creates_nothing(live):
 
 # 17 (issue 16) -------------------------------------------------------------------------------
 def test_doctor_passes_with_a_least_privilege_writer(live):
-    names = [*(live.layout.pattern(k) for k in ALL_TYPES), f"{live.layout.state_alias}*"]
+    names = [*(p for k in ALL_TYPES for p in live.layout.patterns(k)), f"{live.layout.state_alias}*"]
     writer = live.es.security.create_api_key(
         name=f"{live.layout.prefix}-writer",
         role_descriptors={
@@ -725,3 +725,16 @@ def test_bootstrap_with_create_index_only_is_refused_with_the_privilege_named(li
             )
     finally:
         creator.close()
+
+
+# 33 (issue 33 N16) ---------------------------------------------------------------------------
+def test_a_key_does_not_reach_a_deployment_whose_prefix_extends_its_own(live, tmp_path):
+    theirs = Live(tmp_path / "theirs", index_prefix=f"{live.layout.prefix}-semantic")
+    try:
+        theirs.service.write("alice", "the other deployment's memory")
+        with pytest.raises(Exception, match="403|unauthorized"):
+            live.as_user("alice").search(
+                index=theirs.layout.alias(MemoryType.SEMANTIC), body={"query": {"match_all": {}}}
+            )
+    finally:
+        theirs.close()

@@ -107,7 +107,7 @@ def minter_gaps(admin: Cluster, layout: IndexLayout) -> list[str]:
     (its rights are the intersection of its role descriptor and the minter's roles). Without
     ``read`` the key could read nothing: refused. Without ``monitor_inference`` it cannot read
     the inference endpoints, and atlas then reads rerank scores by their range: a warning."""
-    names = [layout.pattern(k) for k in ALL_TYPES]
+    names = [p for k in ALL_TYPES for p in layout.patterns(k)]
     held = admin.call(
         "check the administrator's privileges",
         lambda es: es.security.has_privileges(

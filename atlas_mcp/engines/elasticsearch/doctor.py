@@ -117,7 +117,7 @@ def _version(cluster: Cluster) -> list[Check]:
 
 
 def _grants(cluster: Cluster, layout: IndexLayout) -> Grants:
-    names = [*(layout.pattern(k) for k in ALL_TYPES), f"{layout.state_alias}*"]
+    names = [*(p for k in ALL_TYPES for p in layout.patterns(k)), f"{layout.state_alias}*"]
     result = cluster.call(
         "check writer privileges",
         lambda es: es.security.has_privileges(
@@ -302,7 +302,7 @@ def _writer(grants: Grants) -> list[Check]:
 
 
 def _user_keys(cluster: Cluster, layout: IndexLayout, keys: KeyStore) -> list[Check]:
-    names = [layout.pattern(k) for k in ALL_TYPES]
+    names = [p for k in ALL_TYPES for p in layout.patterns(k)]
     users = sorted(set(keys.stored()) | set(keys.configured_users()))
     if not users:
         return [Check("user keys", WARN, "no user has a key yet", "`atlas-mcp users add <id>`")]

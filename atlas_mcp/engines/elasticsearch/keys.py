@@ -43,7 +43,7 @@ def role_descriptors(layout: IndexLayout, user_id: str) -> dict[str, Any]:
             "cluster": ["monitor_inference"],
             "indices": [
                 {
-                    "names": [layout.pattern(k) for k in ALL_TYPES],
+                    "names": [p for k in ALL_TYPES for p in layout.patterns(k)],
                     "privileges": ["read"],
                     "query": owner_filter(user_id, include_catalog=True),
                 }

@@ -31,9 +31,11 @@ class IndexLayout:
         """What every concrete index of ``kind`` starts with, whatever its version."""
         return f"{self.alias(kind)}-v"
 
-    def pattern(self, kind: MemoryType) -> str:
-        """Alias and concrete indices of ``kind``: what a DLS key is granted."""
-        return f"{self.alias(kind)}*"
+    def patterns(self, kind: MemoryType) -> tuple[str, str]:
+        """Alias and concrete indices of ``kind`` (any version): what a DLS key is granted. Not
+        ``<alias>*``: that also names the indices of a deployment whose prefix extends this one's
+        (``atlas`` and ``atlas-semantic``)."""
+        return self.alias(kind), f"{self.stem(kind)}*"
 
     def aliases(self, kinds: frozenset[MemoryType] | tuple[MemoryType, ...]) -> list[str]:
         """Aliases of ``kinds`` in a fixed order, so request paths are deterministic."""
