@@ -139,7 +139,8 @@ INDEX_IMPLIED = {
 }
 WRITER_PRIVILEGES = {"read", "create_doc", "index", "delete"}
 # Releases whose reranker ran the internal inference action as the searching user
-# (elastic/elasticsearch#128328, fixed by #128327 and its backports #128330 and the 8.18 one).
+# (elastic/elasticsearch#128328, fixed by #128327 and its backports #128330 and the 8.18 one;
+# the 9.0 backport was merged 2025-05-22, after 9.0.1).
 RERANK_AS_CALLER = frozenset({"8.18.0", "8.18.1", "9.0.0", "9.0.1"})
 # The documented least-privilege administrator (docs/elasticsearch.md, "Privileges each command
 # needs"): it mints keys, which can do no more than it can, and creates/migrates the indices.

@@ -232,3 +232,20 @@ def test_bootstrap_names_the_privilege_it_needs(fake_es, run):
     assert not fake_es.indices
     fake_es.admin.index = {"*": {"manage", "read"}}
     assert run("bootstrap").exit_code == 0 and len(fake_es.indices) == 5
+
+
+def test_doctor_rejects_a_release_that_refuses_the_reranker_to_keys(fake_es, run):
+    """9.0.0 and 9.0.1 fail every server-reranked recall under a user key (issue 33 N2): doctor
+    says so from the version, and from a reranked search under a key when the version is hidden."""
+    run("bootstrap")
+    run("users", "add", "sarah")
+    fake_es.version = "9.0.1"
+    fake_es.writer.cluster |= {"monitor", "monitor_inference"}
+    told = run("doctor")
+    assert told.exit_code == 1 and "[FAIL] release: Elasticsearch 9.0.1" in told.output
+    assert "9.0.2" in told.output and 'rerank_inference_id = ""' in told.output
+    fake_es.writer.cluster -= {"monitor"}  # the version is not readable: the search tells
+    probed = run("doctor")
+    assert probed.exit_code == 1 and "[FAIL] reranked recall" in probed.output and "128328" in probed.output
+    fine = run("doctor", ATLAS_ELASTICSEARCH__RERANK_INFERENCE_ID="")
+    assert "FAIL" not in fine.output, fine.output

@@ -651,3 +651,25 @@ def test_a_key_does_not_reach_a_deployment_whose_prefix_extends_its_own(fake_es,
     with pytest.raises(AuthorizationException):
         key.mget(docs=[{"_index": theirs.layout.alias(MemoryType.SEMANTIC), "_id": secret.id}])
     assert MemoryService(ours).recall("u1", "memory", touch=False) == []
+
+
+# -- issue 33 N2: 9.0.0-9.0.1 refuse the reranker to read-only keys ------------------------------
+
+
+@pytest.mark.parametrize("version", ["9.0.0", "9.0.1"])
+def test_recall_on_a_release_that_refuses_the_reranker_to_keys_still_answers(fake_es, tmp_path, version):
+    """elastic/elasticsearch#128328: the reranker ran its inference as the searching user, which
+    no read-only key may; every recall with the default rerank endpoint was a 403 tool error."""
+    fake_es.version = version
+    engine = bootstrapped_engine(fake_es, tmp_path / "keys.json", users=("u1",))
+    service = MemoryService(engine)
+    ids = {fact: service.write("u1", fact).id for fact in FACTS}
+    with capture_logs() as logs:
+        hits = service.recall("u1", "which firmware does the hub run", touch=False)
+    assert hits[0].memory.id == ids["The hub runs firmware 2.1 since March"]
+    assert hits[0].explanation.reranker != "engine" and engine.info.reranks_server_side is False
+    (warning,) = [e for e in logs if e["event"] == "elasticsearch_rerank_refused"]
+    assert "9.0.2" in warning["fix"]
+    fake_es.requests.clear()
+    assert service.recall("u1", "garage door opener brand", touch=False)[0].memory.id == ids[FACTS[0]]
+    assert not fake_es.requests_to("POST", r"/_search$"), "later recalls go straight to the branches"

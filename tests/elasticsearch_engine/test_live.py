@@ -738,3 +738,21 @@ def test_a_key_does_not_reach_a_deployment_whose_prefix_extends_its_own(live, tm
             )
     finally:
         theirs.close()
+
+
+# 34 (issue 33 N2) ----------------------------------------------------------------------------
+def test_a_reranked_recall_under_a_users_key_works_or_falls_back(live):
+    """On 9.0.2+ the cluster reranks under the key; on 9.0.0-9.0.1 (elastic/elasticsearch#128328)
+    it refuses, and atlas fuses and reranks itself. Doctor agrees with what happened."""
+    fact = live.service.write("alice", "The hub runs firmware 2.1")
+    number = live.es.info()["version"]["number"]
+    hits = live.service.recall("alice", "hub firmware", touch=False)
+    assert hits[0].memory.id == fact.id
+    refused = number in ("9.0.0", "9.0.1")
+    assert live.engine.info.reranks_server_side is not refused
+    assert (hits[0].explanation.reranker == "engine") is not refused
+    checks = {
+        c.name: c
+        for c in run_checks(live.admin, live.layout, rq.Inference.from_config(live.config), live.keys)
+    }
+    assert (checks["reranked recall"].status == "fail") is refused

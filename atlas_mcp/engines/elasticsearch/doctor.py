@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ...domain.model import MemoryType, utcnow
+from ...domain.scoring import ScoringPolicy
 from ...errors import AtlasError
-from .failures import SUPPORTED_MAJOR
+from ..base import RecallPlan
+from .failures import RERANK_REFUSED_RELEASES, SUPPORTED_MAJOR, RerankRefused
 from .keys import KeyStore
 from .layout import ALL_TYPES, IndexLayout
 from .mappings import mapping, state_mapping
-from .requests import Inference
+from .requests import Inference, recall_request
 from .scores import EIS_SERVICE, Endpoint, describe_endpoint
 from .transport import Cluster
 
@@ -25,6 +28,12 @@ WRITER_PRIVILEGES = ["read", "create_doc", "index", "delete"]
 # Privileges only doctor's own probes use: without them a probe is skipped (warn), never failed.
 PROBE_CLUSTER = ["monitor", "monitor_inference"]
 PROBE_INDEX = ["view_index_metadata"]
+PROBE_WINDOW = 10  # candidates per branch of doctor's one reranked search
+RERANK_REFUSED = (
+    "this release refuses the reranker to read-only keys, so every server-reranked recall under a "
+    "user's key fails (elastic/elasticsearch#128328); atlas falls back to reranking itself"
+)
+RERANK_FIX = 'upgrade to 9.0.2 or later, or set [elasticsearch] rerank_inference_id = ""'
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +54,8 @@ class Grants:
 
 
 def run_checks(cluster: Cluster, layout: IndexLayout, inference: Inference, keys: KeyStore) -> list[Check]:
-    checks = _guarded("connection", lambda: _version(cluster))
-    if checks[-1].status == FAIL:
+    checks = _guarded("connection", lambda: _version(cluster, inference))
+    if checks[0].status == FAIL:
         return checks  # nothing else can be checked
     try:
         grants = _grants(cluster, layout)
@@ -59,6 +68,7 @@ def run_checks(cluster: Cluster, layout: IndexLayout, inference: Inference, keys
         ("indices", lambda: _indices(cluster, layout, inference.embedding_id, grants)),
         ("writer privileges", lambda: _writer(grants)),
         ("user keys", lambda: _user_keys(cluster, layout, keys)),
+        ("reranked recall", lambda: _reranked_recall(cluster, layout, inference, keys)),
     ):
         checks.extend(_guarded(name, probe))
     return checks
@@ -80,7 +90,7 @@ def _skipped(name: str, privilege: str) -> Check:
     )
 
 
-def _version(cluster: Cluster) -> list[Check]:
+def _version(cluster: Cluster, inference: Inference) -> list[Check]:
     """``GET /`` needs ``monitor``; a least-privilege writer is still connected if it authenticates."""
     try:
         info = cluster.call("read the server version", lambda es: es.options(ignore_status=403).info())
@@ -109,11 +119,40 @@ def _version(cluster: Cluster) -> list[Check]:
                 f"atlas-mcp needs Elasticsearch {SUPPORTED_MAJOR}.x",
             )
         ]
-    return [
-        Check(
-            "connection", OK, f"Elasticsearch {number} ({flavour}), cluster {info.get('cluster_name', '?')}"
+    connected = Check(
+        "connection", OK, f"Elasticsearch {number} ({flavour}), cluster {info.get('cluster_name', '?')}"
+    )
+    if number in RERANK_REFUSED_RELEASES and inference.rerank_id is not None:
+        return [connected, Check("release", FAIL, f"Elasticsearch {number}: {RERANK_REFUSED}", RERANK_FIX)]
+    return [connected]
+
+
+def _reranked_recall(
+    cluster: Cluster, layout: IndexLayout, inference: Inference, keys: KeyStore
+) -> list[Check]:
+    """One small reranked search under a user's key, as recall sends it: what no version number
+    or privilege list can promise (a release that refuses the reranker to keys, an endpoint that
+    refuses the window)."""
+    if inference.rerank_id is None:
+        return []
+    users = sorted(set(keys.stored()) | set(keys.configured_users()))
+    if not users:
+        return [
+            Check("reranked recall", WARN, "not checked: no user has a key yet", "`atlas-mcp users add <id>`")
+        ]
+    plan = RecallPlan(users[0], "atlas doctor", frozenset(MemoryType), False, PROBE_WINDOW, 60, k=1)
+    request = recall_request(plan, layout, ScoringPolicy(), inference, utcnow())
+    try:
+        cluster.call(
+            f"run a reranked search as {users[0]}",
+            lambda es: es.search(index=list(request.indices), body=request.body),
+            client=cluster.as_user(keys.key_for(users[0])),
         )
-    ]
+    except RerankRefused:
+        return [Check("reranked recall", FAIL, RERANK_REFUSED, RERANK_FIX)]
+    except AtlasError as exc:
+        return [Check("reranked recall", FAIL, str(exc))]
+    return [Check("reranked recall", OK, f"a reranked search runs under the key of {users[0]}")]
 
 
 def _grants(cluster: Cluster, layout: IndexLayout) -> Grants:

@@ -12,6 +12,7 @@ overwritten. Recall is ``recall``; listings and exports are ``listing``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -261,7 +262,10 @@ class ElasticsearchEngine(Engine):
         return self.recall.request(plan)
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
-        return self.recall.candidates(plan)
+        found = self.recall.candidates(plan)
+        if self.info.reranks_server_side != self.recall.reranks_server_side:  # the cluster refused it
+            self.info = replace(self.info, reranks_server_side=self.recall.reranks_server_side)
+        return found
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """Nothing measured: the cluster embeds and scores server-side, and a reworded query

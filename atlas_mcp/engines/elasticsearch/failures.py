@@ -20,6 +20,9 @@ MAX_CAUSES = 32  # real trees nest two or three levels; this only guards against
 # Errors that only say "something below failed": the message quotes what is below instead.
 WRAPPERS = frozenset({"status_exception", "search_phase_execution_exception", "exception"})
 SUPPORTED_MAJOR = 9
+# elastic/elasticsearch#128328: these releases run the reranker's inference as the searching
+# user, which no read-only key may (fixed by #128327 and its backports, #128330 for 9.0).
+RERANK_REFUSED_RELEASES = frozenset({"8.18.0", "8.18.1", "9.0.0", "9.0.1"})
 OUTDATED_HINT = (
     "the atlas indices were made by an older atlas-mcp; stop the servers and run "
     "`atlas-mcp bootstrap --migrate`"

@@ -1,7 +1,8 @@
 """Recall on the cluster: the candidates for a ``RecallPlan``, read with the caller's key.
 
 With a rerank endpoint, one search (``requests.recall_request``) lets the cluster fuse and
-rerank; the reranker's scores are read on the endpoint's scale (``scores``). Without one, the
+rerank; the reranker's scores are read on the endpoint's scale (``scores``). Without one (or on
+a release that refuses the reranker to read-only keys, elastic/elasticsearch#128328), the
 BM25 and dense branches go out in one ``_msearch`` and are fused by ``domain.fusion`` exactly as
 the embedded engine fuses its own, so the service's own rerank ranks both engines alike. A
 branch the cluster rejected (429, 503) is asked again alone after a pause; a branch answered by
@@ -19,14 +20,16 @@ from ...domain.fusion import candidates_from_fused, reciprocal_rank_fusion
 from ...domain.model import Memory
 from ...domain.scoring import ScoringPolicy
 from ...errors import AtlasError, BackendUnavailable
+from ...log import get_logger
 from ..base import Candidate, RecallPlan
 from . import requests as rq
 from .endpoints import Endpoints
-from .failures import configuration_problem, innermost
+from .failures import RerankRefused, configuration_problem, innermost
 from .reads import Reader, from_hit, incomplete, partial
 from .scores import Endpoint, rerank_relevance
 from .transport import REJECTED
 
+log = get_logger(__name__)
 Branch = dict[str, tuple[Memory, float]]  # id -> (memory, score), best first
 
 
@@ -45,17 +48,36 @@ class Recall:
         self.inference = inference
         self.clock = clock
         self.endpoints = Endpoints(reader.cluster)
+        # The cluster refused the reranker to a read-only key (elastic/elasticsearch#128328):
+        # from then on recall fuses the branches and atlas reranks.
+        self._rerank_refused = False
 
     def request(self, plan: RecallPlan) -> rq.SearchRequest:
         return rq.recall_request(plan, self.reader.layout, self.policy, self.inference, self.clock())
 
+    @property
+    def reranks_server_side(self) -> bool:
+        return self.inference.rerank_id is not None and not self._rerank_refused
+
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
         client = self.reader.client(plan.user_id)
-        if self.inference.rerank_id is None:
+        if not self.reranks_server_side:
             return self._fused(plan, client)
-        hits = self.reader.search(client, f"recall for user {plan.user_id}", self.request(plan))["hits"][
-            "hits"
-        ]
+        try:
+            return self._reranked(plan, client)
+        except RerankRefused as refused:  # 8.18.0-8.18.1, 9.0.0-9.0.1: fuse and let atlas rerank
+            self._rerank_refused = True
+            log.warning(
+                "elasticsearch_rerank_refused",
+                consequence="recall fuses the branches itself and atlas reranks, for the life of the process",
+                fix='upgrade Elasticsearch to 9.0.2 or later, or set [elasticsearch] rerank_inference_id = ""',
+                reason=str(refused)[:300],
+            )
+            return self._fused(plan, client)
+
+    def _reranked(self, plan: RecallPlan, client: Any) -> list[Candidate]:
+        what = f"recall for user {plan.user_id}"
+        hits = self.reader.search(client, what, self.request(plan))["hits"]["hits"]
         kept = [(h, s) for h in hits if (s := from_hit(h, plan.user_id))]
         scores = [float(h.get("_score") or 0.0) for h, _ in kept]
         relevance = rerank_relevance(scores, self.rerank_scale(client))
