@@ -1418,11 +1418,15 @@ class FakeElasticsearch:
         return total + sum(should)
 
     def _bm25(self, spec: dict[str, Any], doc: DocRef, corpus: list[DocRef]) -> float | None:
+        """BM25 with the statistics of the document's shard (one per index here): every
+        document in it, whoever owns it. Document-level security filters hits, not term
+        statistics, so other users' memories weigh on IDF and length normalisation too."""
         terms = set(WORD.findall(spec["query"].lower()))
         best = 0.0
+        shard = self.indices[doc.index_name].docs.values() if doc.index_name in self.indices else []
         for entry in spec["fields"]:
             name, _, boost = entry.partition("^")
-            texts = [str(d.source.get(name) or "") for d in corpus if name in d.index.properties]
+            texts = [str(d["source"].get(name) or "") for d in shard if name in doc.index.properties]
             if name not in doc.index.properties or not texts:
                 continue
             words = WORD.findall(str(doc.source.get(name) or "").lower())

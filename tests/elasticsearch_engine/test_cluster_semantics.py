@@ -18,6 +18,7 @@ from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy, multipliers
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
+from atlas_mcp.engines.elasticsearch import requests as rq
 from atlas_mcp.engines.elasticsearch.layout import IndexLayout
 from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
 from atlas_mcp.errors import AtlasError, BackendUnavailable, ConfigurationError
@@ -673,3 +674,26 @@ def test_recall_on_a_release_that_refuses_the_reranker_to_keys_still_answers(fak
     fake_es.requests.clear()
     assert service.recall("u1", "garage door opener brand", touch=False)[0].memory.id == ids[FACTS[0]]
     assert not fake_es.requests_to("POST", r"/_search$"), "later recalls go straight to the branches"
+
+
+# -- issue 33 N15: BM25 statistics are the shard's, whoever owns the documents --------------------
+
+
+def test_bm25_statistics_include_other_users_memories(es_engine):
+    """Document-level security filters hits, not term statistics: another user's memories change
+    the IDF of a user's own matches (the fake computed IDF per user, more congruent than a cluster)."""
+    service = MemoryService(es_engine)
+    mine = service.write("u1", "The zebra crossing near the bakery")
+    service.write("u1", "The user likes tea")
+    plan = service.recall_plan(RecallQuery("u1", "zebra crossing"))
+    body = {"size": 10, "query": rq.lexical_query(plan)}
+    key = es_engine.cluster.as_user(es_engine.keys.key_for("u1"))
+
+    def score() -> float:
+        hits = key.search(index=[es_engine.layout.alias(MemoryType.SEMANTIC)], body=body)["hits"]["hits"]
+        return {h["_id"]: h["_score"] for h in hits}[mine.id]
+
+    alone = score()
+    for n in range(6):
+        service.write("u2", f"zebra crossing number {n}")
+    assert score() < alone, "u2's memories (invisible to u1) lowered the IDF of u1's match"

@@ -756,3 +756,21 @@ def test_a_reranked_recall_under_a_users_key_works_or_falls_back(live):
         for c in run_checks(live.admin, live.layout, rq.Inference.from_config(live.config), live.keys)
     }
     assert (checks["reranked recall"].status == "fail") is refused
+
+
+# 35 (issue 33 N15) ---------------------------------------------------------------------------
+def test_bm25_statistics_include_other_users_memories(live):
+    """What the docs say about ranking under DLS: another user's memories move a user's BM25."""
+    mine = live.service.write("alice", "The zebra crossing near the bakery")
+    live.service.write("alice", "Alice likes tea")
+    plan = live.service.recall_plan(RecallQuery("alice", "zebra crossing"))
+    body = {"size": 10, "query": rq.lexical_query(plan)}
+
+    def score() -> float:
+        hits = _search(live, body, kinds=[MemoryType.SEMANTIC])
+        return {h["_id"]: h["_score"] for h in hits}[mine.id]
+
+    alone = score()
+    for n in range(6):
+        live.service.write("bob", f"zebra crossing number {n}")
+    assert score() < alone
