@@ -196,6 +196,12 @@ class ElasticsearchSettings(BaseModel):
     # carry privileges.
     username: str | None = Field(None, description="a user credential, needed to mint per-user keys")
     password: str | None = Field(None, repr=False, description="that user's password")
+    admin_api_key: str | None = Field(
+        None,
+        repr=False,
+        description="administrator API key where there are no passwords (Serverless): bootstrap, "
+        "users revoke, users add --api-key, eval; it cannot mint keys that carry privileges",
+    )
     ca_certs: Path | None = Field(None, description="the CA bundle that signed the cluster's certificate")
     verify_certs: bool = Field(True, description="check the cluster's TLS certificate")
     request_timeout: float = Field(30.0, gt=0, description="seconds per request")

@@ -53,7 +53,8 @@ def bootstrap(dry_run: bool, migrate: bool, config_file: str | None) -> None:
             _echo_json([r.to_dict() for r in admin.bootstrap_plan(_layout(settings), inference_id)])
         return
     es = settings.elasticsearch
-    cluster = _cluster(settings, admin=bool(es.username and es.password))  # creating indices is admin work
+    administers = bool((es.username and es.password) or es.admin_api_key)
+    cluster = _cluster(settings, admin=administers)  # creating indices is admin work
     try:
         lines = admin.bootstrap(cluster, _layout(settings), inference_id)
         if migrate:
@@ -76,8 +77,15 @@ users.add_command(users_token)
 @users.command("add")
 @click.argument("user_id")
 @click.option("--dry-run", is_flag=True, help="Print the API-key request instead of sending it.")
+@click.option(
+    "--api-key",
+    "api_key",
+    metavar="ENCODED",
+    help="Register a key made elsewhere (Kibana; on Serverless the only way) instead of minting one; "
+    "'-' reads it from stdin.",
+)
 @config_option
-def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
+def users_add(user_id: str, dry_run: bool, api_key: str | None, config_file: str | None) -> None:
     """Mint USER_ID's read key (their memories + the catalog only) and store it (mode 0600)."""
     from ..engines.elasticsearch import admin
     from ..engines.elasticsearch.engine import key_store
@@ -86,6 +94,11 @@ def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
     if dry_run:
         _echo_json(
             admin.user_key_plan(_layout(settings), user_id, settings.elasticsearch.key_expiration).to_dict()
+        )
+        return
+    if api_key is not None:
+        _register(
+            settings, user_id, click.get_text_stream("stdin").read().strip() if api_key == "-" else api_key
         )
         return
     cluster = _cluster(settings, admin=True)
@@ -100,6 +113,25 @@ def users_add(user_id: str, dry_run: bool, config_file: str | None) -> None:
     click.echo(f"minted key {stored.id} for {user_id}; stored in {keys.path} (mode 0600)")
     for gap in gaps:
         click.echo(f"warning: {gap}", err=True)
+
+
+def _register(settings: Settings, user_id: str, encoded: str) -> None:
+    from ..engines.elasticsearch.engine import key_store
+    from ..engines.elasticsearch.registration import register_key
+
+    es = settings.elasticsearch
+    administers = bool((es.username and es.password) or es.admin_api_key)
+    cluster = _cluster(settings, admin=administers)
+    keys = key_store(settings)
+    try:
+        stored, warnings = register_key(
+            cluster, cluster if administers else None, keys, _layout(settings), user_id, encoded
+        )
+    finally:
+        cluster.close()
+    click.echo(f"registered key {stored.id} for {user_id}; stored in {keys.path} (mode 0600)")
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @users.command("revoke")

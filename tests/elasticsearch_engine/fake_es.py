@@ -58,6 +58,8 @@ import numpy as np
 from . import field_types, painless
 
 WRITER_KEY = ("writer-key-id", "writer-secret")
+ADMIN_KEY = ("admin-key-id", "admin-key-secret")
+SERVICE_KEYS = frozenset({WRITER_KEY[0], ADMIN_KEY[0]})  # the deployment's own, never a user's
 ADMIN = ("atlas-admin", "admin-password")
 WORD = re.compile(r"\w+", re.UNICODE)
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -246,6 +248,9 @@ class Principal:
         """(cluster privileges, index privileges by pattern, DLS query) in force for this caller."""
         if self.kind != "user":
             return self.cluster, self.index, None
+        if not self.descriptors:  # a derived key: its owner's rights, as the key was created
+            assert self.limited_by is not None
+            return self.limited_by.grants()
         (descriptor,) = self.descriptors.values()  # atlas mints one descriptor with one entry
         (entry,) = descriptor["indices"]
         return (
@@ -334,7 +339,25 @@ class FakeElasticsearch:
         self.writer = Principal("writer", "atlas-writer", WRITER_KEY[0], index={"*": set(WRITER_PRIVILEGES)})
         self.keys[WRITER_KEY[0]] = Key(WRITER_KEY[0], WRITER_KEY[1], "atlas-writer", self.admin, {}, {})
         self.users: dict[str, tuple[str, Principal]] = {ADMIN[0]: (ADMIN[1], self.admin)}  # Basic realm
+        # Where there are no passwords (Serverless), an administrator's API key (made in the console)
+        self.admin_by_key = Principal(
+            "admin",
+            "cloud-admin",
+            ADMIN_KEY[0],
+            cluster={"manage_api_key", "monitor_inference"},
+            index={"*": set(ADMIN_INDEX)},
+        )
+        self.keys[ADMIN_KEY[0]] = Key(ADMIN_KEY[0], ADMIN_KEY[1], "cloud-admin", self.admin_by_key, {}, {})
         self._server: ThreadingHTTPServer | None = None
+
+    def kibana_key(
+        self, name: str, descriptors: dict[str, Any], owner: str = "kibana-user"
+    ) -> tuple[str, str]:
+        """A key someone made in Kibana: owned by that person, no atlas metadata; (id, encoded)."""
+        maker = Principal("admin", owner, cluster=set(ADMIN_CLUSTER), index={"*": set(ADMIN_INDEX)})
+        key_id = f"kibana-{next(self._key_ids)}"
+        self.keys[key_id] = Key(key_id, f"secret-{key_id}", name, maker, descriptors, {}, limited_by=maker)
+        return key_id, encode_key(key_id, f"secret-{key_id}")
 
     def add_admin(self, name: str, password: str) -> Principal:
         """Another administrator user with the same least-privilege role (another operator)."""
@@ -420,12 +443,21 @@ class FakeElasticsearch:
             user, _, secret = base64.b64decode(value).decode().partition(":")
         except ValueError:
             user = secret = ""
+        if scheme.lower() == "basic" and self.flavour == "serverless":
+            raise EsError(
+                401,
+                "security_exception",
+                "unable to authenticate with provided credentials: Serverless accepts API keys only",
+                {"WWW-Authenticate": 'ApiKey realm="security"'},
+            )
         if scheme.lower() == "basic" and user in self.users and self.users[user][0] == secret:
             return self.users[user][1]
         key = self.keys.get(user) if scheme.lower() == "apikey" else None
         if key is not None and key.secret == secret and not key.invalidated:
             if key.id == WRITER_KEY[0]:
                 return self.writer
+            if key.id == ADMIN_KEY[0]:
+                return self.admin_by_key
             return Principal("user", key.name, key.id, key.descriptors, limited_by=key.limited_by)
         raise EsError(
             401,
@@ -493,7 +525,10 @@ class FakeElasticsearch:
                 "version": {"number": number, "build_flavor": self.flavour},
             }
         if path == "/_security/_authenticate":
-            return 200, {"username": who.name, "authentication_type": "api_key" if who.key_id else "realm"}
+            found = {"username": who.name, "authentication_type": "api_key" if who.key_id else "realm"}
+            if who.key_id:
+                found["api_key"] = {"id": who.key_id, "name": self.keys[who.key_id].name}
+            return 200, found
         if path == "/_security/user/_has_privileges":
             return 200, self._has_privileges(who, body)
         if path == "/_license":
@@ -507,7 +542,7 @@ class FakeElasticsearch:
             self._require(who, "monitor_inference", "cluster:monitor/xpack/inference/get")
             return self._inference(m.group(1))
         if path == "/_security/api_key":
-            return self._api_key(who, method, body)
+            return self._api_key(who, method, body, req.query)
         if path == "/_security/_query/api_key":
             return 200, self._query_keys(who, body)
         if path == "/_bulk" and method in ("POST", "PUT"):
@@ -590,23 +625,27 @@ class FakeElasticsearch:
 
     # -- security ------------------------------------------------------------------------
 
-    def _api_key(self, who: Principal, method: str, body: dict[str, Any]) -> tuple[int, Any]:
+    def _api_key(
+        self, who: Principal, method: str, body: dict[str, Any], query: dict[str, str]
+    ) -> tuple[int, Any]:
         if method == "DELETE":
             return 200, self._invalidate(who, body)
         if method == "GET":
+            wanted = {**body, **query}
             return 200, {
                 "api_keys": [
-                    self._key_info(k) for k in self._visible_keys(who) if k.name == body.get("name", k.name)
+                    self._key_info(k)
+                    for k in self._visible_keys(who)
+                    if k.name == wanted.get("name", k.name) and k.id == wanted.get("id", k.id)
                 ]
             }
-        if who.kind == "user":
-            if body.get("role_descriptors"):
-                raise EsError(
-                    400,
-                    "illegal_argument_exception",
-                    "creating derived api keys requires an explicit role descriptor that is empty",
-                )
-        else:
+        if who.key_id is not None and body.get("role_descriptors"):  # any API key, the writer's too
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                "creating derived api keys requires an explicit role descriptor that is empty",
+            )
+        if who.kind != "user":
             self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/create")
         key_id = f"key-{next(self._key_ids)}"
         secret = f"secret-{key_id}"
@@ -649,7 +688,7 @@ class FakeElasticsearch:
         hits = [
             k
             for k in self.keys.values()
-            if k.id != WRITER_KEY[0]
+            if k.id not in SERVICE_KEYS
             and not k.invalidated
             and (k.id in body.get("ids", []) or k.name == body.get("name"))
             and (not body.get("owner") or _same_owner(k.owner, who))
@@ -667,7 +706,9 @@ class FakeElasticsearch:
         self._require(who, "manage_own_api_key", "cluster:admin/xpack/security/api_key/get")
         everyone = self._may(who, "manage_api_key")
         return [
-            k for k in self.keys.values() if k.id != WRITER_KEY[0] and (everyone or _same_owner(k.owner, who))
+            k
+            for k in self.keys.values()
+            if k.id not in SERVICE_KEYS and (everyone or _same_owner(k.owner, who))
         ]
 
     @staticmethod
@@ -678,6 +719,7 @@ class FakeElasticsearch:
             "invalidated": key.invalidated,
             "username": key.owner.name,
             "metadata": key.metadata,
+            "role_descriptors": key.descriptors,
             "type": "rest",
         }
 

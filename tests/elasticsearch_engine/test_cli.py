@@ -19,7 +19,7 @@ from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch.layout import IndexLayout
 
 from . import bodies
-from .fake_es import ADMIN, WRITER_KEY, encode_key
+from .fake_es import ADMIN, ADMIN_KEY, WRITER_KEY, encode_key
 
 
 def es_env(url: str, data_dir: Path, prefix: str = "cli", **extra: str) -> dict[str, str]:
@@ -96,7 +96,7 @@ def test_users_add_rotates_and_revoke_invalidates(fake_es, run, tmp_path):
 
 def test_minting_without_a_user_credential_is_refused_clearly(run):
     result = run("users", "add", "sarah", ATLAS_ELASTICSEARCH__USERNAME="", ATLAS_ELASTICSEARCH__PASSWORD="")
-    assert result.exit_code != 0 and "needs a user credential" in result.output
+    assert result.exit_code != 0 and "administration needs a credential" in result.output
 
 
 def test_doctor_passes_on_a_ready_cluster_and_names_each_fix(fake_es, run):
@@ -136,17 +136,41 @@ def test_doctor_passes_with_a_least_privilege_writer(fake_es, run):
     )
 
 
-def test_doctor_passes_on_serverless(fake_es, run):
-    """Serverless answers GET / with "8.11.0" and build_flavor "serverless", and has no licence API."""
+def test_serverless_runs_on_api_keys_only(fake_es, run):
+    """Serverless accepts API keys only (issue 33 N6): `bootstrap`, `users revoke` and doctor run
+    with `admin_api_key`; a user's DLS key is made in Kibana (an API key cannot mint one) and
+    registered with `users add --api-key`, which checks it. Serverless answers GET / with
+    "8.11.0" and build_flavor "serverless", and has no licence API."""
     fake_es.flavour = "serverless"
     fake_es.writer.cluster |= {"monitor", "monitor_inference"}
-    run("bootstrap")
-    run("users", "add", "sarah")
-    result = run("doctor")
-    assert result.exit_code == 0, result.output
-    assert (
-        "[ok  ] connection: Elasticsearch Serverless" in result.output and "no licence API" in result.output
+    refused = run("bootstrap")
+    assert refused.exit_code != 0 and "401" in refused.output and "API keys only" in refused.output
+    keyed = {
+        "ATLAS_ELASTICSEARCH__USERNAME": "",
+        "ATLAS_ELASTICSEARCH__PASSWORD": "",
+        "ATLAS_ELASTICSEARCH__ADMIN_API_KEY": encode_key(*ADMIN_KEY),
+    }
+    assert run("bootstrap", **keyed).exit_code == 0 and len(fake_es.indices) == 5
+    minted = run("users", "add", "sarah", **keyed)
+    assert minted.exit_code != 0 and "Kibana" in minted.output and "--api-key" in minted.output
+    body = json.loads(run("users", "add", "sarah", "--dry-run").output)["body"]
+    wrong_id, wrong = fake_es.kibana_key(
+        "bob's key", json.loads(run("users", "add", "bob", "--dry-run").output)["body"]["role_descriptors"]
     )
+    mismatch = run("users", "add", "sarah", "--api-key", wrong, **keyed)
+    assert mismatch.exit_code != 0 and "not a read-only key of sarah" in mismatch.output
+    key_id, encoded = fake_es.kibana_key("sarah's atlas key", body["role_descriptors"])
+    registered = run("users", "add", "sarah", "--api-key", encoded, **keyed)
+    assert registered.exit_code == 0 and f"registered key {key_id}" in registered.output, registered.output
+    doctor = run("doctor", **keyed)
+    assert doctor.exit_code == 0, doctor.output
+    assert (
+        "[ok  ] connection: Elasticsearch Serverless" in doctor.output and "no licence API" in doctor.output
+    )
+    assert "[ok  ] reranked recall" in doctor.output
+    revoked = run("users", "revoke", "sarah", **keyed)
+    assert revoked.exit_code == 0, revoked.output
+    assert fake_es.keys[key_id].invalidated and not fake_es.keys[wrong_id].invalidated
 
 
 def test_doctor_reports_missing_indices(run):

@@ -697,3 +697,29 @@ def test_bm25_statistics_include_other_users_memories(es_engine):
     for n in range(6):
         service.write("u2", f"zebra crossing number {n}")
     assert score() < alone, "u2's memories (invisible to u1) lowered the IDF of u1's match"
+
+
+# -- issue 33 N6: Serverless has API keys only ----------------------------------------------------
+
+
+def test_an_evaluation_runs_on_serverless_with_the_admin_api_key(fake_es, tmp_path):
+    """No username/password on Serverless, and an API key can mint no key with a role descriptor:
+    the evaluation's throw-away users get keys derived from the administrator's key (no DLS; the
+    owner filter keeps them apart), all invalidated at the end."""
+    from atlas_mcp.config import load_settings
+    from atlas_mcp.eval.harness import scratch_service
+
+    from .fake_es import ADMIN_KEY, encode_key
+
+    fake_es.flavour = "serverless"
+    config = es_config(
+        fake_es.url, index_prefix="srv", username=None, password=None, admin_api_key=encode_key(*ADMIN_KEY)
+    )
+    settings = load_settings(backend="elasticsearch", data_dir=tmp_path, elasticsearch=config.model_dump())
+    with scratch_service(settings) as (service, _):
+        sarah = service.write("sarah", "The hub runs firmware 2.1")
+        omar = service.write("omar", "Omar's hub runs firmware 3.0")
+        assert [h.memory.id for h in service.recall("sarah", "hub firmware", touch=False)] == [sarah.id]
+        assert [h.memory.id for h in service.recall("omar", "hub firmware", touch=False)] == [omar.id]
+    derived = [k for k in fake_es.keys.values() if k.owner is fake_es.admin_by_key and k.id != ADMIN_KEY[0]]
+    assert len(derived) == 2 and all(k.invalidated and not k.descriptors for k in derived)

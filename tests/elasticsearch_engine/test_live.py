@@ -38,7 +38,7 @@ from atlas_mcp.service import MemoryService, RecallQuery
 # read at import: the suite-wide fixture clears ATLAS_* (except ATLAS_ES_URL) before each test
 LIVE = {
     k: os.environ.get(f"ATLAS_ES_{k}")
-    for k in ("URL", "USER", "PASSWORD", "EMBED_ID", "RERANK_ID", "CA_CERTS")
+    for k in ("URL", "USER", "PASSWORD", "EMBED_ID", "RERANK_ID", "CA_CERTS", "ADMIN_API_KEY")
 }
 ALLOW_DOWNGRADE = os.environ.get("ATLAS_ES_ALLOW_DOWNGRADE") == "1"
 
@@ -774,3 +774,37 @@ def test_bm25_statistics_include_other_users_memories(live):
     for n in range(6):
         live.service.write("bob", f"zebra crossing number {n}")
     assert score() < alone
+
+
+# 36 (issue 33 N6) ----------------------------------------------------------------------------
+@pytest.mark.skipif(
+    not LIVE["ADMIN_API_KEY"],
+    reason="set ATLAS_ES_ADMIN_API_KEY (an administrator API key with manage_api_key) to run it",
+)
+def test_an_admin_api_key_administers_without_passwords(live, tmp_path):
+    """What Serverless allows: bootstrap and revoke with an API key, a user key made elsewhere
+    (here by the live user, as Kibana would) registered and checked, minting refused clearly."""
+    from atlas_mcp.engines.elasticsearch.registration import register_key
+
+    config = live.config.model_copy(
+        update={"username": None, "password": None, "admin_api_key": LIVE["ADMIN_API_KEY"]}
+    )
+    keyed = Cluster(connect(config, admin=True), config)
+    keys = KeyStore(tmp_path / "registered.json")
+    try:
+        assert all(
+            line.startswith("exists")
+            for line in admin.bootstrap(keyed, live.layout, config.embedding_inference_id)
+        )
+        with pytest.raises(ConfigurationError, match="Kibana"):
+            admin.add_user(keyed, keys, live.layout, "dora", "1d")
+        made = live.es.security.create_api_key(**admin.user_key_plan(live.layout, "dora", "1d").body)
+        stored, warnings = register_key(keyed, keyed, keys, live.layout, "dora", made["encoded"])
+        assert stored.id == made["id"] and not warnings
+        admin.revoke_user(keyed, keys, live.layout, "dora")
+        assert "dora" not in keys.stored()
+        if live.es.info()["version"].get("build_flavor") == "serverless" and LIVE["USER"]:
+            with pytest.raises(Exception, match="401"):
+                live.admin.client.security.authenticate()
+    finally:
+        keyed.close()

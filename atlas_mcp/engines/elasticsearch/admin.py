@@ -17,13 +17,27 @@ from ...config import ElasticsearchSettings
 from ...errors import AtlasError, BackendUnavailable, ConfigurationError, InvalidInput
 from ...log import get_logger
 from .failures import Unauthenticated
-from .keys import KeyStore, StoredKey, create_key_body, invalidate_body, live_keys_body
+from .keys import (
+    KeyStore,
+    StoredKey,
+    create_key_body,
+    invalidate_body,
+    key_metadata,
+    key_name,
+    live_keys_body,
+)
 from .layout import ALL_TYPES, IndexLayout
 from .mappings import all_index_bodies
 from .migration import aliased
-from .transport import Cluster
+from .transport import Cluster, admin_is_api_key
 
 log = get_logger(__name__)
+MINT_NEEDS_A_USER = (
+    "an API key cannot mint keys that carry privileges, and the administrator credential here is "
+    "one ([elasticsearch] admin_api_key; Serverless has no passwords). Create {user}'s key in Kibana "
+    "(Stack Management > API keys) with the role descriptor and metadata `atlas-mcp users add {user} "
+    "--dry-run` prints, then register it: `atlas-mcp users add {user} --api-key <encoded key>`"
+)
 VERIFY_ATTEMPTS = 3  # checks that a revoked key is turned away, a short pause apart
 _USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,63}$")
 
@@ -139,10 +153,26 @@ def add_user(
     stored one included), then store the new one. If an old key cannot be invalidated (or stays
     valid: another credential owns it), the new key is invalidated again and the stored key stays
     as it was: a rotation either happens whole or not at all."""
+    if admin_is_api_key(admin.config):
+        raise ConfigurationError(MINT_NEEDS_A_USER.format(user=user_id))
     body = user_key_plan(layout, user_id, expiration).body
     created = admin.call(
         f"mint a key for user {user_id}", lambda es: es.security.create_api_key(**body), idempotent=False
     )
+    return rotate(admin, keys, layout, user_id, created)
+
+
+def rotate(
+    admin: Cluster,
+    keys: KeyStore,
+    layout: IndexLayout,
+    user_id: str,
+    created: dict[str, Any],
+    *,
+    withdraw: bool = True,
+) -> StoredKey:
+    """Store the ``created`` key once the user's other keys are invalidated (and turned away);
+    else (``withdraw``) invalidate it again, and leave the stored key as it was."""
     previous = keys.stored().get(user_id)
     try:
         stale = [k for k in live_key_ids(admin, layout, user_id) if k != created["id"]]
@@ -152,6 +182,8 @@ def add_user(
         if previous is not None:
             require_invalid(admin, previous)
     except AtlasError:
+        if not withdraw:
+            raise
         try:
             invalidate(admin, [created["id"]], f"withdraw the new key of user {user_id}")
         except AtlasError:
@@ -173,6 +205,15 @@ def revoke_user(admin: Cluster, keys: KeyStore, layout: IndexLayout, user_id: st
         require_invalid(admin, stored)
     keys.remove(user_id)
     return count
+
+
+def manages_every_key(admin: Cluster) -> bool:
+    """Whether the administrator holds ``manage_api_key`` (any key by id) or only its own keys."""
+    held = admin.call(
+        "check the administrator's key privileges",
+        lambda es: es.security.has_privileges(cluster=["manage_api_key"]),
+    )
+    return bool(held.get("cluster", {}).get("manage_api_key"))
 
 
 def require_invalid(admin: Cluster, key: StoredKey) -> None:
@@ -208,15 +249,33 @@ def live_key_ids(admin: Cluster, layout: IndexLayout, user_id: str) -> list[str]
 
 
 def invalidate(admin: Cluster, ids: list[str], what: str) -> int:
-    """Invalidate the caller's own keys among ``ids``; an error per key is an error for all."""
+    """Invalidate ``ids``: any of them with ``manage_api_key``, else the caller's own (``owner``);
+    an error per key is an error for all."""
     if not ids:
         return 0
-    body = invalidate_body(ids)
+    body = invalidate_body(ids, owner=not manages_every_key(admin))
     result = admin.call(what, lambda es: es.security.invalidate_api_key(**body))
     if result.get("error_count"):
         reasons = "; ".join(str(e.get("reason", e)) for e in result.get("error_details") or [])
         raise BackendUnavailable(f"could not {what}: {reasons}")
     return len(result.get("invalidated_api_keys") or [])
+
+
+def derive_key(admin: Cluster, layout: IndexLayout, user_id: str) -> dict[str, Any]:
+    """A key derived from the administrator's API key, for an evaluation's throw-away user where
+    an API key administers (Serverless): the only key an API key may create has no role
+    descriptor and its parent's rights, so no DLS; the code-level owner filter keeps the users
+    apart, which changes no ranking (DLS filters hits, not scores)."""
+    body = {
+        "name": key_name(layout, user_id),
+        "metadata": key_metadata(layout, user_id),
+        "expiration": "1d",
+        "role_descriptors": {},
+    }
+    log.warning("elasticsearch_eval_key_without_dls", user_id=user_id, index_prefix=layout.prefix)
+    return admin.call(
+        f"derive a key for user {user_id}", lambda es: es.security.create_api_key(**body), idempotent=False
+    )
 
 
 @contextmanager
@@ -231,13 +290,16 @@ def scratch_deployment(config: ElasticsearchSettings, keys: KeyStore) -> Iterato
     minted: list[str] = []
 
     def mint(user_id: str) -> StoredKey:
-        stored = add_user(cluster, keys, layout, user_id, "1d")
+        if admin_is_api_key(config):
+            stored = rotate(cluster, keys, layout, user_id, derive_key(cluster, layout, user_id))
+        else:
+            stored = add_user(cluster, keys, layout, user_id, "1d")
         minted.append(user_id)
         return stored
 
     try:
         bootstrap(cluster, layout, config.embedding_inference_id)
-        for gap in minter_gaps(cluster, layout):
+        for gap in [] if admin_is_api_key(config) else minter_gaps(cluster, layout):
             log.warning("elasticsearch_minter_gap", detail=gap)
         yield mint
     finally:

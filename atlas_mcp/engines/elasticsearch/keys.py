@@ -76,10 +76,39 @@ def live_keys_body(layout: IndexLayout, user_id: str) -> dict[str, Any]:
     return {"query": {"bool": {"filter": filters}}, "size": QUERY_PAGE}
 
 
-def invalidate_body(ids: list[str]) -> dict[str, Any]:
-    """``DELETE /_security/api_key``: these keys, if the caller owns them (``owner: true`` is
-    what a least-privilege administrator with ``manage_own_api_key`` must send)."""
-    return {"ids": list(ids), "owner": True}
+def invalidate_body(ids: list[str], owner: bool = True) -> dict[str, Any]:
+    """``DELETE /_security/api_key``: these keys; with ``owner``, only if the caller owns them
+    (what a least-privilege administrator with ``manage_own_api_key`` must send; one with
+    ``manage_api_key`` may invalidate any key by its id)."""
+    body: dict[str, Any] = {"ids": list(ids)}
+    if owner:
+        body["owner"] = True
+    return body
+
+
+def descriptor_problems(descriptors: dict[str, Any], layout: IndexLayout, user_id: str) -> list[str]:
+    """How a key's role descriptors differ from what ``users add`` would mint for ``user_id``:
+    a key made elsewhere (Kibana) must read the atlas indices only, and only through the DLS
+    query of that user."""
+    if len(descriptors) != 1:
+        return [f"{len(descriptors)} role descriptors, expected exactly one"]
+    ((_, descriptor),) = descriptors.items()
+    entries = descriptor.get("indices") or []
+    if len(entries) != 1:
+        return [f"{len(entries)} index entries, expected exactly one (DLS queries of several are OR-ed)"]
+    (entry,) = entries
+    problems = []
+    if sorted(entry.get("privileges") or []) != ["read"]:
+        problems.append(f"index privileges {entry.get('privileges')}, expected [read]")
+    wanted = {p for kind in ALL_TYPES for p in layout.patterns(kind)}
+    if not wanted <= set(entry.get("names") or []):
+        problems.append(f"index names {entry.get('names')}, expected {sorted(wanted)}")
+    query = entry.get("query")
+    if isinstance(query, str):
+        query = json.loads(query)
+    if query != owner_filter(user_id, include_catalog=True):
+        problems.append(f"DLS query {json.dumps(query)}, expected the one `users add --dry-run` prints")
+    return problems
 
 
 @dataclass(frozen=True, slots=True)

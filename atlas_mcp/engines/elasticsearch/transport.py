@@ -49,18 +49,26 @@ def connect(config: ElasticsearchSettings, *, admin: bool = False) -> Any:
     else:
         options["hosts"] = [config.url]
     basic = (config.username, config.password) if config.username and config.password else None
-    if admin and basic is None:
+    if admin and basic is None and not config.admin_api_key:
         raise ConfigurationError(
-            "minting user keys needs a user credential: set [elasticsearch] username and password "
-            "(an API key cannot create keys that carry privileges)"
+            "administration needs a credential: set [elasticsearch] username and password (a user: "
+            "only a user can mint keys that carry privileges), or on Serverless, which has no "
+            "passwords, admin_api_key"
         )
-    if admin or not config.api_key:
+    if admin and basic is None:
+        options["api_key"] = config.admin_api_key
+    elif admin or not config.api_key:
         if basic is None:
             raise ConfigurationError("set [elasticsearch] api_key, or username and password")
         options["basic_auth"] = basic
     else:
         options["api_key"] = config.api_key
     return Elasticsearch(**options)
+
+
+def admin_is_api_key(config: ElasticsearchSettings) -> bool:
+    """Whether administration runs with ``admin_api_key`` (no username/password: Serverless)."""
+    return not (config.username and config.password) and bool(config.admin_api_key)
 
 
 class Cluster:
