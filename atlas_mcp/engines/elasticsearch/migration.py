@@ -50,13 +50,10 @@ def aliased(cluster: Cluster, alias: str) -> str | None:
     )
     if getattr(found, "meta", None) is not None and found.meta.status == 404:
         return None
-    names = [
-        index
-        for index, entry in dict(found).items()
-        if alias in entry.get("aliases", {}) or not entry.get("aliases")
-    ]
-    writers = [i for i in names if (dict(found)[i].get("aliases", {}).get(alias) or {}).get("is_write_index")]
-    return (writers or sorted(names) or [None])[0]
+    named = {index: entry.get("aliases", {}).get(alias) for index, entry in dict(found).items()}
+    names = sorted(index for index, spec in named.items() if spec is not None)
+    writers = [index for index in names if (named[index] or {}).get("is_write_index")]
+    return (writers or names or [None])[0]
 
 
 def targets(layout: IndexLayout) -> list[tuple[str, str, MemoryType | None]]:
