@@ -28,7 +28,6 @@ WRITER_PRIVILEGES = ["read", "create_doc", "index", "delete"]
 # Privileges only doctor's own probes use: without them a probe is skipped (warn), never failed.
 PROBE_CLUSTER = ["monitor", "monitor_inference"]
 PROBE_INDEX = ["view_index_metadata"]
-PROBE_WINDOW = 10  # candidates per branch of doctor's one reranked search
 RERANK_REFUSED = (
     "this release refuses the reranker to read-only keys, so every server-reranked recall under a "
     "user's key fails (elastic/elasticsearch#128328); atlas falls back to reranking itself"
@@ -140,8 +139,17 @@ def _reranked_recall(
         return [
             Check("reranked recall", WARN, "not checked: no user has a key yet", "`atlas-mcp users add <id>`")
         ]
-    plan = RecallPlan(users[0], "atlas doctor", frozenset(MemoryType), False, PROBE_WINDOW, 60, k=1)
-    request = recall_request(plan, layout, ScoringPolicy(), inference, utcnow())
+    policy = ScoringPolicy()  # recall's windows, so the reranker sees the window it will see
+    plan = RecallPlan(
+        users[0],
+        "atlas doctor",
+        frozenset(MemoryType),
+        False,
+        policy.rrf_window,
+        policy.rrf_rank_constant,
+        k=1,
+    )
+    request = recall_request(plan, layout, policy, inference, utcnow())
     try:
         cluster.call(
             f"run a reranked search as {users[0]}",
