@@ -5,7 +5,7 @@ ones count in the statistics, as in the postings) in a fresh FTS5 table, asks th
 quoted surface words and stems that recall used to send, and filters afterwards. Long-lived
 caches, kept current through writes, updates, forgets and supersessions made by this process
 and by another one, must rank exactly as a cache loaded from scratch; so must postings a start
-reads from a saved snapshot and brings up to date, and a damaged snapshot is never trusted.
+reads from saved postings and brings up to date, and damaged saved postings are never trusted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from atlas_mcp.bench import corpus
 from atlas_mcp.domain.lexical import analyse, detect_language
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.base import ListQuery, RecallPlan
-from atlas_mcp.engines.embedded import postings, rows, schema, snapshots
+from atlas_mcp.engines.embedded import postings, rows, saved_postings, schema
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.maintenance import lexical, write_many
 from atlas_mcp.engines.embedded.words import (
@@ -366,9 +366,9 @@ def test_fill_of_an_owner_with_no_words(texts):
     assert postings.bm25([filled], [QueryWord("x", 1.0)])[0][1].tolist() == [False] * len(columns)
 
 
-def _ranking_without_snapshots(path, plans) -> list[list[tuple[str, float]]]:
+def _ranking_without_saved_postings(path, plans) -> list[list[tuple[str, float]]]:
     engine = EmbeddedEngine(path, default_embedder())
-    engine._index._snapshots = None  # built from the rows, nothing read or written
+    engine._index._saved = None  # built from the rows, nothing read or written
     try:
         return [lexical(engine, plan) for plan in plans]
     finally:
@@ -395,7 +395,7 @@ def _fresh_ranking(path, plans, monkeypatch, *, filled: bool) -> list[list[tuple
 def test_a_start_reads_saved_postings_and_catches_up_with_changes(tmp_path, monkeypatch):
     """Saved postings are a head start only: after another process's writes, updates and
     supersessions the restored ones rank exactly as postings built from the rows."""
-    monkeypatch.setattr(snapshots, "SNAPSHOT_MIN_ROWS", 50)
+    monkeypatch.setattr(saved_postings, "SAVED_MIN_ROWS", 50)
     path = tmp_path / "atlas.db"
     user = corpus.tenant_id(0)
     memories = [m for m in corpus.tenant_memories(0, corpus.specs(31, 200)) if m.superseded_by is None][:150]
@@ -403,9 +403,9 @@ def test_a_start_reads_saved_postings_and_catches_up_with_changes(tmp_path, monk
     writer = EmbeddedEngine(path, default_embedder())
     try:
         _load(writer, memories[:120])
-        saved = writer._index._snapshots.path(user)
+        saved = writer._index._saved.path(user)
         assert not saved.exists()
-        expected = _ranking_without_snapshots(path, plans)
+        expected = _ranking_without_saved_postings(path, plans)
         assert _fresh_ranking(path, plans, monkeypatch, filled=True) == expected  # builds, saves
         assert saved.exists() and saved.stat().st_mode & 0o077 == 0
         assert _fresh_ranking(path, plans, monkeypatch, filled=False) == expected  # reads
@@ -417,13 +417,13 @@ def test_a_start_reads_saved_postings_and_catches_up_with_changes(tmp_path, monk
                        text=f"{fact.text} (corrected)", created_at=fact.created_at)  # fmt: skip
         writer.write(newer, supersede=[fact.id])
         before = saved.stat().st_mtime_ns
-        expected = _ranking_without_snapshots(path, plans)
+        expected = _ranking_without_saved_postings(path, plans)
         assert _fresh_ranking(path, plans, monkeypatch, filled=False) == expected  # read + caught up
         assert saved.stat().st_mtime_ns != before  # and saved again, current
         assert _fresh_ranking(path, plans, monkeypatch, filled=False) == expected
         assert writer.forget(user, memories[3].id)
         assert not saved.exists()  # a forgotten memory's words leave the disk
-        assert _fresh_ranking(path, plans, monkeypatch, filled=True) == _ranking_without_snapshots(
+        assert _fresh_ranking(path, plans, monkeypatch, filled=True) == _ranking_without_saved_postings(
             path, plans
         )
     finally:
@@ -444,8 +444,8 @@ def test_a_start_reads_saved_postings_and_catches_up_with_changes(tmp_path, monk
     ],
     ids=["truncated", "garbage", "other-format", "rows-out-of-range", "missing-part", "bad-vocabulary"],
 )
-def test_a_damaged_snapshot_is_built_again(tmp_path, monkeypatch, damage):
-    monkeypatch.setattr(snapshots, "SNAPSHOT_MIN_ROWS", 50)
+def test_damaged_saved_postings_are_built_again(tmp_path, monkeypatch, damage):
+    monkeypatch.setattr(saved_postings, "SAVED_MIN_ROWS", 50)
     path = tmp_path / "atlas.db"
     user = corpus.tenant_id(0)
     writer = EmbeddedEngine(path, default_embedder())
@@ -454,9 +454,9 @@ def test_a_damaged_snapshot_is_built_again(tmp_path, monkeypatch, damage):
     finally:
         writer.close()
     plans = _plans(user, 32)
-    expected = _ranking_without_snapshots(path, plans)
+    expected = _ranking_without_saved_postings(path, plans)
     assert _fresh_ranking(path, plans, monkeypatch, filled=True) == expected
-    saved = snapshots.PostingsSnapshots(path.with_name(path.name + "-postings")).path(user)
+    saved = saved_postings.SavedPostings(path.with_name(path.name + "-postings")).path(user)
     with np.load(saved) as found:
         arrays = {name: found[name] for name in found.files}
     damage(saved, arrays)
@@ -465,7 +465,7 @@ def test_a_damaged_snapshot_is_built_again(tmp_path, monkeypatch, damage):
 
 
 def test_saving_sweeps_what_a_killed_writer_left(tmp_path):
-    saved = snapshots.PostingsSnapshots(tmp_path / "atlas.db-postings")
+    saved = saved_postings.SavedPostings(tmp_path / "atlas.db-postings")
     saved.folder.mkdir()
     stale, recent = saved.folder / ".a.npz.x.tmp", saved.folder / ".b.npz.y.tmp"
     for left in (stale, recent):
@@ -473,27 +473,27 @@ def test_saving_sweeps_what_a_killed_writer_left(tmp_path):
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
     filled = postings.OwnerPostings()
     filled.fill([("plumber fixed boiler", "plumber fix boiler")])
-    saved.write("someone", filled.snapshot(np.array([5])))
+    saved.write("someone", filled.to_saved(np.array([5])))
     assert not stale.exists() and recent.exists()  # another process may be writing that one
     assert saved.read("someone") is not None and saved.read("someone else") is None
 
 
-def test_a_disk_that_refuses_snapshots_costs_only_the_head_start(tmp_path, monkeypatch):
-    """Saving fails (the folder's name is taken by a file), deleting fails (the snapshot's
-    name is taken by a folder): recall and forget work as without snapshots."""
-    blocked = snapshots.PostingsSnapshots(tmp_path / "taken")
+def test_a_disk_that_refuses_saved_postings_costs_only_the_head_start(tmp_path, monkeypatch):
+    """Saving fails (the folder's name is taken by a file), deleting fails (the saved file's
+    name is taken by a folder): recall and forget work as without saved postings."""
+    blocked = saved_postings.SavedPostings(tmp_path / "taken")
     blocked.folder.write_bytes(b"a file, not a folder")
     filled = postings.OwnerPostings()
     filled.fill([("plumber fixed boiler", "plumber fix boiler")])
-    blocked.write("someone", filled.snapshot(np.array([1])))
+    blocked.write("someone", filled.to_saved(np.array([1])))
     assert blocked.read("someone") is None and list(tmp_path.iterdir()) == [blocked.folder]
-    full = snapshots.PostingsSnapshots(tmp_path / "full")
+    full = saved_postings.SavedPostings(tmp_path / "full")
 
     def no_space(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(snapshots.np, "savez", no_space)
-    full.write("someone", filled.snapshot(np.array([1])))
+    monkeypatch.setattr(saved_postings.np, "savez", no_space)
+    full.write("someone", filled.to_saved(np.array([1])))
     assert list(full.folder.iterdir()) == []  # the half-written file is gone too
     monkeypatch.undo()
     path = tmp_path / "atlas.db"
@@ -502,7 +502,7 @@ def test_a_disk_that_refuses_snapshots_costs_only_the_head_start(tmp_path, monke
         user = corpus.tenant_id(0)
         memories = corpus.tenant_memories(0, corpus.specs(33, 5))
         _load(engine, memories)
-        engine._index._snapshots.path(user).mkdir(parents=True)
+        engine._index._saved.path(user).mkdir(parents=True)
         assert engine.forget(user, memories[0].id)
         assert engine.get(user, [memories[0].id]) == []
     finally:

@@ -47,7 +47,7 @@ class EmbeddedEngine(Engine):
         self.store = Store(self.path)  # ``store`` and ``search`` are public for maintenance.py
         self._lock = self.store.lock
         self._index = IndexCache(
-            self.models.dimensions, snapshots=self.path.with_name(self.path.name + "-postings")
+            self.models.dimensions, postings_folder=self.path.with_name(self.path.name + "-postings")
         )
         self._memories = MemoryCache()
         self._adopt_models()

@@ -22,8 +22,7 @@ import numpy as np
 
 from ...domain.model import MemoryType
 from ...inference.runtime import release_free_heap
-from . import slots, versions
-from . import snapshots as saved_postings
+from . import saved_postings, slots, versions
 from .postings import OwnerPostings
 from .vectors import HEADROOM_ROWS, PRINT_FLOATS, RowVectors, grown_capacity
 from .versions import Change
@@ -113,9 +112,9 @@ def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | Non
 
 
 class IndexCache:
-    def __init__(self, dimensions: int, snapshots: Path | None = None) -> None:
+    def __init__(self, dimensions: int, postings_folder: Path | None = None) -> None:
         self._dimensions = dimensions
-        self._snapshots = saved_postings.PostingsSnapshots(snapshots) if snapshots is not None else None
+        self._saved = saved_postings.SavedPostings(postings_folder) if postings_folder is not None else None
         self._owners: dict[str, OwnerIndex] = {}
         self.spaces: list[str] = []  # space code -> the model id whose vectors it holds
 
@@ -186,8 +185,8 @@ class IndexCache:
     def forgot(self, owner: str) -> None:
         """A memory of ``owner``'s was deleted: its words leave the disk with it (the saved
         postings are dropped, and written again at the next start)."""
-        if self._snapshots is not None:
-            self._snapshots.drop(owner)
+        if self._saved is not None:
+            self._saved.drop(owner)
 
     def _reload(
         self, conn: sqlite3.Connection, owner: str, version: int, old: OwnerIndex | None
@@ -252,14 +251,14 @@ class IndexCache:
         return fresh
 
     def _fill_postings(self, into: OwnerIndex, owner: str, words: list[tuple[str, str]]) -> None:
-        """An owner's postings from its saved snapshot where one still mostly holds, else from
-        its words; a large owner's are saved again when they changed (``snapshots.py``)."""
-        snapshots = self._snapshots if len(words) >= saved_postings.SNAPSHOT_MIN_ROWS else None
-        if snapshots is None:
+        """An owner's postings from those saved where they still mostly hold, else from its
+        words; a large owner's are saved again when they changed (``saved_postings.py``)."""
+        saved_here = self._saved if len(words) >= saved_postings.SAVED_MIN_ROWS else None
+        if saved_here is None:
             into.postings.fill(words)
             return
         rowids = np.fromiter(into.rowids, dtype=np.int64, count=len(into.rowids))
-        saved = snapshots.read(owner)
+        saved = saved_here.read(owner)
         restored = OwnerPostings.restored(saved, rowids, words) if saved is not None else None
         if restored is not None and not restored.pending_rows():
             into.postings = restored
@@ -269,7 +268,7 @@ class IndexCache:
         else:
             restored.rebuild()
             into.postings = restored
-        snapshots.write(owner, into.postings.snapshot(rowids))
+        saved_here.write(owner, into.postings.to_saved(rowids))
 
     def _fetch_embeddings(self, conn: sqlite3.Connection, rowids: list[int], into: OwnerIndex) -> None:
         for start in range(0, len(rowids), FETCH_CHUNK):

@@ -20,7 +20,7 @@ outdated, and the lists are rebuilt, one linear merge, once ``recent`` grows pas
 eighth of them. A row's ``(terms, stems)`` digest tells whether a re-read changed it.
 
 Building a large owner's postings costs ~1.5 s per 100k memories, so they are also saved
-beside the database (``snapshots.py``) and a later start restores them:
+beside the database (``saved_postings.py``) and a later start restores them:
 ``restored`` keeps each saved row whose rowid and digest still match and adds the rest.
 """
 
@@ -42,7 +42,7 @@ IDF_FLOOR = 1e-6  # FTS5's: a word in half the rows or more scores almost nothin
 MIN_COUNTED_ROWS = 100
 RECENT_ROWS_MIN = 512  # rows added or changed before the lists are rebuilt, at the least
 _ROW_BITS = 32
-SNAPSHOT_FORMAT = 1  # what ``OwnerPostings.snapshot`` writes; another number is not read
+SAVED_FORMAT = 1  # what ``OwnerPostings.to_saved`` writes; another number is not read
 _ROW_BREAK = " \x02 "  # between rows when columns are split a block at a time (never in analysed text)
 _FILL_BLOCK = 4096  # rows split at once by ``fill``
 
@@ -227,13 +227,13 @@ class OwnerPostings:
         """Rows added or changed since the lists were last built."""
         return len(self._recent_rows) + self._outdated
 
-    def snapshot(self, rowids: np.ndarray) -> dict[str, np.ndarray] | None:
+    def to_saved(self, rowids: np.ndarray) -> dict[str, np.ndarray] | None:
         """What ``restored`` needs to skip ``fill`` next time, row ``i`` being ``rowids[i]``;
         None while changes wait in ``recent`` (only built lists are saved)."""
         if self._recent or self._outdated or len(rowids) != self.size:
             return None
         return {
-            "format": np.array([SNAPSHOT_FORMAT]),
+            "format": np.array([SAVED_FORMAT]),
             "vocabulary": np.frombuffer("\n".join(self.vocabulary).encode(), dtype=np.uint8),
             "starts": self._starts,
             "rows": self._rows,
@@ -247,10 +247,10 @@ class OwnerPostings:
     def restored(
         cls, saved: dict[str, np.ndarray], rowids: np.ndarray, columns: Sequence[tuple[str, str]]
     ) -> OwnerPostings | None:
-        """Postings for rows ``rowids`` holding ``columns``, from a snapshot of an earlier state:
+        """Postings for rows ``rowids`` holding ``columns``, from those saved of an earlier state:
         a saved row is kept where its rowid and digest still match, every other row is added
-        from its columns. None if the snapshot is unreadable or holds under half the rows."""
-        old = _from_snapshot(saved)
+        from its columns. None if what was saved is unreadable or holds under half the rows."""
+        old = _from_saved(saved)
         if old is None:
             return None
         saved_rowids, saved_digests = saved["rowids"], saved["digests"]
@@ -289,10 +289,10 @@ class OwnerPostings:
 _NO_ENTRIES = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint32))
 
 
-def _from_snapshot(saved: dict[str, np.ndarray]) -> OwnerPostings | None:
+def _from_saved(saved: dict[str, np.ndarray]) -> OwnerPostings | None:
     """The saved postings as they were, or None if any part is missing or inconsistent."""
     try:
-        if saved["format"].tolist() != [SNAPSHOT_FORMAT]:
+        if saved["format"].tolist() != [SAVED_FORMAT]:
             return None
         text = saved["vocabulary"].tobytes().decode()
         starts, rows, counts = saved["starts"], saved["rows"], saved["counts"]

@@ -29,8 +29,8 @@ from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
+from .saved_postings import SAVED_MIN_ROWS
 from .slots import CATALOG_OWNER, owner_key
-from .snapshots import SNAPSHOT_MIN_ROWS
 from .store import Store
 from .vectors import CACHED_DTYPE, RowVectors
 from .versions import Stamp
@@ -41,7 +41,7 @@ PARALLEL_SCAN_ROWS = 50_000
 # Owners up to the size whose postings are not worth saving load their caches in well under
 # 0.3 s (~0.05 s at 8k rows on the reference machine), so a start may load them before
 # answering anything (``warm_rows``).
-QUICK_LOAD_ROWS = SNAPSHOT_MIN_ROWS
+QUICK_LOAD_ROWS = SAVED_MIN_ROWS
 
 
 class Search:

@@ -1,9 +1,9 @@
 """Large owners' BM25 postings, saved beside the database so a start need not rebuild them.
 
 Building an owner's postings costs ~1.5 s per 100k memories on the first recall's path. An
-owner of ``SNAPSHOT_MIN_ROWS`` or more has them saved (one ``.npz`` per owner, named by a hash
+owner of ``SAVED_MIN_ROWS`` or more has them saved (one ``.npz`` per owner, named by a hash
 of the owner, in ``atlas.db-postings/``, mode 0600) when a start had to build or update them.
-A snapshot is only ever a head start: ``OwnerPostings.restored`` checks every saved row
+Saved postings are only ever a head start: ``OwnerPostings.restored`` checks every saved row
 against the row's rowid and words now and adds the rows written since; a damaged or foreign
 file is rebuilt from the rows. A forget deletes its owner's file.
 """
@@ -23,11 +23,11 @@ from ...log import get_logger
 
 log = get_logger(__name__)
 
-SNAPSHOT_MIN_ROWS = 20_000  # below this, building postings costs < 0.3 s: nothing is saved
+SAVED_MIN_ROWS = 20_000  # below this, building postings costs < 0.3 s: nothing is saved
 STALE_SECONDS = 3600  # a temporary file this old was left by a process killed while writing
 
 
-class PostingsSnapshots:
+class SavedPostings:
     """The saved postings in one folder."""
 
     def __init__(self, folder: Path) -> None:
