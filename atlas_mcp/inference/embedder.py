@@ -222,7 +222,8 @@ def _minilm_file() -> Path:
 @cache
 def _e5(threads: int) -> Embedder:
     """The process-wide multilingual-e5-small (``e5.py``), opened on first use."""
-    from .e5 import E5, model_path
+    from .e5 import E5
+    from .e5_file import model_path
 
     return E5(model_path(), threads)
 

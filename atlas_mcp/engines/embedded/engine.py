@@ -23,7 +23,6 @@ from pathlib import Path
 from ...domain.model import Memory
 from ...errors import Conflict
 from ...inference.embedder import Embedder, ModelChoice, as_choice
-from ...log import get_logger
 from ..base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
 from . import migrations, pending, rows, schema, slots, store, versions
 from .index import IndexCache
@@ -35,8 +34,6 @@ from .slots import CATALOG_OWNER, owner_key
 from .stats import store_stats
 from .store import Store, Transaction
 from .versions import Change
-
-log = get_logger(__name__)
 
 
 class EmbeddedEngine(Engine):

@@ -3,7 +3,7 @@
 This module owns the whole life of a row whose vectors are not stored yet:
 
 * the ``pending_embeddings`` mark, set in the write's own transaction (``mark``), and cleared
-  in the transaction that stores the vectors (``store``), so "pending" is always the truth;
+  in the transaction that stores the vectors (``store_vectors``), so "pending" is always the truth;
 * this process's **backlog** of such rows, bounded (``BACKLOG_LIMIT``): a write that would
   exceed it waits for room, so whoever comes next (a recall, a close) waits a bounded time
   however fast the writes come;
@@ -70,7 +70,7 @@ def mark(conn: sqlite3.Connection, rowid: int) -> None:
     conn.execute("INSERT INTO pending_embeddings(rowid) VALUES (?)", (rowid,))
 
 
-def store(conn: sqlite3.Connection, rowid: int, vectors: np.ndarray, model_id: str) -> bool:
+def store_vectors(conn: sqlite3.Connection, rowid: int, vectors: np.ndarray, model_id: str) -> bool:
     """Store the vectors of a row still marked pending, with the model they come from; False
     if it no longer is (forgotten, re-embedded by ``update``, or stored meanwhile elsewhere)."""
     if not conn.execute("DELETE FROM pending_embeddings WHERE rowid = ?", (rowid,)).rowcount:
@@ -281,7 +281,7 @@ class DeferredEmbeddings:
                 stored = [
                     Embedded(row.owner, row.rowid, v, model_id)
                     for row, (model_id, v) in zip(todo, embedded, strict=True)
-                    if store(tx.conn, row.rowid, v, model_id)
+                    if store_vectors(tx.conn, row.rowid, v, model_id)
                 ]
                 if stored:
                     self._on_stored(tx, stored)
