@@ -190,6 +190,10 @@ class MemoryService:
             raise InvalidInput(f"to report a playbook outcome pass both playbook_id and outcome ({outcomes})")
         if kind is not MemoryType.EPISODIC:
             raise InvalidInput("a playbook outcome is an event: write it with memory_type='episodic'")
+        return self.live_playbook(user_id, playbook_id)
+
+    def live_playbook(self, user_id: str, playbook_id: Any) -> Memory:
+        """One of the user's playbooks that nothing replaced: the only kind a run is counted on."""
         found = self._engine.get(user_id, [inputs.memory_id(playbook_id)])
         if not found or found[0].memory_type is not MemoryType.PROCEDURAL:
             raise NotFound(f"playbook {playbook_id!r} not found; recall it first to get its id")

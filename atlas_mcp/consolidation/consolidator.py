@@ -28,7 +28,7 @@ from ..config import ConsolidationSettings
 from ..domain import inputs
 from ..domain.model import Memory, MemoryType, Outcome, iso
 from ..domain.scoring import outcome_changes
-from ..errors import AtlasError, BackendUnavailable, ConfigurationError
+from ..errors import AtlasError, BackendUnavailable, ConfigurationError, InvalidInput, NotFound
 from ..log import get_logger
 from ..service import MemoryService
 from .actions import (
@@ -269,9 +269,9 @@ class Consolidator:
     def _decide_outcome(
         self, user: str, update: ProceduralUpdate, episodes: tuple[str, ...], own: dict[str, Memory]
     ) -> Action | Rejected:
-        found = self.service.get_many(user, [update.id])
-        playbook = found[0] if found else None
-        if playbook is None or playbook.memory_type is not MemoryType.PROCEDURAL or playbook.is_superseded:
+        try:
+            playbook = self.service.live_playbook(user, update.id)
+        except (NotFound, InvalidInput):
             return Rejected("procedural_updates", update.id, "not one of this user's live playbooks")
         if set(episodes) <= set(playbook.source_episodes):
             return Rejected("procedural_updates", update.id, "this outcome is already counted")
