@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
 
 _SECRET_KEYS = frozenset({"token", "authorization", "api_key", "password", "es_api_key"})
 
 
-def _redact(_logger: object, _name: str, event: dict) -> dict:
+def _redact(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key in _SECRET_KEYS & event.keys():
         event[key] = "[redacted]"
     return event
@@ -32,4 +34,5 @@ def configure_logging(level: str = "INFO") -> None:
 
 
 def get_logger(name: str | None = None) -> structlog.typing.FilteringBoundLogger:
-    return structlog.get_logger(name)
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
+    return logger

@@ -16,6 +16,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from ..domain.model import FactType, Memory, MemoryType, Step
 
@@ -173,7 +174,7 @@ def stream(seed: int) -> Iterator[MemorySpec]:
 
 
 def specs(seed: int, count: int) -> list[MemorySpec]:
-    out = []
+    out: list[MemorySpec] = []
     for spec in stream(seed):
         if len(out) == count:
             return out
@@ -236,11 +237,11 @@ def queries(seed: int, count: int) -> list[str]:
     return [r.choice(forms)() for _ in range(count)]
 
 
-def new_writes(seed: int, count: int) -> list[dict]:
+def new_writes(seed: int, count: int) -> list[dict[str, Any]]:
     """``write_memory`` arguments for the write-latency phase (all three writable types)."""
     out = []
     for number, spec in enumerate(specs(seed + 2, count)):
-        args: dict = {"text": spec.text, "memory_type": spec.kind.value}
+        args: dict[str, Any] = {"text": spec.text, "memory_type": spec.kind.value}
         if spec.kind is MemoryType.SEMANTIC:
             args["fact_type"] = spec.fact_type
         elif spec.kind is MemoryType.PROCEDURAL:

@@ -76,7 +76,8 @@ def _age_days(when: str) -> float:
 
 def specs(corpus: RealText, count: int) -> tuple[list[MemorySpec], list[int]]:
     """``count`` memories and, per memory, the index of the base text it varies (for its vector)."""
-    out, origin = [], []
+    out: list[MemorySpec] = []
+    origin: list[int] = []
     replica = 0
     while len(out) < count:
         for index, (spec, names) in enumerate(zip(corpus.base, corpus.speakers, strict=True)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -29,13 +30,21 @@ from .options import OutputFile, config_option, settings_from, user_option
     help="Append every LLM answer to this JSONL file, for --replay.",
 )
 @config_option
-def consolidate(user, dry_run, replay_file, record_file, config_file) -> None:
+def consolidate(
+    user: str | None,
+    dry_run: bool,
+    replay_file: Path | None,
+    record_file: Path | None,
+    config_file: str | None,
+) -> None:
     """Consolidate episodes since each user's watermark (default: every configured user)."""
     from ..consolidation import Consolidator, open_provider
-    from ..consolidation.providers import RecordingProvider, ReplayProvider
+    from ..consolidation.providers import LLMProvider, RecordingProvider, ReplayProvider
 
     settings = settings_from(config_file)
-    provider = ReplayProvider(replay_file) if replay_file else open_provider(settings.consolidation)
+    provider: LLMProvider = (
+        ReplayProvider(replay_file) if replay_file else open_provider(settings.consolidation)
+    )
     if record_file:
         provider = RecordingProvider(provider, record_file)
     service = open_service(settings)
@@ -44,7 +53,7 @@ def consolidate(user, dry_run, replay_file, record_file, config_file) -> None:
         consolidator = Consolidator(service, settings.consolidation, provider)
         for user_id in _users(settings, user):
             try:
-                reports = anyio.run(lambda u=user_id: consolidator.run(u, dry_run=dry_run))
+                reports = anyio.run(partial(consolidator.run, user_id, dry_run=dry_run))
             except AtlasError as exc:
                 failures += 1
                 click.echo(f"user {user_id}: not consolidated: {exc}", err=True)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
+from ..domain.model import Memory
 from ..errors import NotFound
 from ..inspection import MemoryDetail, memory_detail
 from ..views import memory_view
@@ -28,7 +30,15 @@ def memories() -> None:
 @json_option
 @config_option
 @user_option
-def list_memories(memory_types, include_superseded, limit, offset, as_json, config_file, user) -> None:
+def list_memories(
+    memory_types: tuple[str, ...],
+    include_superseded: bool,
+    limit: int,
+    offset: int,
+    as_json: bool,
+    config_file: str | None,
+    user: str | None,
+) -> None:
     """A user's memories, newest first (``--type catalog`` lists the shared catalog)."""
     settings = settings_from(config_file, user=user)
     owner = None if memory_types == ("catalog",) else settings.user
@@ -50,7 +60,7 @@ def list_memories(memory_types, include_superseded, limit, offset, as_json, conf
 @json_option
 @config_option
 @user_option
-def show(memory_id, as_json, config_file, user) -> None:
+def show(memory_id: str, as_json: bool, config_file: str | None, user: str | None) -> None:
     """Every field of one memory, what replaced it, what it replaced and its source episodes."""
     settings = settings_from(config_file, user=user)
     with service_session(settings) as service:
@@ -71,7 +81,7 @@ def show(memory_id, as_json, config_file, user) -> None:
         click.echo(f"\nLinked but no longer stored (forgotten): {', '.join(detail.missing)}")
 
 
-def detail_view(detail: MemoryDetail) -> dict:
+def detail_view(detail: MemoryDetail) -> dict[str, Any]:
     return {
         "memory": memory_view(detail.memory),
         "newer": [memory_view(m) for m in detail.newer],
@@ -81,16 +91,16 @@ def detail_view(detail: MemoryDetail) -> dict:
     }
 
 
-def _row(memory) -> list:
+def _row(memory: Memory) -> list[Any]:
     return [memory.id, memory.memory_type.value, memory.timeline_at, status(memory), clip(memory.text, 60)]
 
 
-def _section(title: str, headers: list[str], rows: list[list]) -> None:
+def _section(title: str, headers: list[str], rows: list[list[Any]]) -> None:
     if rows:
         click.echo(f"\n{title}:\n{table(headers, rows)}")
 
 
-def _fields(view: dict) -> str:
+def _fields(view: dict[str, Any]) -> str:
     width = max(len(k) for k in view)
     lines = []
     for key, value in view.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,8 +26,9 @@ class OutputFile(click.Path):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
-        if not Path(path).parent.is_dir():
-            self.fail(f"folder '{Path(path).parent}' does not exist", param, ctx)
+        folder = Path(os.fsdecode(path)).parent
+        if not folder.is_dir():
+            self.fail(f"folder '{folder}' does not exist", param, ctx)
         return path
 
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ..domain.model import Contradiction, FactType, Outcome
 from ..errors import AtlasError
@@ -51,7 +51,7 @@ class NewFact(_Item):
 
     @field_validator("contradiction", "fact_type", mode="before")
     @classmethod
-    def _null_is_default(cls, value: Any, info) -> Any:
+    def _null_is_default(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
             return Contradiction.NATURAL if info.field_name == "contradiction" else FactType.PREFERENCE
         return value
@@ -138,5 +138,5 @@ def _summary(item: Any, position: int) -> str:
     if isinstance(item, dict):
         for key in ("text", "name", "id"):
             if isinstance(item.get(key), str):
-                return item[key][:120]
+                return str(item[key])[:120]
     return f"item {position}"

@@ -39,6 +39,8 @@ def chat_messages(prompt: Prompt) -> list[dict[str, str]]:
 
 
 class _HttpProvider:
+    name: str  # how errors name the provider
+
     def __init__(self, settings: ConsolidationSettings, client: httpx2.AsyncClient | None) -> None:
         self.settings = settings
         self._client = client

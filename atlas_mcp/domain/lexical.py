@@ -21,6 +21,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import Protocol
 
 from .stopwords import CJK_STOP_CHARACTERS, STOP_WORDS
 
@@ -221,8 +222,13 @@ def _stem(language: str, word: str) -> str:
     return _stemmer(language).stemWord(unicodedata.normalize("NFC", word))
 
 
+class _Stemmer(Protocol):
+    def stemWord(self, word: str) -> str: ...
+
+
 @cache
-def _stemmer(language: str):
+def _stemmer(language: str) -> _Stemmer:
     import snowballstemmer  # uses PyStemmer's C stemmers when installed
 
-    return snowballstemmer.stemmer(SNOWBALL[language])
+    stemmer: _Stemmer = snowballstemmer.stemmer(SNOWBALL[language])
+    return stemmer

@@ -41,7 +41,9 @@ def sweep(
     return anyio.run(_sweep, service, list(stored), progress)
 
 
-async def _sweep(service: MemoryService, stored: list[StoredMemory], progress) -> LeakReport:
+async def _sweep(
+    service: MemoryService, stored: list[StoredMemory], progress: Callable[[int], None]
+) -> LeakReport:
     owners = {m.id: m.user_id for m in stored if m.user_id is not None}
     tenants = sorted({m.user_id for m in stored if m.user_id is not None})
     leaks: list[Leak] = []

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ANSWERABLE = (1, 2, 3, 4)  # category 5 asks about things the conversation never says
@@ -53,7 +54,7 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text.strip(), _SESSION_TIME).replace(tzinfo=UTC)
 
 
-def turn_text(raw: dict) -> str:
+def turn_text(raw: dict[str, Any]) -> str:
     text = f"{raw['speaker']}: {raw['text']}"
     if raw.get("blip_caption"):
         text += f" [shares an image: {raw['blip_caption']}]"
@@ -66,7 +67,7 @@ def evidence_ids(raw: list[str], known: set[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(d for d in found if d in known))
 
 
-def _conversation(raw: dict) -> Conversation:
+def _conversation(raw: dict[str, Any]) -> Conversation:
     body = raw["conversation"]
     turns = []
     # Sessions in numeric order; some date keys have no session (a quirk of conv-26): skip them.

@@ -141,7 +141,7 @@ def rescore(
     return by_group(questions, ks, GROUPS)
 
 
-def ablation_table(full: LocomoResult, variants: dict[str, dict], ks: Sequence[int]) -> str:
+def ablation_table(full: LocomoResult, variants: dict[str, dict[str, Any]], ks: Sequence[int]) -> str:
     """R@k per category: the full system, then each ablation's value and its change."""
     k = max(ks)
     head = ["variant", *full.groups]
@@ -160,7 +160,7 @@ def ablation_table(full: LocomoResult, variants: dict[str, dict], ks: Sequence[i
     return "\n".join(lines)
 
 
-def to_json(result: LocomoResult, variants: dict[str, dict], ablated: list[str]) -> dict[str, Any]:
+def to_json(result: LocomoResult, variants: dict[str, dict[str, Any]], ablated: list[str]) -> dict[str, Any]:
     latencies = sorted(result.recall_latencies_ms)
     return {
         "protocol": "LoCoMo turn-level retrieval (docs/quality.md)",

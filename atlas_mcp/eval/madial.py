@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from ..service import MemoryService
 from .harness import ManualClock
@@ -114,7 +115,7 @@ def _tenant(split: Split, user: str) -> str:
     return f"madial-{split.language}-{user}"
 
 
-def _memory_lines(path: Path):
+def _memory_lines(path: Path) -> Iterator[tuple[str, Any]]:
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             if line.strip():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 def recall_at(gold: Iterable[str], ranked: Sequence[str], k: int) -> float:
@@ -41,7 +42,9 @@ def summarise(results: Sequence[Ranked], ks: Sequence[int]) -> dict[str, float]:
     return out
 
 
-def by_group(results: Sequence[Ranked], ks: Sequence[int], groups: dict[str, Sequence[str]]) -> dict:
+def by_group(
+    results: Sequence[Ranked], ks: Sequence[int], groups: Mapping[str, Sequence[str]]
+) -> dict[str, Any]:
     """``groups`` maps a row name to the result groups it pools, e.g. answerable → 4 categories."""
     return {
         name: summarise([r for r in results if r.group in members], ks) for name, members in groups.items()

@@ -93,7 +93,7 @@ class MixedResult:
 
 
 def load(path: Path = MIXED, background: Path = BACKGROUND) -> dict[str, Any]:
-    suite = json.loads(Path(path).read_text(encoding="utf-8"))
+    suite: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
     suite["background"] = json.loads(Path(background).read_text(encoding="utf-8"))["memories"]
     return suite
 
@@ -103,7 +103,9 @@ def background_days_ago(position: int) -> int:
     return 20 + (37 * position) % 430
 
 
-def populate(service: MemoryService, clock: ManualClock, suite: dict, now: datetime) -> dict[str, str]:
+def populate(
+    service: MemoryService, clock: ManualClock, suite: dict[str, Any], now: datetime
+) -> dict[str, str]:
     """Load the catalog, then write every user's memories oldest first; returns id → key."""
     clock.set(now)
     service.load_catalog(
@@ -126,7 +128,7 @@ def populate(service: MemoryService, clock: ManualClock, suite: dict, now: datet
     return keys
 
 
-def run(service: MemoryService, clock: ManualClock, suite: dict | None = None) -> MixedResult:
+def run(service: MemoryService, clock: ManualClock, suite: dict[str, Any] | None = None) -> MixedResult:
     suite = suite or load()
     now = datetime.fromisoformat(suite["now"])
     keys = populate(service, clock, suite, now)
@@ -160,7 +162,7 @@ class _Asker:
         self.small_talk_recalls = 0
         self.small_talk_empty = 0
 
-    def ask(self, user: str, question: dict, record_use: bool = True) -> Answer:
+    def ask(self, user: str, question: dict[str, Any], record_use: bool = True) -> Answer:
         self.clock.set(self.now)
         options = {
             "memory_types": question.get("memory_types"),
@@ -192,7 +194,14 @@ class _Asker:
         self.small_talk_recalls += count
 
 
-def _report_outcome(service, clock, now, user: str, report: dict, ids: dict[str, str]) -> None:
+def _report_outcome(
+    service: MemoryService,
+    clock: ManualClock,
+    now: datetime,
+    user: str,
+    report: dict[str, Any],
+    ids: dict[str, str],
+) -> None:
     """The agent tells memory how a playbook went: an event, linked to the playbook."""
     clock.set(now - timedelta(hours=1))
     service.write(
@@ -200,7 +209,7 @@ def _report_outcome(service, clock, now, user: str, report: dict, ids: dict[str,
     )
 
 
-def _broken_rule(question: dict, ranked: tuple[str, ...], types: list[str]) -> str | None:
+def _broken_rule(question: dict[str, Any], ranked: tuple[str, ...], types: list[str]) -> str | None:
     wrong = sorted(set(types) & set(question.get("forbid_types", [])))
     if wrong:
         return f"type {wrong} returned"

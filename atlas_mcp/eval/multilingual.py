@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..service import MemoryService
 from .harness import ManualClock
@@ -28,7 +29,7 @@ class MultilingualResult:
 
 
 def _unknown_without_the_answer(
-    service: MemoryService, clock: ManualClock, scenarios: dict, language: str
+    service: MemoryService, clock: ManualClock, scenarios: dict[str, Any], language: str
 ) -> float:
     """Each question asked of a household that holds every memory but its answer: the share
     where nothing clears the relevance floor, i.e. recall says nothing stored is about it.
@@ -48,11 +49,14 @@ def _unknown_without_the_answer(
     return sum(unknown) / len(unknown)
 
 
-def load(path: Path = SCENARIOS) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+def load(path: Path = SCENARIOS) -> dict[str, Any]:
+    scenarios: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return scenarios
 
 
-def run(service: MemoryService, clock: ManualClock, scenarios: dict | None = None) -> MultilingualResult:
+def run(
+    service: MemoryService, clock: ManualClock, scenarios: dict[str, Any] | None = None
+) -> MultilingualResult:
     scenarios = scenarios or load()
     results: list[Ranked] = []
     failures = []

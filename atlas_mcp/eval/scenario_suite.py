@@ -44,10 +44,13 @@ class ScenarioResult:
 
 def load(path: Path = SMART_HOME) -> dict[str, Any]:
     with Path(path).open(encoding="utf-8") as fh:
-        return json.load(fh)
+        suite: dict[str, Any] = json.load(fh)
+    return suite
 
 
-def populate(service: MemoryService, clock: ManualClock, suite: dict, now: datetime) -> list[StoredMemory]:
+def populate(
+    service: MemoryService, clock: ManualClock, suite: dict[str, Any], now: datetime
+) -> list[StoredMemory]:
     """Load the catalog and write every user's memories, oldest first."""
     clock.set(now)
     service.load_catalog([{"id": e["key"]} | _without(e, "key") for e in suite["catalog"]])
@@ -61,7 +64,7 @@ def populate(service: MemoryService, clock: ManualClock, suite: dict, now: datet
     return stored
 
 
-def write(service: MemoryService, user: str, entry: dict, ids: dict[str, str]) -> str:
+def write(service: MemoryService, user: str, entry: dict[str, Any], ids: dict[str, str]) -> str:
     kind = entry["type"]
     result = service.write(
         user,
@@ -76,11 +79,18 @@ def write(service: MemoryService, user: str, entry: dict, ids: dict[str, str]) -
     return result.id
 
 
-def ask(service: MemoryService, clock: ManualClock, suite: dict, stored: list[StoredMemory], now: datetime):
+def ask(
+    service: MemoryService,
+    clock: ManualClock,
+    suite: dict[str, Any],
+    stored: list[StoredMemory],
+    now: datetime,
+) -> tuple[list[Ranked], list[str]]:
     clock.set(now)
     keys = {m.id: m.key for m in stored}
     ids = {m.key: m.id for m in stored}
-    results, failures = [], []
+    results: list[Ranked] = []
+    failures: list[str] = []
     for user, question in questions(suite):
         if "write" in question:  # same turn: write, then recall at once
             ids[question["write"]["key"]] = write(service, user, question["write"], ids)
@@ -101,7 +111,7 @@ def ask(service: MemoryService, clock: ManualClock, suite: dict, stored: list[St
     return results, failures
 
 
-def run(service: MemoryService, clock: ManualClock, suite: dict | None = None) -> ScenarioResult:
+def run(service: MemoryService, clock: ManualClock, suite: dict[str, Any] | None = None) -> ScenarioResult:
     suite = suite or load()
     now = clock()
     stored = populate(service, clock, suite, now)
@@ -111,7 +121,7 @@ def run(service: MemoryService, clock: ManualClock, suite: dict | None = None) -
     return ScenarioResult(groups, tuple(results), tuple(failures))
 
 
-def broken_rule(question: dict, ranked: tuple[str, ...]) -> str | None:
+def broken_rule(question: dict[str, Any], ranked: tuple[str, ...]) -> str | None:
     shown = [k for k in question.get("forbid", []) if k in ranked[:FORBID_DEPTH]]
     if shown:
         return f"(forbidden {shown} shown)"
@@ -123,11 +133,11 @@ def broken_rule(question: dict, ranked: tuple[str, ...]) -> str | None:
     return None
 
 
-def questions(suite: dict) -> Iterator[tuple[str, dict]]:
+def questions(suite: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     for user, tenant in suite["tenants"].items():
         for question in tenant["questions"]:
             yield user, question
 
 
-def _without(entry: dict, *names: str) -> dict:
+def _without(entry: dict[str, Any], *names: str) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k not in names}

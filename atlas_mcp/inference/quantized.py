@@ -24,9 +24,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
 from ..log import get_logger
+
+if TYPE_CHECKING:
+    import onnx
 
 RECIPE = "dynamic-int8-ffn-out-fp32-v1"  # change it whenever derive() changes what it writes
 DERIVE_TIMEOUT_S = 600.0
@@ -99,7 +103,7 @@ def derive(source: Path, target: Path) -> None:
         os.replace(written, target)
 
 
-def narrowing_products(model) -> list[str]:
+def narrowing_products(model: onnx.ModelProto) -> list[str]:
     """The MatMul nodes whose weight maps a wider input to a narrower output: in a BERT layer,
     the feed-forward output projection (intermediate size back to the hidden size)."""
     shapes = {init.name: tuple(init.dims) for init in model.graph.initializer}
