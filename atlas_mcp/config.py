@@ -15,16 +15,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-from . import tokens
+from . import scopes, tokens
 from .choices import OneOf
 from .domain.limits import Limits
 from .domain.profile import ProfilePolicy
 from .domain.scoring import ScoringPolicy
 from .errors import ConfigurationError
 from .inference.names import EMBEDDING_MODELS, PER_LANGUAGE
+from .scopes import Grant, ScopeName
 from .validation import clauses, meant
 
 CONFIG_ENV = "ATLAS_CONFIG"
@@ -37,6 +38,32 @@ NOT_SETTINGS_ENV = frozenset(
     | {"ATLAS_ES_ALLOW_DOWNGRADE"}
 )
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _all_scopes() -> list[ScopeName]:
+    return list(scopes.SCOPES)
+
+
+def _scope_list(value: Any) -> Any:
+    """``recall,write`` (as an environment variable or a flag is written) or a list."""
+    return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+
+# Scopes as the settings take them: a TOML list, or "recall,write" in an ATLAS_* variable.
+Scopes = Annotated[list[ScopeName], NoDecode, BeforeValidator(_scope_list)]
+
+
+class TokenConfig(BaseModel):
+    """One ``[users.<id>.tokens.<name>]`` table: another bearer token of that user."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sha256: str = Field(
+        pattern=r"^[0-9a-fA-F]{64}$", description="sha256 of the token (`atlas-mcp users token` prints it)"
+    )
+    scopes: Scopes = Field(
+        default_factory=_all_scopes, min_length=1, description="the tools this token may use"
+    )
 
 
 class UserConfig(BaseModel):
@@ -52,6 +79,16 @@ class UserConfig(BaseModel):
         "16 characters and well-known examples",
     )
     token_sha256: str | None = Field(None, description="the sha256 of this user's bearer token, in hex")
+    scopes: Scopes = Field(
+        default_factory=_all_scopes,
+        min_length=1,
+        description="the tools token / token_sha256 may use: recall, write, forget (default all)",
+    )
+    tokens: dict[str, TokenConfig] = Field(
+        default_factory=dict,
+        description="more tokens of this user by name, each with its own scopes "
+        "(`atlas-mcp users token ID --scopes recall --name NAME` prints one)",
+    )
     es_api_key: str | None = Field(
         None,
         repr=False,
@@ -64,6 +101,16 @@ class UserConfig(BaseModel):
         if self.token:
             return tokens.digest(self.token)
         return None
+
+    def grants(self, user_id: str) -> dict[str, Grant]:
+        """sha256 of each of this user's tokens → what it may do, named for logs and the audit."""
+        found = {}
+        if digest := self.token_digest():
+            found[digest] = Grant(user_id, frozenset(self.scopes), tokens.credential_name("token", digest))
+        for name, token in self.tokens.items():
+            digest = token.sha256.strip().lower()
+            found[digest] = Grant(user_id, frozenset(token.scopes), tokens.credential_name(name, digest))
+        return found
 
 
 class EmbeddingSettings(BaseModel):
@@ -103,6 +150,14 @@ class OAuthSettings(BaseModel):
     audience: str | None = Field(None, description="the aud tokens must carry; default resource_url")
     user_claim: str = Field("sub", min_length=1, description="the claim that names the memory user")
     required_scopes: list[str] = Field(default_factory=list, description="scopes every token must carry")
+    tool_scope_prefix: str = Field(
+        "atlas:",
+        description="a token's scopes atlas:recall / atlas:write / atlas:forget limit it to those tools",
+    )
+    default_tool_scopes: Scopes = Field(
+        default_factory=_all_scopes,
+        description="the tools a token carrying no prefixed tool scope may use; [] refuses such tokens",
+    )
     algorithms: list[str] = Field(
         default_factory=lambda: ["RS256", "ES256"], description="signatures accepted (asymmetric only)"
     )
@@ -249,6 +304,12 @@ class Settings(BaseSettings):
         json_schema_extra={"shown_default": "the user data folder (`~/.local/share/atlas-mcp` on Linux)"},
     )
     user: str = Field("default", min_length=1, description="the stdio identity (also --user)")
+    user_scopes: Scopes = Field(
+        default_factory=_all_scopes,
+        min_length=1,
+        description="the tools the stdio user (and HTTP with --insecure-no-auth) may use: recall, write, "
+        "forget (also serve --scopes; default all)",
+    )
     users: dict[str, UserConfig] = Field(default_factory=dict)
     transport: Literal["stdio", "http"] = Field(
         "stdio", description="how serve talks to clients: stdio (one local client) or streamable HTTP"
@@ -298,12 +359,7 @@ class Settings(BaseSettings):
                 + tokens.HOW_TO_MAKE_ONE.format(user="<id>")
                 + "; --insecure-no-auth serves without tokens, on a loopback host only"
             )
-        for user_id, user in sorted(self.users.items()):
-            if why := tokens.weakness(user.token, user.token_sha256):
-                raise ConfigurationError(
-                    f"refusing to serve user {user_id!r}: {why}; "
-                    + tokens.HOW_TO_MAKE_ONE.format(user=user_id)
-                )
+        self._check_tokens()
         if self.host in LOOPBACK_HOSTS:
             return []
         plain_http = (
@@ -312,9 +368,42 @@ class Settings(BaseSettings):
         )
         return [plain_http]
 
+    def _check_tokens(self) -> None:
+        """Every token strong, and none configured twice (it would name two credentials)."""
+        seen: dict[str, str] = {}
+        for user_id, user in sorted(self.users.items()):
+            if why := tokens.weakness(user.token, user.token_sha256):
+                raise ConfigurationError(
+                    f"refusing to serve user {user_id!r}: {why}; "
+                    + tokens.HOW_TO_MAKE_ONE.format(user=user_id)
+                )
+            named = {"token": user.token_digest()} | {n: t.sha256.lower() for n, t in user.tokens.items()}
+            for name, digest in named.items():
+                where = f"users.{user_id}" + ("" if name == "token" else f".tokens.{name}")
+                if digest and tokens.weakness(None, digest):
+                    raise ConfigurationError(
+                        f"refusing to serve {where}: its token is a well-known example; "
+                        + tokens.HOW_TO_MAKE_ONE.format(user=user_id)
+                    )
+                if digest and digest in seen:
+                    raise ConfigurationError(
+                        f"{where} and {seen[digest]} are the same token: give each its own "
+                        f"({tokens.HOW_TO_MAKE_ONE.format(user=user_id)})"
+                    )
+                if digest:
+                    seen[digest] = where
+
     def token_digests(self) -> dict[str, str]:
-        """sha256(token) → user id, for every user with a configured token."""
-        return {d: uid for uid, u in self.users.items() if (d := u.token_digest())}
+        """sha256(token) → user id, for every configured token."""
+        return {d: g.user for d, g in self.token_grants().items()}
+
+    def token_grants(self) -> dict[str, Grant]:
+        """sha256(token) → the user it names and the tools it may use."""
+        return {d: g for uid, u in self.users.items() for d, g in u.grants(uid).items()}
+
+    def stdio_grant(self) -> Grant:
+        """The configured user, with ``user_scopes``: stdio, and HTTP with --insecure-no-auth."""
+        return Grant(self.user, frozenset(self.user_scopes), "stdio")
 
     @property
     def database_path(self) -> Path:

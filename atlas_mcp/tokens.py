@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from .scopes import fingerprint
+
 MIN_TOKEN_CHARS = 16
 # Tokens printed in this project's docs, examples and older example configs, plus the few
 # everybody tries first: a server that accepts one of these is open to anyone who read them.
@@ -14,7 +16,7 @@ EXAMPLE_TOKENS = (
 )  # fmt: skip
 EXAMPLE_DIGESTS = frozenset(hashlib.sha256(t.encode()).hexdigest() for t in EXAMPLE_TOKENS)
 
-HOW_TO_MAKE_ONE = "make one with `atlas-mcp users token {user}` and put its token_sha256 in [users.{user}]"
+HOW_TO_MAKE_ONE = "make one with `atlas-mcp users token {user}` and add the lines it prints to the config"
 
 
 def digest(token: str) -> str:
@@ -35,3 +37,8 @@ def weakness(token: str | None, token_sha256: str | None) -> str | None:
     if stored in EXAMPLE_DIGESTS:
         return "its token is a well-known example"
     return None
+
+
+def credential_name(name: str, token_digest: str) -> str:
+    """How logs and the audit name a configured token: its name and fingerprint, never the token."""
+    return f"{name} ({fingerprint(token_digest)})"

@@ -9,9 +9,10 @@ import threading
 import anyio
 import click
 
+from .. import scopes
 from ..app import open_service
 from ..config import Settings
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, InvalidInput
 from ..log import configure_logging, get_logger
 from .options import config_option, settings_from, user_option
 
@@ -28,12 +29,24 @@ log = get_logger(__name__)
     default=None,
     help="Serve HTTP without tokens (loopback hosts only; for local experiments).",
 )
+@click.option(
+    "--scopes",
+    "user_scopes",
+    default=None,
+    help="The tools the stdio user may use, e.g. 'recall' for read-only (default: all; ATLAS_USER_SCOPES).",
+)
 @config_option
 @user_option
-def serve(transport, host, port, insecure_no_auth, config_file, user) -> None:
+def serve(transport, host, port, insecure_no_auth, user_scopes, config_file, user) -> None:
     """Serve the memory tools (stdio unless --transport http)."""
     settings = settings_from(
-        config_file, transport=transport, host=host, port=port, insecure_no_auth=insecure_no_auth, user=user
+        config_file,
+        transport=transport,
+        host=host,
+        port=port,
+        insecure_no_auth=insecure_no_auth,
+        user=user,
+        user_scopes=_scopes_flag(user_scopes),
     )
     configure_logging(settings.log_level)
     for warning in settings.check_serving():
@@ -55,11 +68,26 @@ def serve(transport, host, port, insecure_no_auth, config_file, user) -> None:
         service.close()
 
 
+def _scopes_flag(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    try:
+        return scopes.ordered(scopes.parse(value))
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param_hint="--scopes") from exc
+
+
 async def _serve_stdio(service, settings: Settings) -> None:
     from ..mcp.server import build_server
 
-    log.info("serving", transport="stdio", user=settings.user, data_dir=str(settings.data_dir))
-    await build_server(service, settings.user, settings.profile).run_stdio_async()
+    log.info(
+        "serving",
+        transport="stdio",
+        user=settings.user,
+        scopes=scopes.ordered(settings.user_scopes),
+        data_dir=str(settings.data_dir),
+    )
+    await build_server(service, settings.user, settings.profile, settings.user_scopes).run_stdio_async()
 
 
 def _load_small_store(service, user: str) -> None:
@@ -94,7 +122,7 @@ async def _serve_http(service, settings: Settings, listener: socket.socket) -> N
     from ..mcp.http import build_http_app, describe
     from ..mcp.server import build_server
 
-    server = build_server(service, settings.user, settings.profile)
+    server = build_server(service, settings.user, settings.profile, settings.user_scopes)
     scheduler = server_scheduler(server, service, settings)  # None when consolidation is off
     app = build_http_app(server, settings, service=service)
     log.info("serving", transport="http", **describe(settings))

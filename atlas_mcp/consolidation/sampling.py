@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from ..config import ConsolidationSettings
 from ..log import get_logger
-from ..mcp.identity import SCOPE_USER_KEY
+from ..mcp.identity import SCOPE_GRANT_KEY
 from .prompt import Prompt
 from .providers import ProviderUnavailable
 
@@ -73,11 +73,14 @@ class SessionTracker:
         return result
 
     def _user(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The user whose memories this session's model may consolidate: its credential must
+        hold ``write``, as consolidation writes (a read-only client never shapes memories)."""
         request = ctx.request
         if request is None:
             return self.stdio_user
         scope = getattr(request, "scope", None) or {}
-        return scope.get(SCOPE_USER_KEY)
+        grant = scope.get(SCOPE_GRANT_KEY)
+        return grant.user if grant is not None and grant.allows("write") else None
 
 
 class SamplingProvider:

@@ -12,12 +12,13 @@ from itertools import groupby
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..domain.model import Memory, MemoryType
 from ..domain.scoring import track_record
 from ..errors import InvalidInput, NotFound
 from ..inspection import explain_recall, memory_detail, type_counts
-from ..mcp.identity import SCOPE_USER_KEY
+from ..mcp.identity import SCOPE_GRANT_KEY, SCOPE_USER_KEY
 from ..service import MemoryService
 from ..views import memory_view
 from .gate import form_is_genuine, sign_out
@@ -28,19 +29,36 @@ DEFAULT_K = 10
 TYPE_NAMES = [t.value for t in MemoryType]
 
 
-def inspector_routes(service: MemoryService) -> Router:
+def inspector_routes(service: MemoryService) -> ASGIApp:
     pages = Pages(service)
-    return Router(
-        routes=[
-            Route("/", pages.overview, methods=["GET"]),
-            Route("/memories", pages.browse, methods=["GET"]),
-            Route("/memories/{memory_id}", pages.memory, methods=["GET"]),
-            Route("/search", pages.search, methods=["GET"]),
-            Route("/playbooks", pages.playbooks, methods=["GET"]),
-            Route("/timeline", pages.timeline, methods=["GET"]),
-            Route("/logout", logout, methods=["POST"]),
-        ]
+    return NeedsRecall(
+        Router(
+            routes=[
+                Route("/", pages.overview, methods=["GET"]),
+                Route("/memories", pages.browse, methods=["GET"]),
+                Route("/memories/{memory_id}", pages.memory, methods=["GET"]),
+                Route("/search", pages.search, methods=["GET"]),
+                Route("/playbooks", pages.playbooks, methods=["GET"]),
+                Route("/timeline", pages.timeline, methods=["GET"]),
+                Route("/logout", logout, methods=["POST"]),
+            ]
+        )
     )
+
+
+class NeedsRecall:
+    """Every page shows memories, which is recalling: a credential without ``recall`` is refused
+    (signing out still works)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        grant = scope.get(SCOPE_GRANT_KEY)
+        if grant is not None and not grant.allows("recall") and not scope["path"].endswith("/logout"):
+            refusal = PlainTextResponse("this token may not read memories: it lacks the 'recall' scope", 403)
+            return await refusal(scope, receive, send)
+        await self.app(scope, receive, send)
 
 
 class Pages:

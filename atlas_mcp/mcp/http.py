@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -36,8 +37,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..config import LOOPBACK_HOSTS, Settings
 from ..inspector import mount_inspector
 from ..log import get_logger
+from ..scopes import Grant
 from ..service import MemoryService
-from .identity import SCOPE_USER_KEY
+from .identity import SCOPE_GRANT_KEY, SCOPE_USER_KEY
 from .oauth import WELL_KNOWN, JwtVerifier, Rejection, metadata, metadata_path, metadata_url
 from .ratelimit import RateLimiter
 
@@ -48,16 +50,20 @@ log = get_logger(__name__)
 
 
 class TokenTable:
-    def __init__(self, digests: Mapping[str, str]) -> None:
-        self._digests = dict(digests)  # sha256 hex -> user id
+    def __init__(self, grants: Mapping[str, Grant]) -> None:
+        self._grants = dict(grants)  # sha256 hex -> who the token names and what it may do
 
-    def user_for(self, token: str) -> str | None:
+    def grant_for(self, token: str) -> Grant | None:
         presented = hashlib.sha256(token.encode()).hexdigest()
         found = None
-        for digest, user in self._digests.items():  # no early exit: constant work per request
+        for digest, grant in self._grants.items():  # no early exit: constant work per request
             if hmac.compare_digest(presented, digest):
-                found = user
+                found = grant
         return found
+
+    def user_for(self, token: str) -> str | None:
+        grant = self.grant_for(token)
+        return grant.user if grant is not None else None
 
 
 class BearerAuth:
@@ -67,14 +73,14 @@ class BearerAuth:
         self,
         app: ASGIApp,
         tokens: TokenTable | None,
-        anonymous_user: str,
+        anonymous: Grant,
         verifier: JwtVerifier | None = None,
         limiter: RateLimiter | None = None,
         challenge: str = 'Bearer realm="atlas-mcp"',
     ) -> None:
         self.app = app
         self.tokens = tokens  # None = --insecure-no-auth (loopback only)
-        self.anonymous_user = anonymous_user
+        self.anonymous = anonymous  # who a request is under --insecure-no-auth
         self.verifier = verifier  # JWTs from the [oauth] issuer, checked after static tokens
         self.limiter = limiter
         self.challenge = challenge
@@ -82,33 +88,37 @@ class BearerAuth:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or scope["path"].startswith(WELL_KNOWN):
             return await self.app(scope, receive, send)
-        user = await self._authenticate(scope)
-        if isinstance(user, Rejection):
-            challenge = f'{self.challenge}, error="{user.error}", error_description="{user.description}"'
-            return await _deny(scope, receive, send, user.status, user.description, challenge)
-        if user is None:
+        grant = await self._authenticate(scope)
+        if isinstance(grant, Rejection):
+            challenge = f'{self.challenge}, error="{grant.error}", error_description="{grant.description}"'
+            return await _deny(scope, receive, send, grant.status, grant.description, challenge)
+        if grant is None:
             return await _deny(scope, receive, send, 401, "missing or invalid bearer token", self.challenge)
+        user = grant.user
         path_user = _path_user(scope["path"])
         if path_user is not None and path_user != user:
             return await _deny(scope, receive, send, 403, "this token does not belong to that user")
         if self.limiter is not None and (wait := self.limiter.retry_after(user)) is not None:
             return await _throttle(scope, receive, send, wait)
         scope[SCOPE_USER_KEY] = user
-        # The SDK binds each MCP session to the principal that opened it (404 for anyone else).
+        scope[SCOPE_GRANT_KEY] = grant
+        # The SDK binds each MCP session to the user who opened it (404 for anyone else). What a
+        # request may do is its own credential's grant, checked on every request (``access.py``).
         scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=user, scopes=[], subject=user))
         await self.app(scope, receive, send)
 
-    async def _authenticate(self, scope: Scope) -> str | Rejection | None:
+    async def _authenticate(self, scope: Scope) -> Grant | Rejection | None:
         if self.tokens is None:
-            return _path_user(scope["path"]) or self.anonymous_user
+            path_user = _path_user(scope["path"])
+            return replace(self.anonymous, user=path_user) if path_user else self.anonymous
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        user = self.tokens.user_for(token.strip())
-        if user is None and self.verifier is not None:
+        grant = self.tokens.grant_for(token.strip())
+        if grant is None and self.verifier is not None:
             return await self.verifier.verify(token.strip())
-        return user
+        return grant
 
 
 def _path_user(path: str) -> str | None:
@@ -166,9 +176,9 @@ def build_http_app(server: MCPServer, settings: Settings, service: MemoryService
         ],
         lifespan=lambda _app: manager.run(),
     )
-    tokens = None if settings.insecure_no_auth else TokenTable(settings.token_digests())
+    tokens = None if settings.insecure_no_auth else TokenTable(settings.token_grants())
     app.add_middleware(
-        BearerAuth, tokens=tokens, anonymous_user=settings.user, **_auth_options(app, settings)
+        BearerAuth, tokens=tokens, anonymous=settings.stdio_grant(), **_auth_options(app, settings)
     )
     if service is not None:  # after BearerAuth: the inspector's gate must run before it
         mount_inspector(app, service, tokens.user_for if tokens else None)

@@ -1,4 +1,4 @@
-"""Who is calling: taken from the transport, never from tool arguments."""
+"""Who is calling and what they may do: taken from the transport, never from tool arguments."""
 
 from __future__ import annotations
 
@@ -7,16 +7,10 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ..scopes import Grant
+
 SCOPE_USER_KEY = "atlas.user"  # set on the ASGI scope by the HTTP auth middleware
-
-
-def principal(ctx: Context, stdio_user: str) -> str:
-    """The user of this request: the verified bearer token's user over HTTP, else the stdio user."""
-    user = caller(ctx.request_context.request, stdio_user)
-    if user is None:
-        # The middleware rejects unauthenticated requests; reaching here is a wiring bug.
-        raise ToolError("request is not authenticated")
-    return user
+SCOPE_GRANT_KEY = "atlas.grant"  # the same middleware's Grant: user, scopes, credential name
 
 
 def caller(request: Any, stdio_user: str) -> str | None:
@@ -24,3 +18,32 @@ def caller(request: Any, stdio_user: str) -> str | None:
     if request is None:
         return stdio_user
     return request.scope.get(SCOPE_USER_KEY) or None
+
+
+def request_grant(request: Any, stdio: Grant) -> Grant | None:
+    """The grant of one inbound message: the verified credential's over HTTP, else the stdio
+    user's. None when an HTTP request carries none (the middleware never lets that through)."""
+    if request is None:
+        return stdio
+    scope = getattr(request, "scope", None) or {}
+    return scope.get(SCOPE_GRANT_KEY)
+
+
+def reader(request: Any, stdio: Grant) -> str | None:
+    """The user whose memories ``request`` may read (its credential holds ``recall``), or None."""
+    grant = request_grant(request, stdio)
+    return grant.user if grant is not None and grant.allows("recall") else None
+
+
+def calling(ctx: Context, stdio: Grant) -> Grant:
+    """The grant of this tool call."""
+    grant = request_grant(ctx.request_context.request, stdio)
+    if grant is None:
+        # The middleware rejects unauthenticated requests; reaching here is a wiring bug.
+        raise ToolError("request is not authenticated")
+    return grant
+
+
+def principal(ctx: Context, stdio: Grant) -> str:
+    """The user of this request: the verified bearer token's user over HTTP, else the stdio user."""
+    return calling(ctx, stdio).user

@@ -18,6 +18,8 @@ import jwt
 
 from ..config import OAuthSettings
 from ..log import get_logger
+from ..scopes import ALL, SCOPES, Grant
+from ..tokens import credential_name, digest
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 _USER = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
@@ -42,8 +44,8 @@ def metadata(settings: OAuthSettings) -> dict:
         "bearer_methods_supported": ["header"],
         "resource_name": "atlas-mcp long-term memory",
     }
-    if settings.required_scopes:
-        document["scopes_supported"] = settings.required_scopes
+    tool_scopes = [settings.tool_scope_prefix + s for s in SCOPES]
+    document["scopes_supported"] = [*settings.required_scopes, *tool_scopes]
     return document
 
 
@@ -61,8 +63,8 @@ class JwtVerifier:
             settings.jwks_url, cache_keys=True, lifespan=settings.jwks_cache_s, timeout=10
         )
 
-    async def verify(self, token: str) -> str | Rejection:
-        """The user a valid access token names, or why it is refused."""
+    async def verify(self, token: str) -> Grant | Rejection:
+        """The user a valid access token names and the tools it may use, or why it is refused."""
         try:
             claims = await anyio.to_thread.run_sync(self._decode, token)
         except jwt.PyJWKClientError as exc:
@@ -71,15 +73,22 @@ class JwtVerifier:
         except jwt.InvalidTokenError as exc:
             log.info("oauth_token_rejected", reason=type(exc).__name__)
             return Rejection(401, "invalid_token", "the access token is invalid or expired")
-        missing = [s for s in self.settings.required_scopes if s not in _scopes(claims)]
+        held = _scopes(claims)
+        missing = [s for s in self.settings.required_scopes if s not in held]
         if missing:
             return Rejection(403, "insufficient_scope", f"the token lacks scope {' '.join(missing)}")
+        tools = tool_scopes(held, self.settings)
+        if not tools:
+            wanted = " or ".join(self.settings.tool_scope_prefix + s for s in SCOPES)
+            return Rejection(403, "insufficient_scope", f"the token carries none of the scopes {wanted}")
         user = claims.get(self.settings.user_claim)
         if not isinstance(user, str) or not _USER.match(user):
             return Rejection(
                 401, "invalid_token", f"the token has no usable {self.settings.user_claim!r} claim"
             )
-        return user
+        client = claims.get("azp") or claims.get("client_id")
+        name = f"oauth {client}" if isinstance(client, str) and _USER.match(client) else "oauth"
+        return Grant(user, tools, credential_name(name, digest(token)))
 
     def _decode(self, token: str) -> dict:
         s = self.settings
@@ -93,6 +102,14 @@ class JwtVerifier:
             leeway=s.leeway_s,
             options={"require": ["exp", "iss", "aud"]},
         )
+
+
+def tool_scopes(held: set[str], settings: OAuthSettings) -> frozenset[str]:
+    """The tools a token may use: its prefixed tool scopes (``atlas:recall``...), or, when it
+    carries none, the configured default (all, so tokens issued before scopes keep working)."""
+    prefix = settings.tool_scope_prefix
+    named = {s[len(prefix) :] for s in held if s.startswith(prefix)} & ALL
+    return frozenset(named) if named else frozenset(settings.default_tool_scopes)
 
 
 def _scopes(claims: dict) -> set[str]:

@@ -23,22 +23,22 @@ from pydantic import BaseModel
 
 from ..domain.model import Memory
 from ..domain.profile import ProfilePolicy, render
+from ..scopes import Grant
 from ..service import MemoryService
-from .identity import caller
+from .identity import reader
 
 PROFILE_URI = "atlas://profile"
 INTRODUCING = frozenset({"initialize", "server/discover"})  # the answers that carry instructions
 _caller: ContextVar[str | None] = ContextVar("atlas_profile_caller", default=None)
 
 
-def install_profile(
-    server: MCPServer, service: MemoryService, stdio_user: str, policy: ProfilePolicy
-) -> None:
-    """Give each session its user's profile, unless the settings turned it off."""
+def install_profile(server: MCPServer, service: MemoryService, stdio: Grant, policy: ProfilePolicy) -> None:
+    """Give each session its user's profile, unless the settings turned it off; only to a
+    credential that may recall (the profile is memories)."""
     if not policy.enabled:
         return
     profile_of = partial(service.profile, policy=policy)
-    server.middleware.append(_ProfileMiddleware(profile_of, stdio_user))
+    server.middleware.append(_ProfileMiddleware(profile_of, stdio))
 
     @server.resource(
         PROFILE_URI,
@@ -58,12 +58,12 @@ def install_profile(
 class _ProfileMiddleware:
     """Appends the caller's profile to the instructions (nothing while they have no key facts)."""
 
-    def __init__(self, profile_of: Callable[[str], list[Memory]], stdio_user: str) -> None:
+    def __init__(self, profile_of: Callable[[str], list[Memory]], stdio: Grant) -> None:
         self._profile_of = profile_of
-        self._stdio_user = stdio_user
+        self._stdio = stdio
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        user = caller(ctx.request, self._stdio_user)
+        user = reader(ctx.request, self._stdio)
         token = _caller.set(user)
         try:
             result = await call_next(ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -9,9 +10,11 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult
 from pydantic import ValidationError
 
-from .. import __version__
+from .. import __version__, scopes
 from ..domain.profile import ProfilePolicy
+from ..scopes import Grant
 from ..service import MemoryService
+from .access import ScopeGate
 from .arguments import invalid_arguments, unknown_arguments
 from .profile import install_profile
 from .tools import register_tools
@@ -65,9 +68,16 @@ class StrictToolServer(MCPServer):
             raise
 
 
-def build_server(service: MemoryService, stdio_user: str, profile: ProfilePolicy | None = None) -> MCPServer:
+def build_server(
+    service: MemoryService,
+    stdio_user: str,
+    profile: ProfilePolicy | None = None,
+    user_scopes: Iterable[str] = scopes.ALL,
+) -> MCPServer:
     """The server: the memory tools, their rules as instructions, and each session's core
-    profile (``profile.py``; on unless ``profile`` turns it off)."""
+    profile (``profile.py``; on unless ``profile`` turns it off). Over stdio the caller is
+    ``stdio_user``, allowed the tools of ``user_scopes``."""
+    stdio = Grant(stdio_user, frozenset(user_scopes), "stdio")
     server = StrictToolServer(
         name="atlas-mcp",
         title="atlas-mcp long-term memory",
@@ -75,6 +85,7 @@ def build_server(service: MemoryService, stdio_user: str, profile: ProfilePolicy
         instructions=INSTRUCTIONS.format(floor=service.policy.relevance_floor),
         log_level="WARNING",
     )
-    register_tools(server, service, stdio_user)
-    install_profile(server, service, stdio_user, profile or ProfilePolicy())
+    server.middleware.append(ScopeGate(stdio))
+    register_tools(server, service, stdio)
+    install_profile(server, service, stdio, profile or ProfilePolicy())
     return server

@@ -22,6 +22,7 @@ from ..domain import codec
 from ..domain.codec import Kind
 from ..domain.model import Contradiction, FactType, MemoryType, Outcome
 from ..errors import AtlasError
+from ..scopes import Grant
 from ..service import WRITABLE_TYPES, MemoryService
 from ..views import recalled_view
 from .identity import principal
@@ -157,7 +158,7 @@ against the server's clock.
 """
 
 
-def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -> None:
+def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> None:
     max_k = service.limits.max_k
 
     @server.tool(
@@ -187,7 +188,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
             bool, Field(description="Add each memory's score breakdown (ranks, rerank, multipliers).")
         ] = False,
     ) -> Annotated[CallToolResult, RecallOut]:
-        user = principal(ctx, stdio_user)
+        user = principal(ctx, stdio)
         hits = await _call(
             partial(
                 service.recall,
@@ -259,7 +260,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
         what happened, with playbook_id and outcome ("success" or "failure"). The playbook's
         track record moves with it, so playbooks that work rank above those that do not.
         """
-        user = principal(ctx, stdio_user)
+        user = principal(ctx, stdio)
         raw_steps = [s.model_dump(exclude_none=True) if isinstance(s, Step) else s for s in steps or []]
         result = await _call(
             partial(
@@ -299,6 +300,6 @@ def register_tools(server: MCPServer, service: MemoryService, stdio_user: str) -
 
         To record that a fact changed, use write_memory with supersedes_id instead.
         """
-        user = principal(ctx, stdio_user)
+        user = principal(ctx, stdio)
         deleted = await _call(partial(service.forget, user, memory_id))
         return _result(ForgetOut(deleted=True, id=deleted))

@@ -87,7 +87,7 @@ def test_protected_resource_metadata_and_challenge(server) -> None:
     for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
         document = httpx2.get(base + path, timeout=10).json()
         assert document["resource"] == resource and document["authorization_servers"] == [ISSUER]
-        assert document["scopes_supported"] == [SCOPE]
+        assert document["scopes_supported"] == [SCOPE, "atlas:recall", "atlas:write", "atlas:forget"]
     challenge = _post(base, "/mcp", None).headers["WWW-Authenticate"]
     assert f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"' in challenge
 
@@ -146,6 +146,40 @@ def test_missing_scope_is_403_insufficient_scope(server, signing_key) -> None:
     response = _post(base, "/mcp", _token(signing_key, resource, scope="profile"))
     assert response.status_code == 403
     assert 'error="insufficient_scope"' in response.headers["WWW-Authenticate"]
+
+
+@pytest.mark.slow
+async def test_oauth_tool_scopes_limit_a_token_like_a_scoped_bearer_token(server, signing_key) -> None:
+    """atlas:recall / atlas:write / atlas:forget in a JWT's scope limit it to those tools; a
+    token with none of them (issued before tool scopes existed) may use every tool."""
+    base, resource, log_path = server
+    everything = _token(signing_key, resource, sub="erin")
+    reader = _token(signing_key, resource, sub="erin", scope=f"{SCOPE} atlas:recall", azp="reports-app")
+    async with mcp_session(base + "/mcp", everything) as session:
+        tools = {t.name for t in (await session.list_tools()).tools}
+        assert tools == {"recall_memory", "write_memory", "forget_memory"}
+        written = await session.call_tool("write_memory", {"text": "Erin plays the cello"})
+        assert not written.is_error
+    async with mcp_session(base + "/mcp", reader) as session:
+        assert [t.name for t in (await session.list_tools()).tools] == ["recall_memory"]
+        refused = await session.call_tool("forget_memory", {"memory_id": written.structured_content["id"]})
+        assert refused.is_error and "'forget'" in refused.content[0].text
+        refused = await session.call_tool("write_memory", {"text": "Erin gave up the cello"})
+        assert refused.is_error and "'write'" in refused.content[0].text
+        found = await session.call_tool("recall_memory", {"query": "cello"})
+        assert [m["text"] for m in found.structured_content["memories"]] == ["Erin plays the cello"]
+    assert "oauth reports-app" in log_path.read_text() and reader not in log_path.read_text()
+
+
+def test_a_token_without_tool_scopes_can_be_refused(tmp_path: Path) -> None:
+    from atlas_mcp.config import OAuthSettings
+    from atlas_mcp.mcp.oauth import tool_scopes
+
+    settings = OAuthSettings(
+        issuer=ISSUER, jwks_url="http://x/jwks", resource_url="http://x/mcp", default_tool_scopes=[]
+    )
+    assert tool_scopes({"memory"}, settings) == frozenset()
+    assert tool_scopes({"memory", "atlas:write", "atlas:fly"}, settings) == {"write"}
 
 
 def test_oauth_settings_refuse_symmetric_algorithms(tmp_path: Path) -> None:
