@@ -22,4 +22,4 @@ def open_service(
     reranker = open_reranker(
         settings.scoring, settings.rerank.model_dir, settings.rerank.candidates, settings.embedding.threads
     )
-    return MemoryService(engine, settings.scoring, settings.limits, reranker, clock)
+    return MemoryService(engine, settings.scoring, settings.limits, reranker, clock, settings.guard)

@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 
 from . import scopes, tokens
 from .choices import OneOf
+from .domain.guard import GuardPolicy
 from .domain.limits import Limits
 from .domain.profile import ProfilePolicy
 from .domain.scoring import ScoringPolicy
@@ -336,6 +337,7 @@ class Settings(BaseSettings):
     oauth: OAuthSettings = Field(default_factory=OAuthSettings)
     elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
     limits: Limits = Field(default_factory=Limits)
+    guard: GuardPolicy = Field(default_factory=GuardPolicy)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     profile: ProfilePolicy = Field(default_factory=ProfilePolicy)
 

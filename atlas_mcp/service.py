@@ -12,8 +12,9 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from . import portability
-from .domain import calibration, codec, inputs, perspective, profile
+from .domain import calibration, codec, guard, inputs, perspective, profile
 from .domain.calibration import Features
+from .domain.guard import GuardPolicy
 from .domain.limits import Limits
 from .domain.model import (
     USER_MEMORY_TYPES,
@@ -90,6 +91,7 @@ class PreparedWrite:
     supersedes: tuple[str, ...] = ()
     playbook: Memory | None = None  # the playbook an episodic outcome reports on
     outcome: str | None = None
+    redacted: tuple[str, ...] = ()  # kinds of credential the guard replaced (secrets = "redact")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,7 @@ class WriteResult:
     id: str
     memory_type: MemoryType
     superseded: tuple[str, ...]
+    redacted: tuple[str, ...] = ()  # kinds of credential replaced (guard.secrets = "redact")
 
 
 class MemoryService:
@@ -107,12 +110,14 @@ class MemoryService:
         limits: Limits | None = None,
         reranker: Reranker | None = None,
         clock: Callable[[], datetime] = utcnow,
+        guard: GuardPolicy | None = None,
     ) -> None:
         self._engine = engine
         self.policy = policy or ScoringPolicy()
         self.limits = limits or Limits()
         self.reranker = reranker or ContextReranker(self.policy)
         self.clock = clock
+        self.guard = guard or GuardPolicy()
 
     # -- write -------------------------------------------------------------------------
 
@@ -163,7 +168,8 @@ class MemoryService:
             memory = memory.evolve(
                 metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": Outcome(outcome).value}
             )
-        return PreparedWrite(user_id, memory, targets, playbook, outcome)
+        memory, redacted = guard.screen(memory, self.guard)
+        return PreparedWrite(user_id, memory, targets, playbook, outcome, redacted)
 
     def store(self, prepared: PreparedWrite) -> WriteResult:
         """Write what ``prepare`` checked (and the playbook outcome it reports)."""
@@ -172,7 +178,7 @@ class MemoryService:
         if playbook is not None:
             success = prepared.outcome == Outcome.SUCCESS
             self.record_outcome(prepared.user_id, playbook, success, memory.timeline_at)
-        return WriteResult(memory.id, memory.memory_type, targets)
+        return WriteResult(memory.id, memory.memory_type, targets, prepared.redacted)
 
     def check_supersession(self, user_id: str, kind: MemoryType, targets: Sequence[str]) -> None:
         """Raise unless a new ``kind`` memory of ``user_id`` may supersede every target (the one
@@ -256,7 +262,7 @@ class MemoryService:
         memories = []
         for number, entry in enumerate(entries, start=1):
             try:
-                memories.append(self._catalog_entry(entry, now))
+                memories.append(guard.screen(self._catalog_entry(entry, now), self.guard)[0])
             except InvalidInput as exc:
                 raise InvalidInput(f"catalog entry {number}: {exc}") from exc
         for memory in memories:
@@ -292,6 +298,7 @@ class MemoryService:
             confidence=inputs.confidence(changed.confidence),
             source_episodes=tuple(inputs.memory_id(e) for e in changed.source_episodes),
         )
+        memory, _redacted = guard.screen(memory, self.guard)
         self._engine.update(user_id, memory)
         return memory
 
@@ -531,12 +538,15 @@ class MemoryService:
         self, records: list[tuple[Memory, str | None]], progress: portability.Progress = portability.ignore
     ) -> portability.ImportReport:
         """Load records read (and validated) by ``portability.read_records``; ids already
-        present are skipped, catalog entries replaced."""
-        return portability.import_memories(self._engine, records, progress)
+        present are skipped, catalog entries replaced. Every record passes the write guard
+        first: under ``secrets = "refuse"`` one credential imports nothing."""
+        memories = guard.screen_batch([memory for memory, _model in records], self.guard, "record")
+        screened = [(m, model) for m, (_memory, model) in zip(memories, records, strict=True)]
+        return portability.import_memories(self._engine, screened, progress)
 
     def with_policy(self, policy: ScoringPolicy, reranker: Reranker | None = None) -> MemoryService:
         """A service on the same engine, limits and clock that scores with another policy (ablation)."""
-        return MemoryService(self._engine, policy, self.limits, reranker, self.clock)
+        return MemoryService(self._engine, policy, self.limits, reranker, self.clock, self.guard)
 
     def close(self) -> None:
         self._engine.close()

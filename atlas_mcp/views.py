@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .domain import codec
+from .domain.guard import flags
 from .domain.model import Memory, iso
 
 if TYPE_CHECKING:
@@ -19,7 +20,11 @@ RELEVANCE_DIGITS = 3  # a calibrated probability: more digits would claim precis
 
 
 def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
+    """The fields that apply to the memory's type, and ``flags`` when its content addresses the
+    reading model (computed from the text on every read, so no stored memory escapes it)."""
     view = codec.view(memory)
+    if found := flags(memory):
+        view["flags"] = list(found)
     if score is None:
         return view
     head = {name: view.pop(name) for name in ("id", "memory_type", "text")}

@@ -1,4 +1,5 @@
-"""``atlas-mcp eval``: recall quality on LoCoMo and the scenario suite, and the leak sweep.
+"""``atlas-mcp eval``: recall quality on LoCoMo and the scenario suite, the leak sweep, and the
+write guard's catch and false-positive rates.
 
 Every evaluation runs on a throw-away store in a temporary directory, through the same
 service the MCP tools use; progress goes to stderr, the table to stdout, JSON to ``--json``.
@@ -17,6 +18,7 @@ import click
 from ..eval import (
     ablation,
     calibrate,
+    guard_suite,
     leaks,
     locomo,
     locomo_run,
@@ -30,6 +32,7 @@ from ..eval.metrics import table
 from .options import OutputFile, config_option, settings_from
 
 LEAK_EXIT_CODE = 2
+GUARD_EXIT_CODE = 3
 
 
 def _ks(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -243,3 +246,49 @@ def leaks_command(json_file, config_file) -> None:
     _write_json(json_file, asdict(report))
     if report.leaks:
         sys.exit(LEAK_EXIT_CODE)
+
+
+@eval_.command("guard")
+@click.option("--locomo", "locomo_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--madial", "madial_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--show", is_flag=True, help="Print every real memory the guard would refuse or flag.")
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
+def guard_command(locomo_file, madial_dir, show, json_file) -> None:
+    """The write guard: catch rates on the attack suite, false positives on real memories
+    (LoCoMo dev with --locomo, MADial with --madial, and the repository's suites); exit 3 when
+    more than 0.1% are refused or 0.5% flagged, or an attack is missed."""
+    corpora = guard_suite.scenario_texts()
+    if locomo_file is not None:
+        corpora = {"LoCoMo dev": list(guard_suite.locomo_texts(locomo_file))} | corpora
+    if madial_dir is not None:
+        corpora["MADial-Bench"] = guard_suite.madial_texts(madial_dir)
+    results = [guard_suite.measure(name, texts) for name, texts in corpora.items()]
+    total = guard_suite.measure("all", [])
+    for r in results:
+        total.memories, total.refused, total.flagged = (
+            total.memories + r.memories,
+            total.refused + r.refused,
+            total.flagged + r.flagged,
+        )
+    rows = {
+        r.name: {"n": r.memories, "refused": r.refused_rate, "flagged": r.flagged_rate}
+        for r in [*results, total]
+    }
+    click.echo(table(rows, ["refused", "flagged"]))
+    attack = guard_suite.attacks()
+    click.echo(
+        f"\nattack suite: credentials {attack.secrets_caught}/{attack.secrets} caught with their kind, "
+        f"instructions {attack.instructions_caught}/{attack.instructions} flagged, "
+        f"{attack.benign_tripped}/{attack.benign} hard negatives tripped"
+    )
+    click.echo("per language: " + ", ".join(f"{k} {c}/{n}" for k, (n, c) in attack.by_language.items()))
+    for line in attack.missed:
+        click.echo(line)
+    for r in results if show else []:
+        for example in r.examples:
+            click.echo(f"{r.name}: {example}", err=True)
+    _write_json(json_file, {"corpora": rows, "attacks": asdict(attack)})
+    worst = max((r for r in results), key=lambda r: r.refused_rate, default=None)
+    over = total.refused_rate > guard_suite.MAX_REFUSED or total.flagged_rate > guard_suite.MAX_FLAGGED
+    if over or attack.missed or (worst is not None and worst.refused_rate > guard_suite.MAX_REFUSED):
+        sys.exit(GUARD_EXIT_CODE)

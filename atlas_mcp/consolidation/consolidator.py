@@ -28,6 +28,7 @@ from ..config import ConsolidationSettings
 from ..domain import inputs
 from ..domain.model import Memory, MemoryType, Outcome, iso
 from ..domain.scoring import outcome_changes
+from ..domain.secrets import find_secrets, redact
 from ..errors import AtlasError, BackendUnavailable, ConfigurationError, InvalidInput, NotFound
 from ..log import get_logger
 from ..service import MemoryService
@@ -345,6 +346,10 @@ def _step(step: Any) -> Any:
 
 
 def _summary(item: Item) -> str:
+    """How a dropped item is named in the report and the log: a credential the model repeated
+    (and the guard refused) is never echoed there."""
     if isinstance(item, NewFact):
-        return item.text
-    return item.name if isinstance(item, NewProcedure) else item.id
+        text = item.text
+    else:
+        text = item.name if isinstance(item, NewProcedure) else item.id
+    return redact(text, find_secrets(text))

@@ -188,11 +188,11 @@ def test_successful_playbook_outranks_failing_twin(service: MemoryService):
 
 
 def test_forget_is_a_hard_delete(service: MemoryService):
-    a = service.write("sarah", "Sarah's PIN is 0000")
+    a = service.write("sarah", "Sarah's gym locker is number 0451")
     service.forget("sarah", a.id)
     with pytest.raises(NotFound):
         service.get("sarah", a.id)
-    assert a.id not in ids(service.recall("sarah", "PIN 0000", include_superseded=True))
+    assert a.id not in ids(service.recall("sarah", "locker 0451", include_superseded=True))
 
 
 @pytest.mark.parametrize(

@@ -70,12 +70,12 @@ async def test_http_identity_comes_from_the_token(tmp_path: Path):
         )
         assert other.status_code == 403
         async with http_client(f"{base}/mcp", "sarah-token-4e1f0b") as sarah:
-            secret = await call(sarah, "write_memory", text="Sarah's wifi password is hunter2")
+            secret = await call(sarah, "write_memory", text="Sarah's wifi network is called Hunter2")
         async with http_client(f"{base}/api/atlas/mcp/sarah", "sarah-token-4e1f0b") as sarah_path:
-            found = await call(sarah_path, "recall_memory", query="wifi password")
+            found = await call(sarah_path, "recall_memory", query="wifi network")
             assert [m["id"] for m in found["memories"]] == [secret["id"]]
         async with http_client(f"{base}/mcp", "james-token-7c2d95") as james:
-            found = await call(james, "recall_memory", query="Sarah's wifi password is hunter2")
+            found = await call(james, "recall_memory", query="Sarah's wifi network is called Hunter2")
             assert found["memories"] == []
 
 

@@ -45,7 +45,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, lis
     ids = seed(
         data_dir,
         {
-            VICTIM: ["Bob's bank PIN is 4421", "Bob lives in Leeds", "Bob is allergic to penicillin"],
+            VICTIM: [
+                "Bob's bank branch is Leeds Central",
+                "Bob lives in Leeds",
+                "Bob is allergic to penicillin",
+            ],
             ATTACKER: ["Mallory likes chess", "Mallory drives a van", "Mallory works nights"],
         },
         CATALOG,
