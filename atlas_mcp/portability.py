@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import jsonl
-from .domain import codec, inputs
+from .domain import audit, codec, inputs
+from .domain.audit import AuditEntry
 from .domain.codec import Kind
 from .domain.model import Memory, MemoryType, Step
-from .engines.base import Engine, ListQuery, StoreStats
+from .engines.base import AuditQuery, Engine, ListQuery, StoreStats
 from .errors import Conflict, InvalidInput
 
 FORMAT = "atlas-mcp.memory/1"
+EVERY_ENTRY = 10**9  # an export carries a user's whole audit trail
 MAX_TEXT_CHARS = 1_000_000  # generous: a store may have been written under larger [limits]
 _ENVELOPE = ("format", "embedding_model")
 
@@ -146,12 +148,17 @@ def iter_memories(engine: Engine, user_id: str | None) -> Iterator[Memory]:
 def export_memories(
     engine: Engine, out: TextIO, users: Iterable[str | None], progress: Progress = ignore
 ) -> int:
+    """Each user's memories, then that user's audit trail (``audit.FORMAT`` lines)."""
     written = 0
     for user_id in users:
         for memory in iter_memories(engine, user_id):
             out.write(json.dumps(to_record(memory, engine.info.embedding_model), ensure_ascii=False) + "\n")
             written += 1
             progress(1)
+        out.writelines(
+            json.dumps(entry.to_record(), ensure_ascii=False) + "\n"
+            for entry in engine.audit(AuditQuery(user_id, limit=EVERY_ENTRY))
+        )
     return written
 
 
@@ -161,7 +168,11 @@ def export_memories(
 def read_records(path: Path) -> list[tuple[Memory, str | None]]:
     """Every line of ``path`` validated, with the model that embedded it at the source."""
     try:
-        return [_record(where, value) for where, value in jsonl.objects(path, errors="replace")]
+        return [
+            _record(where, value)
+            for where, value in jsonl.objects(path, errors="replace")
+            if value.get("format") != audit.FORMAT  # the audit trail: read by read_trail
+        ]
     except InvalidInput as exc:
         raise InvalidInput(f"{exc}; nothing imported") from exc
 
@@ -174,7 +185,10 @@ def _record(where: str, value: dict[str, Any]) -> tuple[Memory, str | None]:
 
 
 def import_memories(
-    engine: Engine, records: list[tuple[Memory, str | None]], progress: Progress = ignore
+    engine: Engine,
+    records: list[tuple[Memory, str | None]],
+    progress: Progress = ignore,
+    written: Callable[[Memory], None] = lambda _memory: None,
 ) -> ImportReport:
     imported = skipped = 0
     for memory, _model in records:
@@ -182,6 +196,7 @@ def import_memories(
             skipped += 1
         else:
             engine.write(memory)
+            written(memory)
             imported += 1
         progress(1)
     models = frozenset(m for _memory, m in records if m)
@@ -197,3 +212,19 @@ def _present(engine: Engine, memory: Memory) -> bool:
     if found[0].memory_type is not memory.memory_type:
         raise Conflict(f"memory {memory.id!r} exists with another type; nothing more imported")
     return True
+
+
+def read_trail(path: Path) -> list[AuditEntry]:
+    """The audit entries an export carries (after ``read_records`` accepted the file)."""
+    out = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if '"' + audit.FORMAT + '"' not in line:
+                continue
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("format") == audit.FORMAT:
+                try:
+                    out.append(audit.from_record(record))
+                except InvalidInput as exc:
+                    raise InvalidInput(f"{path}:{number}: {exc}; nothing imported") from exc
+    return out

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from . import portability
-from .domain import calibration, codec, guard, inputs, perspective, profile
+from .domain import audit, calibration, codec, guard, inputs, perspective, profile
+from .domain.audit import OPERATOR, Actor, AuditEntry
 from .domain.calibration import Features
 from .domain.guard import GuardPolicy
 from .domain.limits import Limits
@@ -29,7 +30,7 @@ from .domain.query import lexical_query
 from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers, outcome_changes, time_fits
 from .domain.supersession import check_targets, penalised_confidence
 from .domain.when import TimeIntent, time_intent
-from .engines.base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
+from .engines.base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
 from .errors import InvalidInput, NotFound
 from .inference.reranker import ContextReranker, Reranker
 
@@ -92,6 +93,7 @@ class PreparedWrite:
     playbook: Memory | None = None  # the playbook an episodic outcome reports on
     outcome: str | None = None
     redacted: tuple[str, ...] = ()  # kinds of credential the guard replaced (secrets = "redact")
+    actor: Actor = OPERATOR  # who the audit trail names
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,7 @@ class MemoryService:
         playbook_id: str | None = None,
         outcome: str | None = None,
         origin: Origin | None = None,
+        actor: Actor = OPERATOR,
     ) -> PreparedWrite:
         """Every check a write makes, with nothing stored: what ``store`` will write.
 
@@ -169,12 +172,13 @@ class MemoryService:
                 metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": Outcome(outcome).value}
             )
         memory, redacted = guard.screen(memory, self.guard)
-        return PreparedWrite(user_id, memory, targets, playbook, outcome, redacted)
+        return PreparedWrite(user_id, memory, targets, playbook, outcome, redacted, actor)
 
     def store(self, prepared: PreparedWrite) -> WriteResult:
         """Write what ``prepare`` checked (and the playbook outcome it reports)."""
         memory, targets, playbook = prepared.memory, prepared.supersedes, prepared.playbook
         self._engine.write(memory, supersede=targets)
+        self._engine.record(audit.written(memory, targets, prepared.actor, memory.created_at))
         if playbook is not None:
             success = prepared.outcome == Outcome.SUCCESS
             self.record_outcome(prepared.user_id, playbook, success, memory.timeline_at)
@@ -253,7 +257,7 @@ class MemoryService:
             confidence=inputs.confidence(confidence),
         )
 
-    def load_catalog(self, entries: Iterable[dict[str, Any]]) -> int:
+    def load_catalog(self, entries: Iterable[dict[str, Any]], actor: Actor = OPERATOR) -> int:
         """Upsert shared catalog entries (admin path: never reachable from a tool).
 
         Every entry is validated before the first is written, so a bad line loads nothing.
@@ -267,6 +271,7 @@ class MemoryService:
                 raise InvalidInput(f"catalog entry {number}: {exc}") from exc
         for memory in memories:
             self._engine.write(memory)
+        self._engine.record([audit.changed("write", None, m.id, actor, now, "catalog") for m in memories])
         return len(memories)
 
     def _catalog_entry(self, entry: dict[str, Any], now: datetime) -> Memory:
@@ -284,7 +289,7 @@ class MemoryService:
             tags=tuple(tags),
         )
 
-    def update(self, user_id: str, changed: Memory) -> Memory:
+    def update(self, user_id: str, changed: Memory, actor: Actor = OPERATOR) -> Memory:
         """Store new values of one of the caller's memories' mutable fields (consolidation:
         counts, steps, confidence, provenance); identity, type, owner and links stay."""
         stored = self.get(user_id, changed.id, include_catalog=False)
@@ -300,6 +305,7 @@ class MemoryService:
         )
         memory, _redacted = guard.screen(memory, self.guard)
         self._engine.update(user_id, memory)
+        self._engine.record([audit.changed("update", user_id, memory.id, actor, self.clock())])
         return memory
 
     # -- recall ------------------------------------------------------------------------
@@ -466,10 +472,18 @@ class MemoryService:
             raise NotFound(f"memory {memory_id!r} not found")
         return found[0]
 
-    def forget(self, user_id: str, memory_id: str) -> str:
+    def forget(self, user_id: str, memory_id: str, actor: Actor = OPERATOR) -> str:
+        """Delete one memory; the audit trail keeps its id, never its text."""
         if not self._engine.forget(user_id, inputs.memory_id(memory_id)):
             raise NotFound(f"memory {memory_id!r} not found; recall it first to get a valid id")
+        self._engine.record([audit.changed("forget", user_id, memory_id, actor, self.clock())])
         return memory_id
+
+    def audit(
+        self, user_id: str | None, since: datetime | None = None, limit: int = 10_000
+    ) -> list[AuditEntry]:
+        """Who wrote, superseded, forgot or imported which of ``user_id``'s memories, oldest first."""
+        return self._engine.audit(AuditQuery(user_id, since, limit))
 
     def list(
         self,
@@ -535,14 +549,31 @@ class MemoryService:
         return portability.export_memories(self._engine, out, users, progress)
 
     def import_memories(
-        self, records: list[tuple[Memory, str | None]], progress: portability.Progress = portability.ignore
+        self,
+        records: list[tuple[Memory, str | None]],
+        progress: portability.Progress = portability.ignore,
+        *,
+        trail: Sequence[AuditEntry] = (),
+        actor: Actor = OPERATOR,
     ) -> portability.ImportReport:
         """Load records read (and validated) by ``portability.read_records``; ids already
         present are skipped, catalog entries replaced. Every record passes the write guard
         first: under ``secrets = "refuse"`` one credential imports nothing."""
         memories = guard.screen_batch([memory for memory, _model in records], self.guard, "record")
         screened = [(m, model) for m, (_memory, model) in zip(memories, records, strict=True)]
-        return portability.import_memories(self._engine, screened, progress)
+        imported: list[Memory] = []
+        report = portability.import_memories(self._engine, screened, progress, imported.append)
+        now = self.clock()
+        self._engine.record(
+            [
+                *trail,
+                *(
+                    audit.changed("import", m.user_id, m.id, actor, now, m.memory_type.value)
+                    for m in imported
+                ),
+            ]
+        )
+        return report
 
     def with_policy(self, policy: ScoringPolicy, reranker: Reranker | None = None) -> MemoryService:
         """A service on the same engine, limits and clock that scores with another policy (ablation)."""

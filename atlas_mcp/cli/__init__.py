@@ -35,6 +35,7 @@ COMMANDS = {
     "export": "portability:export",
     "import": "portability:import_",
     "bench": "bench:bench",
+    "audit": "audit:audit",
 }
 
 

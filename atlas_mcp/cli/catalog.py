@@ -8,6 +8,7 @@ import click
 
 from .. import jsonl
 from ..app import open_service
+from ..domain.audit import Actor
 from .options import config_option, settings_from
 
 
@@ -26,7 +27,9 @@ def load(file: Path, config_file: str | None) -> None:
     """
     service = open_service(settings_from(config_file))
     try:
-        count = service.load_catalog([entry for _, entry in jsonl.objects(file)])
+        count = service.load_catalog(
+            [entry for _, entry in jsonl.objects(file)], Actor("atlas-mcp catalog load", "cli")
+        )
     finally:
         service.close()
     click.echo(f"loaded {count} catalog entries from {file}")

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from .. import portability
+from ..domain.audit import Actor
 from ..importers import FORMATS, OWN_FORMAT
 from . import interchange
 from .options import OutputFile, config_option, require_known_user, service_session, settings_from
@@ -90,12 +91,14 @@ def import_(path: Path, format_name: str, user: str | None, dry_run: bool, confi
         raise click.UsageError("--user is for other programs' files: an atlas-mcp export names each owner")
     if path.is_dir():
         raise click.UsageError(f"{path} is a folder; an atlas-mcp export is one .jsonl file")
-    records = portability.read_records(path)
+    records, trail = portability.read_records(path), portability.read_trail(path)
     if dry_run:
         _preview(records, path)
         return
     with service_session(settings) as service, _bar(len(records), "importing") as bar:
-        report = service.import_memories(records, bar.update)
+        report = service.import_memories(
+            records, bar.update, trail=trail, actor=Actor("atlas-mcp import", "cli")
+        )
     click.echo(f"imported {report.imported} memories from {path}; {report.skipped} already present", err=True)
     if report.re_embedded:
         click.echo(

@@ -26,6 +26,7 @@ import anyio.to_thread
 
 from ..config import ConsolidationSettings
 from ..domain import inputs
+from ..domain.audit import Actor
 from ..domain.model import Memory, MemoryType, Outcome, iso
 from ..domain.scoring import outcome_changes
 from ..domain.secrets import find_secrets, redact
@@ -86,6 +87,7 @@ class Consolidator:
         self.service = service
         self.settings = settings
         self.provider = provider
+        self._actor = Actor("consolidation", f"llm {provider.name}")
         self.threshold = duplicate_similarity(service.info.embedding_model, settings.duplicate_similarity)
 
     # -- running -----------------------------------------------------------------------
@@ -304,6 +306,7 @@ class Consolidator:
                 fact_type=action.fact_type,
                 source_episodes=action.episodes,
                 metadata=SOURCE_METADATA,
+                actor=self._actor,
             ).id
         if isinstance(action, WriteProcedure):
             return self.service.write(
@@ -315,6 +318,7 @@ class Consolidator:
                 confidence=action.confidence,
                 source_episodes=action.episodes,
                 metadata=SOURCE_METADATA,
+                actor=self._actor,
             ).id
         current = self.service.get(user, _target(action).id, include_catalog=False)  # fresh counts
         changes: dict[str, Any] = {
@@ -324,7 +328,7 @@ class Consolidator:
             changes |= {"confidence": action.confidence, "last_used_at": self.service.clock()}
         elif isinstance(action, RecordOutcome):
             changes |= _outcome_changes(current, action, self.service.limits)
-        self.service.update(user, current.evolve(**changes))
+        self.service.update(user, current.evolve(**changes), self._actor)
         return current.id
 
 

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from ..domain.audit import AuditEntry
 from ..domain.fusion import Candidate
 from ..domain.model import Memory, MemoryType
 
-__all__ = ["Candidate", "Engine", "EngineInfo", "ListQuery", "RecallPlan", "StoreStats", "TypeCount"]
+__all__ = [
+    "AuditQuery", "Candidate", "Engine", "EngineInfo", "ListQuery", "RecallPlan", "StoreStats", "TypeCount",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,15 @@ class ListQuery:
     since: datetime | None = None  # only memories *created* strictly after it
     # by ``created_at`` ascending instead (consolidation reads episodes past its watermark)
     oldest_first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    """One owner's audit entries (``user_id`` None: the catalog's), oldest first."""
+
+    user_id: str | None
+    since: datetime | None = None  # only entries strictly after it
+    limit: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +153,12 @@ class Engine(Protocol):
 
     def set_state(self, user_id: str, key: str, value: str | None) -> None:
         """Store (or, with None, delete) a per-user bookkeeping value; durable once it returns."""
+
+    def record(self, entries: Sequence[AuditEntry]) -> None:
+        """Append to the audit trail; durable once it returns."""
+
+    def audit(self, query: AuditQuery) -> list[AuditEntry]:
+        """One owner's audit entries after ``query.since``, oldest first."""
 
     def stats(self) -> StoreStats:
         """Memory counts per owner and type (superseded ones included) and the store's size."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..domain.audit import Actor
 from ..domain.model import Memory
 from ..errors import AtlasError, InvalidInput
 from ..service import MemoryService, Origin, PreparedWrite
@@ -94,6 +95,9 @@ def _revision(memory: Memory) -> str | None:
     return (memory.metadata.get("imported") or {}).get("revision")
 
 
+IMPORTING = Actor("atlas-mcp import", "cli")  # how the audit trail names these writes
+
+
 def _prepare(service: MemoryService, user_id: str, draft: Draft, new_id: str) -> PreparedWrite:
     episodic = draft.memory_type == "episodic"
     try:
@@ -106,6 +110,7 @@ def _prepare(service: MemoryService, user_id: str, draft: Draft, new_id: str) ->
             confidence=None if episodic else draft.confidence,
             metadata=_with_revision(draft),
             origin=Origin(new_id, draft.created_at, draft.updated_at or draft.created_at),
+            actor=IMPORTING,
         )
     except InvalidInput as exc:
         raise InvalidInput(f"{draft.where}: {exc}; nothing imported") from exc

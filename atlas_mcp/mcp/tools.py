@@ -19,13 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..choices import OneOf
 from ..domain import codec
+from ..domain.audit import Actor
 from ..domain.codec import Kind
 from ..domain.model import Contradiction, FactType, MemoryType, Outcome
 from ..errors import AtlasError
 from ..scopes import Grant
 from ..service import WRITABLE_TYPES, MemoryService
 from ..views import recalled_view
-from .identity import principal
+from .identity import caller, principal
 
 AnyType = Annotated[MemoryType, OneOf(*MemoryType)]
 WritableType = Annotated[MemoryType, OneOf(*WRITABLE_TYPES)]
@@ -280,12 +281,12 @@ def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> N
         IBANs): such a write is refused and nothing is stored; write where the secret is kept
         instead ("the Wi-Fi password is on the router").
         """
-        user = principal(ctx, stdio)
+        grant = caller(ctx, stdio)
         raw_steps = [s.model_dump(exclude_none=True) if isinstance(s, Step) else s for s in steps or []]
         result = await _call(
             partial(
                 service.write,
-                user,
+                grant.user,
                 text,
                 memory_type,
                 supersedes_id=supersedes_id,
@@ -297,6 +298,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> N
                 metadata=metadata,
                 playbook_id=playbook_id,
                 outcome=outcome,
+                actor=Actor("write_memory", grant.credential),
             )
         )
         written = WriteOut(id=result.id, memory_type=result.memory_type, superseded=list(result.superseded))
@@ -321,6 +323,8 @@ def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> N
 
         To record that a fact changed, use write_memory with supersedes_id instead.
         """
-        user = principal(ctx, stdio)
-        deleted = await _call(partial(service.forget, user, memory_id))
+        grant = caller(ctx, stdio)
+        deleted = await _call(
+            partial(service.forget, grant.user, memory_id, Actor("forget_memory", grant.credential))
+        )
         return _result(ForgetOut(deleted=True, id=deleted))

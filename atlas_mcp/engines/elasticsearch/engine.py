@@ -23,7 +23,8 @@ from ...domain.scoring import ScoringPolicy
 from ...domain.supersession import changed_meanwhile
 from ...errors import AtlasError, BackendUnavailable, Conflict
 from ...log import get_logger
-from ..base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
+from ..base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats, TypeCount
+from . import audit_trail
 from . import documents as docs
 from . import requests as rq
 from .bulk import bulk, conflict, item_error, ok, reason
@@ -293,6 +294,39 @@ class ElasticsearchEngine(Engine):
         (result,) = self._bulk(f"save state {key} of user {user_id}", ops)
         if not ok(result) and result.get("result") != "not_found":
             raise item_error(result, f"state {key!r} of user {user_id!r} was not saved")
+
+    def record(self, entries: Sequence[AuditEntry]) -> None:
+        if not entries:
+            return
+        results = self._bulk("append to the audit trail", audit_trail.operations(self.layout, entries))
+        failed = [r for r in results if not ok(r)]
+        if failed:
+            raise item_error(failed[0], "the audit trail was not written")
+
+    def audit(self, query: AuditQuery) -> list[AuditEntry]:
+        what = f"read the audit trail of {query.user_id or 'the catalog'}"
+        opened = self.cluster.call(
+            f"{what} (open a point in time)",
+            lambda es: es.open_point_in_time(index=self.layout.state_alias, keep_alive=rq.PIT_KEEP_ALIVE),
+        )
+        pit_id, after, hits = opened["id"], None, []
+        try:
+            while len(hits) < query.limit:
+                size = min(rq.LIST_PAGE, query.limit - len(hits))
+                body = audit_trail.page_body(query, pit_id, size, after)
+                response = self.cluster.call(what, lambda es, body=body: es.search(body=body))
+                page = response["hits"]["hits"]
+                pit_id = response.get("pit_id", pit_id)
+                hits += page
+                if len(page) < size:
+                    break
+                after = page[-1]["sort"]
+        finally:
+            try:  # it expires by itself after keep_alive; closing early frees the cluster's resources
+                self.cluster.call("close a point in time", lambda es: es.close_point_in_time(id=pit_id))
+            except AtlasError:
+                log.warning("elasticsearch_pit_not_closed")
+        return audit_trail.entries(hits, query)
 
     def stats(self) -> StoreStats:
         request = rq.stats_request(self.layout)

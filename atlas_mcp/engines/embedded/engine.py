@@ -20,11 +20,12 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from ...domain.audit import AuditEntry
 from ...domain.model import Memory
 from ...errors import Conflict
 from ...inference.embedder import Embedder, ModelChoice, as_choice
-from ..base import Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
-from . import migrations, pending, rows, schema, slots, store, versions
+from ..base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
+from . import audit_log, migrations, pending, rows, schema, slots, store, versions
 from .index import IndexCache
 from .memory_cache import MemoryCache
 from .passages import embed_by_model, to_blob
@@ -176,6 +177,18 @@ class EmbeddedEngine(Engine):
     def set_state(self, user_id: str, key: str, value: str | None) -> None:
         with self.store.transaction() as tx:
             store.set_state(tx.conn, user_id, key, value)
+
+    def record(self, entries: Sequence[AuditEntry]) -> None:
+        if entries:
+            with self.store.transaction() as tx:
+                audit_log.create(tx.conn)
+                audit_log.append(tx.conn, entries)
+
+    def audit(self, query: AuditQuery) -> list[AuditEntry]:
+        with self._lock:
+            if not audit_log.exists(self.store.conn):
+                return []
+            return audit_log.read(self.store.conn, query)
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
         return self.search.candidates(plan)
