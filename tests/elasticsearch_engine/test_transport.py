@@ -55,8 +55,9 @@ def test_supersession_is_one_conditional_bulk_with_refresh(es_engine, fake_es):
     old = service.write("u1", "The user's car is blue")
     fake_es.requests.clear()
     new = service.write("u1", "The user's car is red", supersedes_id=old.id)
-    (bulk,) = fake_es.requests_to("PUT", r"^/_bulk$")
-    assert bulk.query["refresh"] == "true"
+    bulk, trail = fake_es.requests_to("PUT", r"^/_bulk$")  # the write, then its audit entries
+    assert bulk.query["refresh"] == "true" and trail.query["refresh"] == "false"
+    assert [line["index"]["_index"] for line in trail.ndjson()[::2]] == [es_engine.layout.state_alias] * 2
     assert bulk.headers["content-type"].startswith("application/vnd.elasticsearch+x-ndjson")
     assert bulk.body.endswith(b"\n") and all(json.loads(line) for line in bulk.body.splitlines())
     create, source, update, doc = bulk.ndjson()
@@ -75,7 +76,7 @@ def test_supersession_is_one_conditional_bulk_with_refresh(es_engine, fake_es):
 def test_refresh_mode_is_configurable(fake_es, tmp_path):
     engine = bootstrapped_engine(fake_es, tmp_path / "keys.json", refresh="wait_for")
     MemoryService(engine).write("u1", "a fact")
-    (bulk,) = fake_es.requests_to("PUT", r"^/_bulk$")
+    bulk, _trail = fake_es.requests_to("PUT", r"^/_bulk$")  # the write, then its audit entry
     assert bulk.query["refresh"] == "wait_for"
 
 

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from atlas_mcp.cli import cli
+from atlas_mcp.domain.audit import FORMAT as AUDIT_FORMAT
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import PER_LANGUAGE_ID, default_embedder
 from atlas_mcp.portability import FORMAT, iter_memories, owners
@@ -80,8 +81,14 @@ def test_round_trip_is_lossless(rich_store: Path, tmp_path: Path, monkeypatch: p
     result = _run(monkeypatch, rich_store, "export", str(exported))
     assert result.exit_code == 0, result.output
     assert "exporting" in result.stderr and result.stdout == ""
-    lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
-    assert len(lines) == 7 and all(line["format"] == FORMAT for line in lines)
+    records = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
+    lines = [line for line in records if line["format"] == FORMAT]
+    trail = [line for line in records if line["format"] == AUDIT_FORMAT]
+    assert (
+        len(lines) == 7
+        and len(trail) == len(records) - 7
+        and {"write", "supersede"} <= {t["action"] for t in trail}
+    )
     # The exporting CLI runs the default settings: the records name that configuration.
     assert {line["embedding_model"] for line in lines} == {PER_LANGUAGE_ID}
 
@@ -97,7 +104,11 @@ def test_round_trip_is_lossless(rich_store: Path, tmp_path: Path, monkeypatch: p
 
     again = tmp_path / "again.jsonl"
     assert _run(monkeypatch, target, "export", str(again)).exit_code == 0
-    assert sorted(again.read_text().splitlines()) == sorted(exported.read_text().splitlines())
+    memories_again = [line for line in again.read_text().splitlines() if AUDIT_FORMAT not in line]
+    assert sorted(memories_again) == sorted(json.dumps(line, ensure_ascii=False) for line in lines)
+    carried = [json.loads(line) for line in again.read_text().splitlines() if AUDIT_FORMAT in line]
+    assert all(entry in carried for entry in trail)  # the source's trail, then the import's entries
+    assert [e["action"] for e in carried if e not in trail] == ["import"] * 7
 
 
 def test_recall_after_import_matches_the_source(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
@@ -129,7 +140,8 @@ def test_export_one_user(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
     exported = tmp_path / "omar.jsonl"
     assert _run(monkeypatch, rich_store, "export", "--user", "omar", str(exported)).exit_code == 0
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
-    assert [line["user_id"] for line in lines] == ["omar"]
+    assert [line["user_id"] for line in lines if line["format"] == FORMAT] == ["omar"]
+    assert {line["user_id"] for line in lines} == {"omar"}  # and omar's audit trail only
 
 
 def test_a_bad_line_imports_nothing(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
@@ -163,7 +175,7 @@ def test_another_model_is_re_embedded_never_mixed(rich_store: Path, tmp_path: Pa
 def test_an_id_taken_by_another_user_is_a_conflict(rich_store: Path, tmp_path: Path, monkeypatch) -> None:
     exported = tmp_path / "all.jsonl"
     _run(monkeypatch, rich_store, "export", "--user", "omar", str(exported))
-    line = json.loads(exported.read_text()) | {"user_id": "sarah"}
+    line = json.loads(exported.read_text().splitlines()[0]) | {"user_id": "sarah"}
     exported.write_text(json.dumps(line) + "\n")
     result = _run(monkeypatch, rich_store, "import", str(exported))
     assert result.exit_code != 0 and "already taken" in result.output

@@ -298,7 +298,11 @@ class ElasticsearchEngine(Engine):
     def record(self, entries: Sequence[AuditEntry]) -> None:
         if not entries:
             return
-        results = self._bulk("append to the audit trail", audit_trail.operations(self.layout, entries))
+        # Not refreshed: the change it records was; ``audit`` readers are operators, and see an
+        # entry within the state index's refresh interval (1 s by default).
+        results = self._bulk(
+            "append to the audit trail", audit_trail.operations(self.layout, entries), refresh="false"
+        )
         failed = [r for r in results if not ok(r)]
         if failed:
             raise item_error(failed[0], "the audit trail was not written")
