@@ -13,13 +13,6 @@ SCOPE_USER_KEY = "atlas.user"  # set on the ASGI scope by the HTTP auth middlewa
 SCOPE_GRANT_KEY = "atlas.grant"  # the same middleware's Grant: user, scopes, credential name
 
 
-def caller(request: Any, stdio_user: str) -> str | None:
-    """Who sent ``request`` (an HTTP request, or None over stdio); None if nobody was verified."""
-    if request is None:
-        return stdio_user
-    return request.scope.get(SCOPE_USER_KEY) or None
-
-
 def request_grant(request: Any, stdio: Grant) -> Grant | None:
     """The grant of one inbound message: the verified credential's over HTTP, else the stdio
     user's. None when an HTTP request carries none (the middleware never lets that through)."""

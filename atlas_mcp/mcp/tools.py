@@ -26,7 +26,7 @@ from ..errors import AtlasError
 from ..scopes import Grant
 from ..service import WRITABLE_TYPES, MemoryService
 from ..views import recalled_view
-from .identity import caller, principal
+from .identity import calling, principal
 
 AnyType = Annotated[MemoryType, OneOf(*MemoryType)]
 WritableType = Annotated[MemoryType, OneOf(*WRITABLE_TYPES)]
@@ -281,7 +281,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> N
         IBANs): such a write is refused and nothing is stored; write where the secret is kept
         instead ("the Wi-Fi password is on the router").
         """
-        grant = caller(ctx, stdio)
+        grant = calling(ctx, stdio)
         raw_steps = [s.model_dump(exclude_none=True) if isinstance(s, Step) else s for s in steps or []]
         result = await _call(
             partial(
@@ -323,7 +323,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> N
 
         To record that a fact changed, use write_memory with supersedes_id instead.
         """
-        grant = caller(ctx, stdio)
+        grant = calling(ctx, stdio)
         deleted = await _call(
             partial(service.forget, grant.user, memory_id, Actor("forget_memory", grant.credential))
         )
