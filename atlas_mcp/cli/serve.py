@@ -87,7 +87,9 @@ async def _serve_stdio(service, settings: Settings) -> None:
         scopes=scopes.ordered(settings.user_scopes),
         data_dir=str(settings.data_dir),
     )
-    await build_server(service, settings.user, settings.profile, settings.user_scopes).run_stdio_async()
+    await build_server(
+        service, settings.user, settings.profile, user_scopes=settings.user_scopes
+    ).run_stdio_async()
 
 
 def _load_small_store(service, user: str) -> None:
@@ -122,7 +124,7 @@ async def _serve_http(service, settings: Settings, listener: socket.socket) -> N
     from ..mcp.http import build_http_app, describe
     from ..mcp.server import build_server
 
-    server = build_server(service, settings.user, settings.profile, settings.user_scopes)
+    server = build_server(service, settings.user, settings.profile, user_scopes=settings.user_scopes)
     scheduler = server_scheduler(server, service, settings)  # None when consolidation is off
     app = build_http_app(server, settings, service=service)
     log.info("serving", transport="http", **describe(settings))

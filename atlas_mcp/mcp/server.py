@@ -75,6 +75,7 @@ def build_server(
     service: MemoryService,
     stdio_user: str,
     profile: ProfilePolicy | None = None,
+    *,
     user_scopes: Iterable[str] = scopes.ALL,
 ) -> MCPServer:
     """The server: the memory tools, their rules as instructions, and each session's core

@@ -24,7 +24,7 @@ def test_scopes_parse_with_a_clear_error() -> None:
 
 async def test_a_read_only_session_lists_and_runs_recall_only(service) -> None:
     kept = service.write("sarah", "Sarah's bike lock code is kept in her wallet")
-    async with Client(build_server(service, "sarah", {"recall"})) as client:
+    async with Client(build_server(service, "sarah", user_scopes={"recall"})) as client:
         assert [t.name for t in (await client.list_tools()).tools] == ["recall_memory"]
         found = await call(client, "recall_memory", query="bike lock")
         assert found["memories"][0]["id"] == kept.id
