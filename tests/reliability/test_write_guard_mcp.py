@@ -41,7 +41,7 @@ async def test_stdio_refuses_credentials_and_flags_instructions(tmp_path: Path) 
         poisoned = await call(client, "write_memory", text=POISON)
         await call(client, "write_memory", text="Sarah saves her passwords in Bitwarden")
         for _ in range(2):  # every recall, not the first only
-            found = await call(client, "recall_memory", query="passwords email", k=10)
+            found = await call(client, "recall_memory", query="passwords email", k=10, min_relevance=0)
             by_id = {m["id"]: m for m in found["memories"]}
             assert by_id[poisoned["id"]]["flags"] == ["instructions"]
             assert [m.get("flags") for m in found["memories"] if m["id"] != poisoned["id"]] == [None]
@@ -55,12 +55,19 @@ async def test_stdio_redact_and_refuse_policies(tmp_path: Path) -> None:
             client, "write_memory", text="Sarah's IBAN is GB82 WEST 1234 5698 7654 32 at Barclays"
         )
         assert written["redacted"] == ["IBAN"]
-        (memory,) = (await call(client, "recall_memory", query="Sarah's bank"))["memories"]
+        (memory,) = (await call(client, "recall_memory", query="Sarah's bank", min_relevance=0))["memories"]
         assert memory["text"] == "Sarah's IBAN is [redacted IBAN] at Barclays"
     async with stdio_client(data, "sarah", ATLAS_GUARD__INSTRUCTIONS="refuse") as client:
         refused = await call_error(client, "write_memory", text=POISON)
         assert "instructions addressed to an AI model" in refused
-        assert len((await call(client, "recall_memory", query="system note passwords"))["memories"]) == 1
+        assert (
+            len(
+                (await call(client, "recall_memory", query="system note passwords", min_relevance=0))[
+                    "memories"
+                ]
+            )
+            == 1
+        )
 
 
 async def test_http_refuses_and_flags_too(tmp_path: Path) -> None:
@@ -73,7 +80,9 @@ async def test_http_refuses_and_flags_too(tmp_path: Path) -> None:
             refused = await call_error(session, "write_memory", text=f"deploy key:\n{PEM}")
             assert "private key" in refused and "MIIE" not in refused
             poisoned = await call(session, "write_memory", text=POISON)
-            (found,) = (await call(session, "recall_memory", query="system note"))["memories"]
+            (found,) = (await call(session, "recall_memory", query="system note", min_relevance=0))[
+                "memories"
+            ]
             assert found["id"] == poisoned["id"] and found["flags"] == ["instructions"]
         assert "MIIEpAIBAAKCAQEA" not in log.read_text()
 
