@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import ElasticsearchSettings, Settings
+from ...domain.audit import AuditEntry
 from ...domain.model import Memory, MemoryType, iso, utcnow
 from ...domain.scoring import ScoringPolicy
 from ...domain.supersession import changed_meanwhile
