@@ -40,8 +40,9 @@ def page_body(query: AuditQuery, pit_id: str, size: int, after: list[Any] | None
         else {"bool": {"must_not": [{"exists": {"field": "user_id"}}]}}
     )
     filters: list[dict[str, Any]] = [{"term": {"key": KEY}}, owner]
-    if query.since is not None:
-        filters.append({"range": {"updated_at": {"gt": iso(query.since)}}})
+    if query.since is not None:  # dates hold milliseconds: from that millisecond, the rest below
+        since = query.since.replace(microsecond=query.since.microsecond // 1000 * 1000)
+        filters.append({"range": {"updated_at": {"gte": iso(since)}}})
     body: dict[str, Any] = {
         "query": {"bool": {"filter": filters}},
         "sort": [{"updated_at": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}],
@@ -59,4 +60,4 @@ def entries(hits: list[dict[str, Any]], query: AuditQuery) -> list[AuditEntry]:
     records = [json.loads(hit["_source"]["value"]) for hit in hits]
     records.sort(key=lambda r: (datetime.fromisoformat(r["at"]), r.get("seq", 0)))
     found = [from_record(r) for r in records]
-    return [e for e in found if e.user_id == query.user_id]
+    return [e for e in found if e.user_id == query.user_id and (query.since is None or e.at > query.since)]
