@@ -11,25 +11,13 @@ from typing import Any
 
 import click
 
-from ..config import Settings
 from ..domain.model import utcnow
-from ..engines.elasticsearch.layout import IndexLayout
 from .options import config_option, settings_from
 from .tokens import users_token
 
 
-def _layout(settings: Settings) -> IndexLayout:
-    return IndexLayout(settings.elasticsearch.index_prefix)
-
-
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def _cluster(settings: Settings, *, admin: bool = False):
-    from ..engines.elasticsearch.transport import Cluster, connect
-
-    return Cluster(connect(settings.elasticsearch, admin=admin), settings.elasticsearch)
 
 
 @click.command()
@@ -42,28 +30,14 @@ def _cluster(settings: Settings, *, admin: bool = False):
 @config_option
 def bootstrap(dry_run: bool, migrate: bool, config_file: str | None) -> None:
     """Create the atlas indices (versioned, behind aliases) in Elasticsearch."""
-    from ..engines.elasticsearch import admin, migration
+    from ..engines.elasticsearch import operations
 
     settings = settings_from(config_file)
-    inference_id = settings.elasticsearch.embedding_inference_id
     if dry_run:
-        if migrate:
-            _echo_json(migration.migration_plan(_layout(settings), inference_id))
-        else:
-            _echo_json([r.to_dict() for r in admin.bootstrap_plan(_layout(settings), inference_id)])
+        _echo_json(operations.bootstrap_plan(settings, migrate=migrate))
         return
-    es = settings.elasticsearch
-    administers = bool((es.username and es.password) or es.admin_api_key)
-    cluster = _cluster(settings, admin=administers)  # creating indices is admin work
-    try:
-        lines = admin.bootstrap(cluster, _layout(settings), inference_id)
-        if migrate:
-            lines = [line for line in lines if not line.startswith("outdated")]
-            lines += migration.migrate(cluster, _layout(settings), inference_id) or ["nothing to migrate"]
-        for line in lines:
-            click.echo(line)
-    finally:
-        cluster.close()
+    for line in operations.bootstrap(settings, migrate=migrate):
+        click.echo(line)
 
 
 @click.group()
@@ -87,50 +61,21 @@ users.add_command(users_token)
 @config_option
 def users_add(user_id: str, dry_run: bool, api_key: str | None, config_file: str | None) -> None:
     """Mint USER_ID's read key (their memories + the catalog only) and store it (mode 0600)."""
-    from ..engines.elasticsearch import admin
-    from ..engines.elasticsearch.engine import key_store
+    from ..engines.elasticsearch import operations
 
     settings = settings_from(config_file)
     if dry_run:
-        _echo_json(
-            admin.user_key_plan(_layout(settings), user_id, settings.elasticsearch.key_expiration).to_dict()
-        )
+        _echo_json(operations.user_key_plan(settings, user_id))
         return
-    if api_key is not None:
-        _register(
-            settings, user_id, click.get_text_stream("stdin").read().strip() if api_key == "-" else api_key
-        )
-        return
-    cluster = _cluster(settings, admin=True)
-    keys = key_store(settings)
-    try:
-        gaps = admin.minter_gaps(cluster, _layout(settings))
-        stored = admin.add_user(
-            cluster, keys, _layout(settings), user_id, settings.elasticsearch.key_expiration
-        )
-    finally:
-        cluster.close()
-    click.echo(f"minted key {stored.id} for {user_id}; stored in {keys.path} (mode 0600)")
-    for gap in gaps:
-        click.echo(f"warning: {gap}", err=True)
-
-
-def _register(settings: Settings, user_id: str, encoded: str) -> None:
-    from ..engines.elasticsearch.engine import key_store
-    from ..engines.elasticsearch.registration import register_key
-
-    es = settings.elasticsearch
-    administers = bool((es.username and es.password) or es.admin_api_key)
-    cluster = _cluster(settings, admin=administers)
-    keys = key_store(settings)
-    try:
-        stored, warnings = register_key(
-            cluster, cluster if administers else None, keys, _layout(settings), user_id, encoded
-        )
-    finally:
-        cluster.close()
-    click.echo(f"registered key {stored.id} for {user_id}; stored in {keys.path} (mode 0600)")
-    for warning in warnings:
+    if api_key is None:
+        stored = operations.add_user(settings, user_id)
+        done = "minted"
+    else:
+        encoded = click.get_text_stream("stdin").read().strip() if api_key == "-" else api_key
+        stored = operations.register_user_key(settings, user_id, encoded)
+        done = "registered"
+    click.echo(f"{done} key {stored.key_id} for {user_id}; stored in {stored.path} (mode 0600)")
+    for warning in stored.warnings:
         click.echo(f"warning: {warning}", err=True)
 
 
@@ -139,15 +84,9 @@ def _register(settings: Settings, user_id: str, encoded: str) -> None:
 @config_option
 def users_revoke(user_id: str, config_file: str | None) -> None:
     """Invalidate USER_ID's keys minted for this index prefix and remove the stored one."""
-    from ..engines.elasticsearch import admin
-    from ..engines.elasticsearch.engine import key_store
+    from ..engines.elasticsearch import operations
 
-    settings = settings_from(config_file)
-    cluster = _cluster(settings, admin=True)
-    try:
-        count = admin.revoke_user(cluster, key_store(settings), _layout(settings), user_id)
-    finally:
-        cluster.close()
+    count = operations.revoke_user(settings_from(config_file), user_id)
     click.echo(f"invalidated {count} key(s) of {user_id}")
 
 
@@ -155,20 +94,11 @@ def users_revoke(user_id: str, config_file: str | None) -> None:
 @config_option
 def doctor(config_file: str | None) -> None:
     """Check the cluster: version, licence, inference endpoints, mappings, privileges."""
-    from ..engines.elasticsearch import doctor as checks
-    from ..engines.elasticsearch.engine import key_store
-    from ..engines.elasticsearch.requests import Inference
+    from ..engines.elasticsearch import operations
 
-    settings = settings_from(config_file)
-    cluster = _cluster(settings)
-    try:
-        results = checks.run_checks(
-            cluster, _layout(settings), Inference.from_config(settings.elasticsearch), key_store(settings)
-        )
-    finally:
-        cluster.close()
-    click.echo(checks.render(results))
-    if any(c.status == checks.FAIL for c in results):
+    diagnosis = operations.diagnose(settings_from(config_file))
+    click.echo(diagnosis.report)
+    if diagnosis.failed:
         raise SystemExit(1)
 
 
@@ -184,20 +114,10 @@ def doctor(config_file: str | None) -> None:
 @config_option
 def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:
     """Print the exact search request(s) recall would send for TEXT (the cluster is not contacted)."""
-    from ..engines.elasticsearch.requests import Inference, branch_requests, recall_request
+    from ..engines.elasticsearch import operations
     from ..service import RecallQuery, plan_recall
 
     settings = settings_from(config_file)
     asked = RecallQuery(user, text, k, memory_types or None, not no_catalog, include_superseded)
     plan = plan_recall(settings.scoring, settings.limits, asked)
-    inference = Inference.from_config(settings.elasticsearch)
-    if inference.rerank_id is None:  # the two branches of one _msearch, fused by atlas
-        _echo_json(
-            [
-                {"method": "POST", "path": r.path, "body": r.body}
-                for r in branch_requests(plan, _layout(settings))
-            ]
-        )
-        return
-    request = recall_request(plan, _layout(settings), settings.scoring, inference, utcnow())
-    _echo_json({"method": "POST", "path": request.path, "body": request.body})
+    _echo_json(operations.recall_requests(settings, plan, utcnow()))

@@ -1,9 +1,12 @@
 """Import direction: the domain knows nothing of engines, MCP or settings; engines know no MCP;
-inference (models) knows no engine."""
+inference (models) knows no engine; the surfaces (MCP, inspector, CLI) reach an engine only
+through the composition root and each engine's operator facade; the service knows only the
+engine protocol."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "atlas_mcp"
@@ -24,6 +27,7 @@ FORBIDDEN = {
 
 
 def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports: ``from a import b`` counts as ``a.b`` when b is a module."""
     tree = ast.parse(path.read_text())
     package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
     found: set[str] = set()
@@ -33,8 +37,16 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = package.rsplit(".", node.level - 1)[0] if node.level else ""
             module = f"{base}.{node.module}" if node.level and node.module else (node.module or base)
-            found.add(module)
+            submodules = {f"{module}.{a.name}" for a in node.names if _is_module(f"{module}.{a.name}")}
+            found |= submodules or {module}
     return found
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent is not a package
+        return False
 
 
 def test_layers_import_only_downwards():
@@ -45,6 +57,39 @@ def test_layers_import_only_downwards():
                 if any(module == b or module.startswith(b + ".") for b in banned):
                     violations.append(f"{path.relative_to(PACKAGE)} imports {module}")
     assert violations == []
+
+
+# What a surface may import from ``atlas_mcp.engines``: ``open_engine``/``Engine`` (the package
+# itself), the protocol's value types, and each engine's operator facade.
+SURFACES = ("mcp", "inspector", "cli")
+ENGINE_DOORS = frozenset(
+    {
+        "atlas_mcp.engines",
+        "atlas_mcp.engines.base",
+        "atlas_mcp.engines.embedded.maintenance",
+        "atlas_mcp.engines.elasticsearch.operations",
+    }
+)
+
+
+def _engine_imports(path: Path) -> set[str]:
+    return {
+        m for m in imported_modules(path) if m == "atlas_mcp.engines" or m.startswith("atlas_mcp.engines.")
+    }
+
+
+def test_surfaces_reach_engines_only_through_their_doors():
+    violations = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for surface in SURFACES
+        for path in (PACKAGE / surface).rglob("*.py")
+        for module in _engine_imports(path) - ENGINE_DOORS
+    ]
+    assert violations == []
+
+
+def test_the_service_knows_only_the_engine_protocol():
+    assert _engine_imports(PACKAGE / "service.py") <= {"atlas_mcp.engines.base"}
 
 
 def test_only_config_reads_the_environment():
