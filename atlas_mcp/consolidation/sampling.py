@@ -19,9 +19,9 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from ..caller import SCOPE_GRANT_KEY
 from ..config import ConsolidationSettings
 from ..log import get_logger
-from ..mcp.identity import SCOPE_GRANT_KEY
 from .prompt import Prompt
 from .providers import ProviderUnavailable
 

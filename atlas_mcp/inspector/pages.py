@@ -14,11 +14,11 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..caller import SCOPE_GRANT_KEY, SCOPE_USER_KEY
 from ..domain.model import Memory, MemoryType
 from ..domain.scoring import track_record
 from ..errors import InvalidInput, NotFound
 from ..inspection import explain_recall, memory_detail, type_counts
-from ..mcp.identity import SCOPE_GRANT_KEY, SCOPE_USER_KEY
 from ..service import MemoryService
 from ..views import memory_view
 from .gate import form_is_genuine, sign_out

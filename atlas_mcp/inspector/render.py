@@ -11,8 +11,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from ..caller import SCOPE_USER_KEY
 from ..inspection import when
-from ..mcp.identity import SCOPE_USER_KEY
 
 INSPECT_PATH = "/inspect"
 SESSION_COOKIE = "atlas_inspect"

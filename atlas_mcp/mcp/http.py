@@ -34,12 +34,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..caller import SCOPE_GRANT_KEY, SCOPE_USER_KEY
 from ..config import LOOPBACK_HOSTS, Settings
 from ..inspector import mount_inspector
 from ..log import get_logger
 from ..scopes import Grant
 from ..service import MemoryService
-from .identity import SCOPE_GRANT_KEY, SCOPE_USER_KEY
 from .oauth import WELL_KNOWN, JwtVerifier, Rejection, metadata, metadata_path, metadata_url
 from .ratelimit import RateLimiter
 

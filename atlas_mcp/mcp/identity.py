@@ -7,10 +7,8 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ..caller import SCOPE_GRANT_KEY
 from ..scopes import Grant
-
-SCOPE_USER_KEY = "atlas.user"  # set on the ASGI scope by the HTTP auth middleware
-SCOPE_GRANT_KEY = "atlas.grant"  # the same middleware's Grant: user, scopes, credential name
 
 
 def request_grant(request: Any, stdio: Grant) -> Grant | None:

@@ -92,6 +92,17 @@ def test_the_service_knows_only_the_engine_protocol():
     assert _engine_imports(PACKAGE / "service.py") <= {"atlas_mcp.engines.base"}
 
 
+def test_the_inspector_knows_no_mcp():
+    """The HTTP transport mounts the inspector; the inspector is not built on MCP."""
+    violations = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in (PACKAGE / "inspector").rglob("*.py")
+        for module in imported_modules(path)
+        if module == "mcp" or module.startswith(("mcp.", "atlas_mcp.mcp"))
+    ]
+    assert violations == []
+
+
 def test_only_config_reads_the_environment():
     offenders = [
         str(p.relative_to(PACKAGE))
