@@ -86,16 +86,14 @@ class Search:
             lexical = self._bm25(plan, visible)
             queries = {code: future.result() for code, future in guessed.items()}
             queries = self._space_queries(plan.query, self._spaces_of([v.index for v in visible]), queries)
-            visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
-            cosines = [similarities(v.index.vectors, queries, self.threads) for v in visible]
-            spaces = [np.where(v.searched, v.index.vectors.spaces, -1) for v in visible]
-            scores = on_one_scale(cosines, spaces, {code: q.background for code, q in queries.items()})
-            dense = _merge_dense(visible, scores, plan.window)
+            dense = self._scan(visible, queries)
             fused = reciprocal_rank_fusion(
-                [[i for i, _ in lexical], [i for i, _ in dense]], plan.rank_constant, plan.window
+                [[i for i, _ in lexical], [i for i, _ in dense.best(plan.window)]],
+                plan.rank_constant,
+                plan.window,
             )
             memories = self._load(conn, visible, [f.id for f in fused])
-        return self._candidates(fused, memories, dict(lexical), visible, scores, spaces, queries)
+        return self._candidates(fused, memories, dict(lexical), dense)
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
@@ -104,44 +102,37 @@ class Search:
         with self._store.snapshot() as conn:
             visible = self._visible(conn, plan)
         queries = self._space_queries(text, self._spaces_of([v.index for v in visible]), {})
+        dense = self._scan(visible, queries)
+        found = {memory_id: dense.of(memory_id)[0] for memory_id in ids}
+        return {memory_id: cosine for memory_id, cosine in found.items() if cosine is not None}
+
+    def _scan(self, visible: list[OwnerRows], queries: Mapping[int, SpaceQuery]) -> DenseScan:
+        """Every visible row's cosine with the query embedded in the row's space, on one scale."""
         visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
         cosines = [similarities(v.index.vectors, queries, self.threads) for v in visible]
         spaces = [np.where(v.searched, v.index.vectors.spaces, -1) for v in visible]
         scores = on_one_scale(cosines, spaces, {code: q.background for code, q in queries.items()})
-        out: dict[str, float] = {}
-        for owner, owner_scores in zip(visible, scores, strict=True):
-            for memory_id in ids:
-                row = owner.index.index.get(memory_id)
-                if row is not None and owner.searched[row]:
-                    out[memory_id] = float(owner_scores[row])
-        return out
+        return DenseScan(visible, scores, spaces, queries)
 
     def _candidates(
-        self,
-        fused: list[Fused],
-        memories: dict[str, Memory],
-        bm25_scores: dict[str, float],
-        visible: list[OwnerRows],
-        scores: list[np.ndarray],
-        spaces: list[np.ndarray],
-        queries: Mapping[int, SpaceQuery],
+        self, fused: list[Fused], memories: dict[str, Memory], bm25_scores: dict[str, float], dense: DenseScan
     ) -> list[Candidate]:
         """The fused candidates with their dense evidence: each cosine on one scale, the cosine
         relevance reads where a model's differs (``domain.similarity.relevance_cosine``), and
         which rows are still without vectors."""
         stretch = {
-            code: self.models.embedder(self._index.spaces[code]).relatedness_stretch for code in queries
+            code: self.models.embedder(self._index.spaces[code]).relatedness_stretch for code in dense.queries
         }
         stretched = [code for code, factor in stretch.items() if factor != 1.0]
-        background = query_backgrounds(scores, spaces, stretched)
-        dense = {f.id: _dense_of(visible, scores, f.id) for f in fused if f.id in memories}
-        similarity = {i: cosine for i, (cosine, _, _) in dense.items() if cosine is not None}
-        relevance = {
-            i: found
-            for i, (cosine, code, _) in dense.items()
-            if (found := relevance_cosine(cosine, stretch.get(code, 1.0), background.get(code))) is not None
-        }
-        pending = {i for i, (_, _, pending_vector) in dense.items() if pending_vector}
+        background = query_backgrounds(dense.scores, dense.spaces, stretched)
+        found = {f.id: dense.of(f.id) for f in fused if f.id in memories}
+        similarity = {i: cosine for i, (cosine, _, _) in found.items() if cosine is not None}
+        relevance = {}
+        for memory_id, (measured, code, _) in found.items():
+            cosine = relevance_cosine(measured, stretch.get(code, 1.0), background.get(code))
+            if cosine is not None:
+                relevance[memory_id] = cosine
+        pending = {i for i, (_, _, pending_vector) in found.items() if pending_vector}
         return candidates_from_fused(fused, memories, bm25_scores, similarity, relevance, pending)
 
     def _spaces_of(self, owners: list[OwnerIndex]) -> set[int]:
@@ -251,29 +242,39 @@ class OwnerRows:
     stamp: Stamp  # what the owner's rows were when the snapshot began (``memory_cache.py``)
 
 
-def _merge_dense(visible: list[OwnerRows], scores: list[np.ndarray], window: int) -> list[tuple[str, float]]:
-    hits = [
-        (owner.index.ids[row], float(cosines[row]))
-        for owner, cosines in zip(visible, scores, strict=True)
-        for row in top_rows(cosines, owner.allowed & owner.searched, window)
-    ]
-    hits.sort(key=lambda h: -h[1])
-    return hits[:window]
+@dataclass(frozen=True, slots=True)
+class DenseScan:
+    """The dense branch over the visible owners: per owner, each row's cosine on one scale and
+    the code of the space it was measured in (-1: none, the row is pending or of a space the
+    query was not embedded in)."""
 
+    owners: list[OwnerRows]  # with ``searched`` set
+    scores: list[np.ndarray]
+    spaces: list[np.ndarray]
+    queries: Mapping[int, SpaceQuery]
 
-def _dense_of(
-    visible: list[OwnerRows], scores: list[np.ndarray], memory_id: str
-) -> tuple[float | None, int | None, bool]:
-    """The memory's cosine on one scale (None if the query was not embedded in its space), the
-    space it came from, and whether it is still without vectors (only its words could find it)."""
-    for owner, cosines in zip(visible, scores, strict=True):
-        row = owner.index.index.get(memory_id)
-        if row is not None:
-            pending_vector = not owner.index.vectors.has_vectors(row)
-            if not owner.searched[row]:
-                return None, None, pending_vector
-            return float(cosines[row]), int(owner.index.vectors.spaces[row]), pending_vector
-    return None, None, False
+    def best(self, window: int) -> list[tuple[str, float]]:
+        """The ``window`` best rows that may return, as (id, cosine), best first."""
+        hits = [
+            (owner.index.ids[row], float(cosines[row]))
+            for owner, cosines in zip(self.owners, self.scores, strict=True)
+            for row in top_rows(cosines, owner.allowed & owner.searched, window)
+        ]
+        hits.sort(key=lambda h: -h[1])
+        return hits[:window]
+
+    def of(self, memory_id: str) -> tuple[float | None, int | None, bool]:
+        """The memory's cosine on one scale (None if the query was not embedded in its space),
+        the space it came from, and whether it is still without vectors (only its words could
+        find it)."""
+        for owner, cosines in zip(self.owners, self.scores, strict=True):
+            row = owner.index.index.get(memory_id)
+            if row is not None:
+                pending_vector = not owner.index.vectors.has_vectors(row)
+                if not owner.searched[row]:
+                    return None, None, pending_vector
+                return float(cosines[row]), int(owner.index.vectors.spaces[row]), pending_vector
+        return None, None, False
 
 
 @dataclass(frozen=True, slots=True)
