@@ -6,10 +6,13 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from atlas_mcp.domain.audit import AuditEntry
+from atlas_mcp.engines.base import AuditQuery
 from atlas_mcp.engines.embedded import migrations
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.store import Store
@@ -112,3 +115,24 @@ def test_a_store_numbered_past_what_this_version_knows_is_refused(tmp_path: Path
     conn.close()
     with pytest.raises(ConfigurationError, match="newer than this atlas-mcp"):
         Store(path)
+
+
+def test_an_audit_table_made_before_its_migration_is_kept(tmp_path: Path):
+    """Stores recorded their first audit entry by making the table then; the migration that
+    makes it for every store leaves such a table and its entries as they are."""
+    path = tmp_path / "atlas.db"
+    engine = EmbeddedEngine(path, open_models("per-language", 2))
+    entry = AuditEntry(datetime(2026, 12, 5, tzinfo=UTC), "ana", "write", "m1", "tool", "stdio")
+    engine.record([entry])
+    engine.close()
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DELETE FROM migrations WHERE name = 'audit-trail'")
+    conn.close()
+    engine = EmbeddedEngine(path, open_models("per-language", 2))
+    try:
+        assert engine.audit(AuditQuery("ana")) == [entry]
+        assert engine.audit(AuditQuery("nobody")) == []
+    finally:
+        engine.close()
+    assert "audit-trail" in _applied(path)

@@ -20,13 +20,10 @@ _COLUMNS = "at, owner, action, memory_id, via, credential, detail"
 
 
 def create(conn: sqlite3.Connection) -> None:
+    """The table, made by the migration ``audit-trail`` (``IF NOT EXISTS``: a store may hold the
+    table already, made on its first entry before the migration existed)."""
     conn.execute(TABLE)
     conn.execute(INDEX)
-
-
-def exists(conn: sqlite3.Connection) -> bool:
-    """A store that never recorded anything has no table yet (it is made on the first entry)."""
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'audit'").fetchone() is not None
 
 
 def append(conn: sqlite3.Connection, entries: Sequence[AuditEntry]) -> None:

@@ -181,13 +181,10 @@ class EmbeddedEngine(Engine):
     def record(self, entries: Sequence[AuditEntry]) -> None:
         if entries:
             with self.store.transaction() as tx:
-                audit_log.create(tx.conn)
                 audit_log.append(tx.conn, entries)
 
     def audit(self, query: AuditQuery) -> list[AuditEntry]:
         with self._lock:
-            if not audit_log.exists(self.store.conn):
-                return []
             return audit_log.read(self.store.conn, query)
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ...errors import ConfigurationError
 from ...inference.embedder import BUILT_IN_CHOICES, PER_LANGUAGE_ID, ModelChoice, PerLanguage
 from ...log import get_logger
-from . import schema
+from . import audit_log, schema
 
 if TYPE_CHECKING:
     from .store import Transaction
@@ -75,6 +75,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("use-counts-per-owner", _schema(schema.use_counts_per_owner)),
     Migration("language-from-undated-text", _language_from_undated_text),
     Migration("drop-unread-fts-index", _schema(schema.drop_unread_fts_index)),
+    Migration("audit-trail", _schema(audit_log.create)),
 )
 LEGACY_STEPS = 8  # the migrations stores counted in ``PRAGMA user_version``
 # What a store recorded in ``meta`` for the language routing once it was applied.
