@@ -48,7 +48,7 @@ def _line(item: Planned) -> str:
     memory = item.write.memory
     kind = memory.memory_type.value + (f"/{memory.fact_type}" if memory.fact_type else "")
     state = "present" if item.present else ("superseded" if memory.is_superseded else "new")
-    when = (memory.occurred_at or memory.created_at).strftime("%Y-%m-%d")
+    when = memory.timeline_at.strftime("%Y-%m-%d")
     return f"{state:<10} {kind:<20} {when}  {clip(memory.text, 70)}  [{item.draft.where}]"
 
 

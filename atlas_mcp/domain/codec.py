@@ -63,7 +63,7 @@ class Field:
     kind: Kind = Kind.PLAIN
     scope: Scope = Scope.OWNED
     index: Index | None  # None: derived, never stored
-    shown: frozenset[MemoryType] = USAGE_TYPES  # the memory types whose view shows it
+    shown: frozenset[MemoryType] = frozenset(USAGE_TYPES)  # the memory types whose view shows it
     view: int | None = None  # its place in a view (ascending); every shown field has one
     always: bool = False  # shown even when empty (else only when it holds something)
     mutable: bool = True  # an engine's update may change it (identity, type, owner, links may not)

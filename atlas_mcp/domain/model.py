@@ -29,7 +29,7 @@ USER_MEMORY_TYPES: tuple[MemoryType, ...] = (
 )
 # The types whose recall counts uses (``last_used_at``/``use_count``) and which a newer memory
 # can supersede: facts and playbooks are kept current; events are history, catalog entries shared.
-USAGE_TYPES = frozenset({MemoryType.SEMANTIC, MemoryType.PROCEDURAL})
+USAGE_TYPES: tuple[MemoryType, ...] = (MemoryType.SEMANTIC, MemoryType.PROCEDURAL)
 
 
 class Contradiction(StrEnum):

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from atlas_mcp.config import ElasticsearchSettings
-from atlas_mcp.domain.model import Memory, MemoryType, new_id
+from atlas_mcp.domain.model import USER_MEMORY_TYPES, Memory, MemoryType, new_id
 from atlas_mcp.domain.scoring import multipliers
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
@@ -614,7 +614,7 @@ def test_a_search_answered_by_some_shards_only_is_refused(live):
             },
         }
     }
-    request = rq.SearchRequest(tuple(live.layout.aliases(tuple(rq.USER_TYPES))), {"query": failing})
+    request = rq.SearchRequest(tuple(live.layout.aliases(USER_MEMORY_TYPES)), {"query": failing})
     raw = live.as_user("alice").search(index=list(request.indices), body=request.body)
     assert raw["_shards"]["failed"] >= 1 and raw["hits"]["hits"], "the cluster answers in part"
     with pytest.raises(BackendUnavailable, match="only in part"):

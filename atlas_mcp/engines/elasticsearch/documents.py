@@ -23,7 +23,7 @@ def to_source(memory: Memory) -> dict[str, Any]:
     source = codec.encode(memory, _STORED[memory.memory_type]) | {
         CONTENT: memory.search_text(),
         "created_us": micros(memory.created_at),
-        "timeline_us": micros(memory.occurred_at or memory.created_at),
+        "timeline_us": micros(memory.timeline_at),
     }
     return {k: v for k, v in source.items() if v is not None}
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...config import ElasticsearchSettings, Settings
 from ...domain.audit import AuditEntry
-from ...domain.model import Memory, MemoryType, iso, utcnow
+from ...domain.model import USAGE_TYPES, USER_MEMORY_TYPES, Memory, MemoryType, iso, utcnow
 from ...domain.scoring import ScoringPolicy
 from ...domain.supersession import changed_meanwhile
 from ...errors import AtlasError, BackendUnavailable, Conflict
@@ -41,7 +41,6 @@ STATS_ATTEMPTS = 3  # rounds of read-then-conditional-update when recalls race o
 # What a recall may wait for its usage bookkeeping, in all: a finished recall is never held up
 # for long by a best-effort counter (each call is tried once, without the retry budget).
 TOUCH_WAIT_S = 0.5
-TRACKED = (MemoryType.SEMANTIC, MemoryType.PROCEDURAL)  # the types whose use is counted
 
 
 class ElasticsearchEngine(Engine):
@@ -155,7 +154,7 @@ class ElasticsearchEngine(Engine):
             )
 
     def _write_catalog(self, memory: Memory) -> None:
-        taken = self._writer_ids([memory.id], [k for k in ALL_TYPES if k is not MemoryType.CATALOG])
+        taken = self._writer_ids([memory.id], USER_MEMORY_TYPES)
         if taken:
             raise Conflict(f"id {memory.id!r} is taken by a user memory; give the catalog entry another id")
         ops = rq.bulk_index(self.layout.alias(MemoryType.CATALOG), memory.id, docs.to_source(memory))
@@ -188,7 +187,7 @@ class ElasticsearchEngine(Engine):
         waited = 0.0
         for attempt in range(STATS_ATTEMPTS):
             stored = self.reader.stored(
-                user_id, pending, TRACKED, f"usage read for user {user_id}", retries=0
+                user_id, pending, USAGE_TYPES, f"usage read for user {user_id}", retries=0
             )
             if not stored:
                 return
@@ -216,7 +215,7 @@ class ElasticsearchEngine(Engine):
         log.warning("elasticsearch_usage_contended", user_id=user_id, ids=pending)
 
     def update(self, user_id: str, memory: Memory) -> None:
-        found = self._stored(user_id, [memory.id], rq.USER_TYPES, f"update read for user {user_id}")
+        found = self._stored(user_id, [memory.id], USER_MEMORY_TYPES, f"update read for user {user_id}")
         if not found or found[0].memory.user_id != user_id:
             raise Conflict(f"memory {memory.id!r} not found for this user")
         stored = found[0]
@@ -235,7 +234,7 @@ class ElasticsearchEngine(Engine):
             raise item_error(result, f"memory {memory.id!r} was not updated")
 
     def forget(self, user_id: str, memory_id: str) -> bool:
-        found = self._stored(user_id, [memory_id], rq.USER_TYPES, f"forget read for user {user_id}")
+        found = self._stored(user_id, [memory_id], USER_MEMORY_TYPES, f"forget read for user {user_id}")
         if not found or found[0].memory.user_id != user_id:
             return False
         (result,) = self._bulk(
@@ -250,7 +249,7 @@ class ElasticsearchEngine(Engine):
     # -- reads -------------------------------------------------------------------------
 
     def get(self, user_id: str, ids: Sequence[str], *, include_catalog: bool = False) -> list[Memory]:
-        kinds = ALL_TYPES if include_catalog else rq.USER_TYPES
+        kinds = ALL_TYPES if include_catalog else USER_MEMORY_TYPES
         return [s.memory for s in self._stored(user_id, ids, kinds, f"read for user {user_id}")]
 
     def list(self, query: ListQuery) -> list[Memory]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing
 from typing import Any
 
-from ...domain.model import Memory, MemoryType
+from ...domain.model import USER_MEMORY_TYPES, Memory, MemoryType
 from ...errors import AtlasError
 from ...log import get_logger
 from ..base import ListQuery
@@ -82,4 +82,4 @@ class Listing:
 def _kinds(query: ListQuery) -> Sequence[MemoryType]:
     if query.user_id is None:
         return [MemoryType.CATALOG]
-    return [k for k in rq.USER_TYPES if query.memory_types is None or k in query.memory_types]
+    return [k for k in USER_MEMORY_TYPES if query.memory_types is None or k in query.memory_types]

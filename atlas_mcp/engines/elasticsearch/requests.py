@@ -36,7 +36,6 @@ from .mappings import CONTENT, CONTENT_FIELDS, SEMANTIC
 
 MS_PER_DAY = SECONDS_PER_DAY * 1000.0
 BM25_FIELDS = (*CONTENT_FIELDS, "title^2", "name^2")
-USER_TYPES = tuple(k for k in ALL_TYPES if k is not MemoryType.CATALOG)
 
 # Mirrors ``domain.scoring.multipliers``: decay (events on occurred_at, facts on last_used_at
 # else created_at), use boost (facts, playbooks), track record (playbooks), catalog prior.
