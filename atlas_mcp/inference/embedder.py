@@ -31,8 +31,9 @@ from .names import EMBEDDING_MODELS, PER_LANGUAGE
 from .runtime import release_free_heap
 
 MINILM_MODEL_ID = f"all-MiniLM-L6-v2-onnx-{quantized.RECIPE}"
-# The same file run as onnxruntime loads it (float32 products): stores written before
-# 2026-12 hold its vectors until the background repair moves them (engines/embedded/reindex.py).
+# The same file run as onnxruntime loads it (float32 products): a store whose rows were
+# embedded this way keeps their vectors until the background repair re-embeds them
+# (engines/embedded/reindex.py).
 MINILM_FLOAT_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_VOCAB = Path(__file__).parent / "data" / "minilm-vocab.txt"

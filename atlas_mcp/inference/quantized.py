@@ -9,8 +9,8 @@ runs them on the CPU's integer units: ~5.5 ms.
 The feed-forward output projections stay float32: their inputs (GELU outputs, 4x wider than
 the hidden state) hold the outliers a single int8 scale flattens. Quantized too, the vectors
 drifted to cosine 0.91-0.99 of the original and MADial English R@10 fell 0.648 -> 0.626;
-kept float32, every vector stays within cosine 0.992 and LoCoMo, MADial and the mixed suite
-score as before (docs/performance.md).
+kept float32, every vector stays within cosine 0.992 of the float model's and LoCoMo, MADial
+and the mixed suite score the same (docs/performance.md).
 
 Deriving takes ~3.5 s and ~500 MB of memory once per machine, in a child process so the
 server keeps a small heap; the file is cached under the user's cache directory, named by its

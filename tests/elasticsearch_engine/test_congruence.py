@@ -13,7 +13,8 @@ Where the configuration is the same, the order is the same:
   endpoint returns the same probability. Relevance and order agree.
 
 Where it is not, the difference is the documented one (docs/elasticsearch.md, "One ranking"):
-BM25 is computed by two analyzers (SQLite FTS5 vs the cluster's standard analyzer), so the BM25
+BM25 is computed by two analyzers (the embedded engine's postings over `domain.lexical` vs the
+cluster's analyzers), so the BM25
 scores differ while the targeted memory still ranks first.
 """
 
@@ -165,7 +166,7 @@ def test_a_stand_in_reranker_gives_the_same_order_and_relevance(cluster, tmp_pat
 
 
 def test_bm25_analysis_is_the_documented_difference(cluster, tmp_path, embedder):
-    """Same weights, but FTS5 and the cluster's analyzer score BM25 differently: the scores
+    """Same weights, but the embedded postings and the cluster's analyzer score BM25 differently: the scores
     differ, the targeted memory still comes first on both engines."""
     policy = ScoringPolicy()
     local = embedded(tmp_path / "embedded", embedder, policy)

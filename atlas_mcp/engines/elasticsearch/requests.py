@@ -211,7 +211,7 @@ def rerank_window(plan: RecallPlan, inference: Inference) -> int:
 
 
 def lexical_query(plan: RecallPlan) -> dict[str, Any]:
-    """BM25 over the query's content words, as the embedded engine's FTS branch matches them."""
+    """BM25 over the query's content words, as the embedded engine's BM25 branch matches them."""
     return {"multi_match": {"query": plan.lexical_text, "fields": list(BM25_FIELDS), "type": "best_fields"}}
 
 

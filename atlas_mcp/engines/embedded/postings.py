@@ -1,12 +1,12 @@
 """BM25 from per-owner postings kept in memory next to the owner's vectors.
 
-FTS5's ``bm25()`` costs ~2 µs per matched row, and a question's common words match thousands
-of rows (an event's text starts with its date: "2023" is in half of them), so at 100k
-memories BM25 was half of every recall. Here each owner's analysed columns
+SQLite FTS5's ``bm25()`` costs ~2 µs per matched row, and a question's common words match
+thousands of rows (an event's text starts with its date: "2023" is in half of them), so at
+100k memories it would be half of every recall. Here each owner's analysed columns
 (``lexical_terms``, ``lexical_stems``, written by ``domain.lexical``) are kept as postings,
 one sorted list of (row, count) per word, and a question costs one numpy pass per word.
 
-The score is FTS5's ``bm25()`` as recall used it (k1 1.2, b 0.75, IDF floored at 1e-6, a
+The score is FTS5's ``bm25()`` formula (k1 1.2, b 0.75, IDF floored at 1e-6, a
 stem counting ``words.STEM_WEIGHT``, a surface word ``TERM_WEIGHT``, a row as long as its terms
 and stems), with one change: the statistics (row count, rows per word, mean length) are
 those of the rows the caller can see — their own rows and the catalog when asked — not the

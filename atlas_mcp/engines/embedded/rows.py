@@ -13,7 +13,8 @@ from .schema import lexical_columns
 _JSON_KINDS = (codec.Kind.STRINGS, codec.Kind.STEPS, codec.Kind.MAPPING)
 _JSON_COLUMNS = frozenset(f.name for f in codec.FIELDS if f.kind in _JSON_KINDS)
 # Columns a Memory round-trips through (everything but rowid and the embedding); search_text
-# and its analysed forms (what FTS5 indexes) are derived from the others, so written but never read.
+# and its analysed forms (what BM25's postings are built from) are derived from the others:
+# written, never read back into a Memory.
 _DERIVED = ("search_text", "lexical_terms", "lexical_stems")
 COLUMNS = (*codec.NAMES, *_DERIVED)
 READ_COLUMNS = codec.NAMES

@@ -1,5 +1,6 @@
 """An owner's words as BM25 keys: analysed columns and questions split, folded and weighted
-as FTS5's ``unicode61 remove_diacritics 2`` tokenizer and recall's two-column query had them.
+the way SQLite's ``unicode61 remove_diacritics 2`` tokenizer folds words, over two columns
+(surface words and stems).
 
 The words come analysed by ``domain.lexical`` (surface words, CJK bigrams, stems in the text's
 language); here they become the keys of ``postings.py``: diacritics folded as FTS5 folded them
@@ -19,7 +20,7 @@ from ...domain.lexical import analyse
 # ranks "is called Marek" above "call the plumber" (docs/performance.md, "Constants measured").
 TERM_WEIGHT = 0.2
 STEM_WEIGHT = 1.0
-MAX_QUERY_WORDS = 64  # per column, as many as the FTS5 query took
+MAX_QUERY_WORDS = 64  # per column: words of a longer question beyond these are not matched
 STEM_MARK = "\x01"  # stems share the vocabulary with surface words, told apart by this prefix
 
 
@@ -71,7 +72,7 @@ class QueryWord:
 
 def query_words(text: str, language: str | None) -> list[QueryWord]:
     """The question's distinct surface words and stems, analysed as the rows were. A word
-    that folds onto another counts twice, as the two quoted phrases FTS5 was asked did."""
+    that folds onto another counts twice: the question asked for both spellings."""
     analysis = analyse(text, language)
     out = []
     for words, mark, weight in ((analysis.terms, "", TERM_WEIGHT), (analysis.stems, STEM_MARK, STEM_WEIGHT)):
