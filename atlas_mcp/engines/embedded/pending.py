@@ -43,19 +43,15 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-# Sized by measurement (docs/performance.md): the model costs ~7-10 ms of CPU per write text,
-# so 64 rows (two batches: one embedding, one waiting) drain in ~0.3-0.8 s and bound the
-# recall right after any burst. 128 doubled that wait (1.6-1.8 s vs 0.5-0.8 s on busy cores)
-# for the same writes/s: the worker is busy either way.
+# Each sized by measurement: docs/performance.md, "Writes at any rate".
+# Two batches (one embedding, one waiting): a recall after any burst waits for at most these;
+# a larger backlog adds waiting, not writes per second.
 BACKLOG_LIMIT = 64
-# How long a recall waits for its owner's rows that nobody else is embedding: long enough for
-# one batch (a few rows another process wrote just now), short enough that the first recall
-# after a crash mid-burst answers within the 1.5 s start budget (0.5 s missed it).
+# A recall waits this long for its owner's rows nobody else is embedding: one batch, and still
+# inside the start budget for the first recall after a crash.
 RECALL_WAIT_S = 0.25
-# ...but only for as many rows as that wait can embed (~12 ms a text on 2 cores). More, as a
-# crash leaves (72 of them after a kill mid-burst), always cost the whole wait for nothing
-# (a batch of 32 takes ~0.4 s): those are matched by their words at once, said so in
-# ``explain``, and embedded first in the background.
+# ...and only for as many rows as that wait can embed; more (a crash's leftovers) are matched
+# by their words at once, said so in ``explain``, and embedded first in the background.
 URGENT_WAIT_ROWS = 16
 CLOSE_GRACE_S = 1.5  # the TypeScript SDK sends SIGTERM 2 s after closing stdin
 # The repair waits this long after the store opens: a server's imports and first recall take
