@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from ..config import ConsolidationSettings
+from ..config_tables import ConsolidationSettings
 from ..domain import inputs
 from ..domain.audit import Actor
 from ..domain.model import Memory, MemoryType, Outcome, iso

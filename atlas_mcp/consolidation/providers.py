@@ -19,7 +19,8 @@ from typing import Any, Protocol
 import httpx2
 
 from .. import jsonl
-from ..config import ConsolidationSettings
+from ..config import provider_key
+from ..config_tables import ConsolidationSettings
 from ..errors import AtlasError, ConfigurationError
 from .prompt import Prompt
 
@@ -77,7 +78,7 @@ class OpenAIProvider(_HttpProvider):
         if self.settings.json_mode:
             body["response_format"] = {"type": "json_object"}
         headers = {}
-        if key := self.settings.api_key():
+        if key := provider_key(self.settings):
             headers["Authorization"] = f"Bearer {key}"
         response = await self._post(self._url("chat/completions"), body, headers)
         try:
@@ -98,7 +99,7 @@ class ElasticsearchProvider(_HttpProvider):
             "max_completion_tokens": self.settings.max_tokens,
         }
         headers = {"Accept": "text/event-stream"}
-        if key := self.settings.api_key():
+        if key := provider_key(self.settings):
             headers["Authorization"] = f"ApiKey {key}"
         url = self._url(f"_inference/chat_completion/{self.settings.inference_id}/_stream")
         response = await self._post(url, body, headers)

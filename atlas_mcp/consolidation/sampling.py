@@ -20,7 +20,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from ..caller import SCOPE_GRANT_KEY
-from ..config import ConsolidationSettings
+from ..config_tables import ConsolidationSettings
 from ..log import get_logger
 from .prompt import Prompt
 from .providers import ProviderUnavailable

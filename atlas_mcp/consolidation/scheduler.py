@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import anyio
 
-from ..config import ConsolidationSettings
+from ..config_tables import ConsolidationSettings
 from ..domain.model import iso
 from ..errors import AtlasError
 from ..log import get_logger

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 import jwt
 
-from ..config import OAuthSettings
+from ..config_tables import OAuthSettings
 from ..log import get_logger
 from ..scopes import ALL, SCOPES, Grant
 from ..tokens import credential_name, digest

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from atlas_mcp.config import ConsolidationSettings
+from atlas_mcp.config_tables import ConsolidationSettings
 from atlas_mcp.service import MemoryService
 
 from .fake_llm import FakeLLM

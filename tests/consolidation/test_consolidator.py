@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from atlas_mcp.config import ConsolidationSettings
+from atlas_mcp.config_tables import ConsolidationSettings
 from atlas_mcp.consolidation import Consolidator, ProviderUnavailable, open_provider
 from atlas_mcp.consolidation.answer import MalformedAnswer
 from atlas_mcp.consolidation.consolidator import PENDING_KEY, WATERMARK_KEY

@@ -7,7 +7,7 @@ import json
 import httpx2
 import pytest
 
-from atlas_mcp.config import ConsolidationSettings
+from atlas_mcp.config_tables import ConsolidationSettings
 from atlas_mcp.consolidation import Consolidator, ProviderUnavailable, open_provider
 from atlas_mcp.consolidation.prompt import Prompt
 from atlas_mcp.consolidation.providers import stream_deltas

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from atlas_mcp.config import ElasticsearchSettings
+from atlas_mcp.config_tables import ElasticsearchSettings
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch.engine import ElasticsearchEngine

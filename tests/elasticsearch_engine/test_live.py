@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from atlas_mcp.config import ElasticsearchSettings
+from atlas_mcp.config_tables import ElasticsearchSettings
 from atlas_mcp.domain.model import USER_MEMORY_TYPES, Memory, MemoryType, new_id
 from atlas_mcp.domain.scoring import multipliers
 from atlas_mcp.engines.base import ListQuery

@@ -172,7 +172,7 @@ async def test_oauth_tool_scopes_limit_a_token_like_a_scoped_bearer_token(server
 
 
 def test_a_token_without_tool_scopes_can_be_refused(tmp_path: Path) -> None:
-    from atlas_mcp.config import OAuthSettings
+    from atlas_mcp.config_tables import OAuthSettings
     from atlas_mcp.mcp.oauth import tool_scopes
 
     settings = OAuthSettings(
@@ -183,7 +183,7 @@ def test_a_token_without_tool_scopes_can_be_refused(tmp_path: Path) -> None:
 
 
 def test_oauth_settings_refuse_symmetric_algorithms(tmp_path: Path) -> None:
-    from atlas_mcp.config import OAuthSettings
+    from atlas_mcp.config_tables import OAuthSettings
 
     with pytest.raises(ValueError, match="asymmetric"):
         OAuthSettings(

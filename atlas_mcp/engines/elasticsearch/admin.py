@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ...config import ElasticsearchSettings
+from ...config_tables import ElasticsearchSettings
 from ...errors import AtlasError, BackendUnavailable, ConfigurationError, InvalidInput
 from ...log import get_logger
 from .failures import Unauthenticated

@@ -17,7 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ...config import ElasticsearchSettings, Settings
+from ...config import Settings
+from ...config_tables import ElasticsearchSettings
 from ...domain.audit import AuditEntry
 from ...domain.model import USAGE_TYPES, USER_MEMORY_TYPES, Memory, MemoryType, iso, utcnow
 from ...domain.scoring import ScoringPolicy

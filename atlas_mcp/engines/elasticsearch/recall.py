@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ...config import ElasticsearchSettings
+from ...config_tables import ElasticsearchSettings
 from ...domain.fusion import candidates_from_fused, reciprocal_rank_fusion
 from ...domain.model import Memory
 from ...domain.scoring import ScoringPolicy

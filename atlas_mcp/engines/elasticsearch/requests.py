@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...config import ElasticsearchSettings
+from ...config_tables import ElasticsearchSettings
 from ...domain.model import MemoryType
 from ...domain.scoring import SECONDS_PER_DAY, ScoringPolicy
 from ..base import RecallPlan

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ...config import ElasticsearchSettings
+from ...config_tables import ElasticsearchSettings
 from ...errors import AtlasError, BackendUnavailable, ConfigurationError
 from ...log import get_logger
 from .failures import Forbidden, Unauthenticated, configuration_problem, innermost
