@@ -1,7 +1,8 @@
-"""Import direction: the domain knows nothing of engines, MCP or settings; engines know no MCP;
-inference (models) knows no engine; the surfaces (MCP, inspector, CLI) reach an engine only
-through the composition root and each engine's operator facade; the service knows only the
-engine protocol."""
+"""Import direction: the domain knows nothing but its own modules and the error types; engines
+know no MCP; inference (models) knows no engine; the surfaces (MCP, inspector, CLI) reach an
+engine only through the composition root and each engine's operator facade (MCP and the
+inspector through the service alone), and meet each other only where one starts or mounts the
+other; the service knows only the engine protocol."""
 
 from __future__ import annotations
 
@@ -86,6 +87,45 @@ def test_surfaces_reach_engines_only_through_their_doors():
         for module in _engine_imports(path) - ENGINE_DOORS
     ]
     assert violations == []
+
+
+def test_the_domain_imports_only_itself_and_the_error_types():
+    """An allow-list, so a new package (or a new top-level module) cannot leak into the domain."""
+    allowed = ("atlas_mcp.domain", "atlas_mcp.errors")
+    violations = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in (PACKAGE / "domain").rglob("*.py")
+        for module in imported_modules(path)
+        if module.startswith("atlas_mcp")
+        and not any(module == a or module.startswith(a + ".") for a in allowed)
+    ]
+    assert violations == []
+
+
+def test_mcp_and_the_inspector_reach_memories_only_through_the_service():
+    violations = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for surface in ("mcp", "inspector")
+        for path in (PACKAGE / surface).rglob("*.py")
+        for module in _engine_imports(path)
+    ]
+    assert violations == []
+
+
+# Where one surface may import another: the CLI's serve command starts the MCP server, and the
+# HTTP transport mounts the inspector. Everywhere else each surface stands on the service alone.
+SURFACE_MEETINGS = {("cli/serve.py", "mcp"), ("mcp/http.py", "inspector")}
+
+
+def test_surfaces_meet_only_where_one_starts_or_mounts_another():
+    found = set()
+    for surface in SURFACES:
+        for path in (PACKAGE / surface).rglob("*.py"):
+            for module in imported_modules(path):
+                other = module.removeprefix("atlas_mcp.").split(".")[0]
+                if module.startswith("atlas_mcp.") and other in SURFACES and other != surface:
+                    found.add((str(path.relative_to(PACKAGE)), other))
+    assert found == SURFACE_MEETINGS
 
 
 def test_the_service_knows_only_the_engine_protocol():
