@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import __version__
 from ..engines.embedded.maintenance import EmbeddedEngine, synchronous, write_many
-from ..inference.embedder import Embedder
+from ..inference.base import Embedder
 from ..log import get_logger
 from . import bursts, corpus, measure, realtext
 from .bursts import KILL_BURST

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ..engines.embedded.maintenance import EmbeddedEngine, write_many
-from ..inference.embedder import Embedder, ModelChoice, default_models
+from ..inference.base import Embedder
+from ..inference.embedder import ModelChoice, default_models
 from ..log import get_logger
 from . import corpus
 from .corpus import MemorySpec
@@ -135,7 +136,8 @@ class EmbeddingCache:
         return self.key(text) in self._rows
 
     def lookup(self, texts: list[str]) -> np.ndarray:
-        return self._matrix[[self._rows[self.key(t)] for t in texts]]
+        rows: np.ndarray = self._matrix[[self._rows[self.key(t)] for t in texts]]
+        return rows
 
     def add(self, texts: list[str], vectors: np.ndarray) -> None:
         start = len(self._rows)

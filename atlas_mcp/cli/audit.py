@@ -37,7 +37,9 @@ def since_time(value: str | None) -> datetime | None:
 @click.option("--limit", type=click.IntRange(1, 1_000_000), default=1000, show_default=True)
 @json_option
 @config_option
-def audit(user, catalog, since, limit, as_json, config_file) -> None:
+def audit(
+    user: str | None, catalog: bool, since: str | None, limit: int, as_json: bool, config_file: str | None
+) -> None:
     """Every write, supersession, forget and import of one user's memories, oldest first: when,
     through which tool or command, and with which credential (its name, never the token). A
     forgotten memory is named by its id only."""

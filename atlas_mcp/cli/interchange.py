@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from .. import importers
+from ..domain.model import Memory
 from ..importers import apply, mcp_memory
 from ..importers.apply import Planned
 from ..service import MemoryService
 from .options import require_known_user
-from .tables import clip
+from .tables import clip, progress
 
 EXPORT_PAGE = 500
 
@@ -34,7 +35,7 @@ def import_other(service: MemoryService, format_name: str, path: Path, user_id: 
             err=True,
         )
         return
-    with click.progressbar(length=len(planned), label="importing", file=sys.stderr) as bar:
+    with progress(len(planned), "importing") as bar:
         outcome = apply.write(service, user_id, planned, bar.update)
     merged = f"; {outcome.merged} kept as existing duplicates" if outcome.merged else ""
     click.echo(
@@ -68,7 +69,7 @@ def export_mcp_memory(service: MemoryService, user_id: str, path: Path) -> int:
     return len(lines)
 
 
-def _current(service: MemoryService, user_id: str):
+def _current(service: MemoryService, user_id: str) -> Iterator[Memory]:
     """The user's live memories, oldest first: the order they were written (an imported
     graph's entities and observations come back in their original order)."""
     offset = 0

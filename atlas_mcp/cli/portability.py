@@ -3,17 +3,17 @@ bring them in from (or take them to) other memory programs (``interchange.py``).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from .. import portability
 from ..domain.audit import Actor
+from ..domain.model import Memory
 from ..importers import FORMATS, OWN_FORMAT
 from . import interchange
 from .options import OutputFile, config_option, require_known_user, service_session, settings_from
-from .tables import clip
+from .tables import clip, progress
 
 EXPORT_FORMATS = (OWN_FORMAT, "mcp-memory")
 FORMAT_HELP = "; ".join(f"{f.name}: {f.reads}" for f in FORMATS.values())
@@ -55,7 +55,7 @@ def export(file: Path, user: str | None, format_name: str, config_file: str | No
         if user is not None and total == 0:
             require_known_user(service, user)
         partial = file.with_name(file.name + ".partial")
-        with partial.open("w", encoding="utf-8") as out, _bar(total, "exporting") as bar:
+        with partial.open("w", encoding="utf-8") as out, progress(total, "exporting") as bar:
             written = service.export_memories(out, users, bar.update)
         partial.replace(file)  # a crash never leaves a truncated FILE that looks complete
     click.echo(f"exported {written} memories to {file}", err=True)
@@ -95,7 +95,7 @@ def import_(path: Path, format_name: str, user: str | None, dry_run: bool, confi
     if dry_run:
         _preview(records, path)
         return
-    with service_session(settings) as service, _bar(len(records), "importing") as bar:
+    with service_session(settings) as service, progress(len(records), "importing") as bar:
         report = service.import_memories(
             records, bar.update, trail=trail, actor=Actor("atlas-mcp import", "cli")
         )
@@ -108,13 +108,9 @@ def import_(path: Path, format_name: str, user: str | None, dry_run: bool, confi
         )
 
 
-def _preview(records: list, path: Path) -> None:
+def _preview(records: list[tuple[Memory, str | None]], path: Path) -> None:
     for memory, _model in records:
         click.echo(
             f"{memory.memory_type.value:<11} {memory.user_id or '(catalog)':<16} {clip(memory.text, 80)}"
         )
     click.echo(f"dry run: {len(records)} memories in {path}; nothing written", err=True)
-
-
-def _bar(length: int, label: str):
-    return click.progressbar(length=length, label=label, file=sys.stderr)

@@ -7,16 +7,25 @@ same shapes the MCP tools return, for scripts.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..domain.model import Memory, MemoryType
 from ..inspection import when
 
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
 TEXT_WIDTH = 72
+
+
+def progress(length: int, label: str, show_pos: bool = False) -> ProgressBar[int]:
+    """A progress bar on stderr: stdout stays for the command's output (and, in stdio, MCP)."""
+    return click.progressbar(length=length, label=label, file=sys.stderr, show_pos=show_pos)
 
 
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -27,6 +27,7 @@ import anyio.to_thread
 from ..config_tables import ConsolidationSettings
 from ..domain import inputs
 from ..domain.audit import Actor
+from ..domain.limits import Limits
 from ..domain.model import Memory, MemoryType, Outcome, iso
 from ..domain.scoring import outcome_changes
 from ..domain.secrets import find_secrets, redact
@@ -45,7 +46,7 @@ from .actions import (
 )
 from .answer import Answer, NewFact, NewProcedure, ProceduralUpdate, Rejected, parse_answer
 from .guards import duplicate_similarity, is_duplicate
-from .prompt import build_prompt
+from .prompt import Prompt, build_prompt
 from .providers import LLMProvider
 
 WATERMARK_KEY = "consolidation.watermark"  # created_at of the newest consolidated episode
@@ -142,7 +143,8 @@ class Consolidator:
     async def _answer(self, batch: Batch, dry_run: bool) -> str:
         pending = json.loads(self.service.get_state(batch.user_id, PENDING_KEY) or "{}")
         if pending.get("batch") == batch.key:
-            return pending["answer"]  # a crashed or failed run of this very batch: same answer
+            answer: str = pending["answer"]  # a crashed or failed run of this very batch: same answer
+            return answer
         prompt = await _blocking(self._prompt, batch)
         raw = await self.provider.complete(batch.user_id, prompt)
         parse_answer(raw)  # journal only answers that parse
@@ -151,7 +153,7 @@ class Consolidator:
             await _blocking(self.service.set_state, batch.user_id, PENDING_KEY, journal)
         return raw
 
-    def _prompt(self, batch: Batch):
+    def _prompt(self, batch: Batch) -> Prompt:
         facts, playbooks = self._context(batch)
         return build_prompt(batch.episodes, facts, playbooks)
 
@@ -332,14 +334,14 @@ class Consolidator:
         return current.id
 
 
-def _outcome_changes(playbook: Memory, action: RecordOutcome, limits) -> dict[str, Any]:
+def _outcome_changes(playbook: Memory, action: RecordOutcome, limits: Limits) -> dict[str, Any]:
     changes: dict[str, Any] = outcome_changes(playbook, action.outcome is Outcome.SUCCESS, action.at)
     if action.refined_steps is not None:
         changes["steps"] = inputs.steps(list(action.refined_steps), limits)
     return changes
 
 
-def _target(action: Action) -> Memory:
+def _target(action: ReinforceFact | MergeProcedure | RecordOutcome) -> Memory:
     if isinstance(action, ReinforceFact):
         return action.fact
     return action.playbook  # MergeProcedure, RecordOutcome

@@ -21,7 +21,8 @@ from collections.abc import Iterable
 
 from ..domain.lexical import analyse
 from ..domain.stopwords import STOP_WORDS
-from ..inference.embedder import E5_MODEL_ID, MINILM_MODEL_ID, PER_LANGUAGE_ID
+from ..inference.e5 import MODEL_ID as E5_MODEL_ID
+from ..inference.embedder import MINILM_MODEL_ID, PER_LANGUAGE_ID
 
 # Lowest cosine at which, with the veto below, no distinct pair of the calibration set
 # counted as a duplicate. Keyed by EngineInfo.embedding_model.

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .model import FactType, Memory, MemoryType
 
 KIND_ORDER = (FactType.IDENTITY, FactType.CONSTRAINT, FactType.PREFERENCE)
-HEADINGS = {
+# Keyed by the stored fact_type string (FactType is a StrEnum: each member is that string).
+HEADINGS: dict[str | None, str] = {
     FactType.IDENTITY: "Identity",
     FactType.CONSTRAINT: "Constraints",
     FactType.PREFERENCE: "Preferences",
@@ -100,7 +101,7 @@ def _line_cost(fact: Memory) -> int:
 
 
 def _heading_cost(kind: str | None) -> int:
-    return estimate_tokens(f"{HEADINGS[FactType(kind)]}:") + 1
+    return estimate_tokens(f"{HEADINGS[kind]}:") + 1
 
 
 def _line(fact: Memory) -> str:

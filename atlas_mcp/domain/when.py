@@ -210,4 +210,4 @@ def window_fit(when: datetime | None, window: tuple[datetime, datetime], floor: 
         return 1.0
     distance = (start - when) if when < start else (when - end)
     width = max(end - start, DAY)
-    return max(floor, 0.5 ** (1 + distance / width))
+    return max(floor, float(0.5 ** (1 + distance / width)))

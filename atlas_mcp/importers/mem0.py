@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from . import fact_types
 from .drafts import Draft, Source, fail, file_time, json_object, provenance, timestamp
@@ -85,7 +85,7 @@ def _label(categories: Any) -> str | None:
     return categories if isinstance(categories, str) else None
 
 
-def _named(value: Any) -> bool:
+def _named(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and bool(value.strip())
 
 

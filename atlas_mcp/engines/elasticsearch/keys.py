@@ -71,7 +71,9 @@ def live_keys_body(layout: IndexLayout, user_id: str) -> dict[str, Any]:
     minted by another deployment (another prefix) or another administrator is never touched.
     Keys from before the prefix was in the name carry the same metadata, so they are found too.
     """
-    filters = [{"term": {f"metadata.{k}": {"value": v}}} for k, v in key_metadata(layout, user_id).items()]
+    filters: list[dict[str, Any]] = [
+        {"term": {f"metadata.{k}": {"value": v}}} for k, v in key_metadata(layout, user_id).items()
+    ]
     filters.append({"term": {"invalidated": {"value": False}}})
     return {"query": {"bool": {"filter": filters}}, "size": QUERY_PAGE}
 

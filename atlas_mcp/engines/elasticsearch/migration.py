@@ -51,9 +51,9 @@ def aliased(cluster: Cluster, alias: str) -> str | None:
     if getattr(found, "meta", None) is not None and found.meta.status == 404:
         return None
     named = {index: entry.get("aliases", {}).get(alias) for index, entry in dict(found).items()}
-    names = sorted(index for index, spec in named.items() if spec is not None)
+    names: list[str] = sorted(index for index, spec in named.items() if spec is not None)
     writers = [index for index in names if (named[index] or {}).get("is_write_index")]
-    return (writers or names or [None])[0]
+    return next(iter(writers or names), None)
 
 
 def targets(layout: IndexLayout) -> list[tuple[str, str, MemoryType | None]]:

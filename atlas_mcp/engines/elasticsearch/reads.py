@@ -49,7 +49,7 @@ class Reader:
         indices = list(request.indices) or None  # none: the point in time names them
         budget = self.cluster.config.max_retries
         for attempt in range(budget + 1):
-            response = self.cluster.call(
+            response: dict[str, Any] = self.cluster.call(
                 what, lambda es: es.search(index=indices, body=request.body), client=client
             )
             gap = partial(response)

@@ -92,7 +92,7 @@ class Cluster:
     def call(
         self,
         what: str,
-        fn: Callable[[Any], T],
+        fn: Callable[..., T],  # called with the client alone; a lambda may bind loop values as defaults
         *,
         client: Any = None,
         idempotent: bool = True,
@@ -125,7 +125,7 @@ class Cluster:
         return wait
 
     def _backoff(self, attempt: int) -> float:
-        backoff = min(self.config.retry_backoff * 2**attempt, self.config.max_retry_wait)
+        backoff = min(self.config.retry_backoff * 2.0**attempt, self.config.max_retry_wait)
         return backoff * random.uniform(0.5, 1.0)  # jitter: many clients must not retry in lockstep
 
     def _retry_wait(self, exc: Exception, attempt: int, idempotent: bool, budget: int) -> float | None:

@@ -23,7 +23,8 @@ from pathlib import Path
 from ...domain.audit import AuditEntry
 from ...domain.model import Memory
 from ...errors import Conflict
-from ...inference.embedder import Embedder, ModelChoice, as_choice
+from ...inference.base import Embedder
+from ...inference.embedder import ModelChoice, as_choice
 from ..base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
 from . import audit_log, migrations, pending, rows, schema, slots, store, versions
 from .index import IndexCache

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...inference.embedder import Embedder, ModelChoice
+from ...inference.base import Embedder
+from ...inference.embedder import ModelChoice
 
 
 def embed_memories(embedder: Embedder, texts: Sequence[str]) -> list[np.ndarray]:

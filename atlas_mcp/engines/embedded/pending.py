@@ -37,6 +37,7 @@ from ...inference.embedder import BATCH_SIZE, ModelChoice
 from ...log import get_logger
 from . import slots
 from .passages import embed_by_model, to_blob
+from .schema import SLOT_BITS
 
 if TYPE_CHECKING:
     from .store import Store, Transaction
@@ -82,7 +83,7 @@ def left_over(conn: sqlite3.Connection) -> list[PendingRow]:
     """Every row marked pending, with its owner (text read when its batch comes)."""
     found = conn.execute(
         f"SELECT p.rowid, s.owner FROM pending_embeddings p "
-        f"JOIN owner_slots s ON s.slot = (p.rowid >> {slots.SLOT_BITS}) ORDER BY p.rowid"
+        f"JOIN owner_slots s ON s.slot = (p.rowid >> {SLOT_BITS}) ORDER BY p.rowid"
     ).fetchall()
     return [PendingRow(owner, rowid) for rowid, owner in found]
 

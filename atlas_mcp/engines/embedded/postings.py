@@ -120,15 +120,16 @@ class OwnerPostings:
             " ", " " + STEM_MARK
         )
         lone_mark = self.vocabulary[STEM_MARK]  # an empty stems column leaves one
-        codes, rows = [], []
+        code_parts: list[np.ndarray] = []
+        row_parts: list[np.ndarray] = []
         for text, row_break in ((surface, _ROW_BREAK.strip()), (stemmed, STEM_MARK + _ROW_BREAK.strip())):
             words = text.split()
             found = np.fromiter(map(self.vocabulary.__getitem__, words), dtype=np.int64, count=len(words))
             breaks = found == self.vocabulary[row_break]
             kept = ~breaks & (found != lone_mark)
-            codes.append(found[kept])
-            rows.append(np.cumsum(breaks)[kept] + start)
-        codes, rows = np.concatenate(codes), np.concatenate(rows)
+            code_parts.append(found[kept])
+            row_parts.append(np.cumsum(breaks)[kept] + start)
+        codes, rows = np.concatenate(code_parts), np.concatenate(row_parts)
         return (codes << _ROW_BITS) | rows, np.bincount(rows - start, minlength=len(block))
 
     def put(self, row: int, terms: str, stems: str) -> None:
@@ -265,7 +266,7 @@ class OwnerPostings:
         covered = np.zeros(len(rowids), dtype=bool)
         covered[at[held]] = True
         for row in np.flatnonzero(~covered):
-            fresh.put(int(row), *columns[row])
+            fresh.put(int(row), *columns[int(row)])
         return fresh
 
     def _built_keys(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,8 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from ...inference.embedder import BATCH_SIZE, Embedder, ModelChoice, as_choice
+from ...inference.base import Embedder
+from ...inference.embedder import BATCH_SIZE, ModelChoice, as_choice
 from .migrations import record_choice
 from .passages import embed_by_model, to_blob
 from .store import Store

@@ -52,7 +52,10 @@ def row_count(conn: sqlite3.Connection, owner: str) -> int:
     found = owner_range(conn, owner)
     if found is None:
         return 0
-    return conn.execute("SELECT count(*) FROM memories WHERE rowid BETWEEN ? AND ?", found).fetchone()[0]
+    counted: int = conn.execute(
+        "SELECT count(*) FROM memories WHERE rowid BETWEEN ? AND ?", found
+    ).fetchone()[0]
+    return counted
 
 
 CATALOG_OWNER = ""  # the owner of the shared catalog's rows (``user_id IS NULL``)

@@ -121,9 +121,9 @@ class RowVectors:
         plain = [(row, blob, model) for row, blob, model in blobs if len(blob) == single]
         if plain:
             block = np.frombuffer(b"".join(blob for _, blob, _ in plain), dtype=np.float32)
-            rows = [row for row, _, _ in plain]
-            if rows == list(range(rows[0], rows[0] + len(rows))):
-                rows = range(rows[0], rows[0] + len(rows))
+            listed = [row for row, _, _ in plain]
+            run = range(listed[0], listed[0] + len(listed))
+            rows: Sequence[int] = run if listed == list(run) else listed  # a run is one slice
             spaces = np.array([space_code(model) for _, _, model in plain], dtype=np.uint8)
             self.put(rows, block.reshape(len(plain), self.dimensions), spaces)
         for row, blob, model in blobs:
@@ -136,7 +136,8 @@ class RowVectors:
         float32s of each, ``blob_sizes``: their lengths in bytes)?"""
         found = np.frombuffer(prints, dtype=np.float32).reshape(-1, PRINT_FLOATS)
         passages = blob_sizes // (4 * self.dimensions)
-        return (self._prints[kept] == found).all(axis=1) & (self._passages[kept] == passages)
+        held: np.ndarray = (self._prints[kept] == found).all(axis=1) & (self._passages[kept] == passages)
+        return held
 
     def _add_extras(self, row: int, vectors: np.ndarray) -> None:
         needed = self.extra_size + len(vectors)

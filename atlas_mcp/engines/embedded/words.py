@@ -74,7 +74,7 @@ def query_words(text: str, language: str | None) -> list[QueryWord]:
     """The question's distinct surface words and stems, analysed as the rows were. A word
     that folds onto another counts twice: the question asked for both spellings."""
     analysis = analyse(text, language)
-    out = []
+    out: list[QueryWord] = []
     for words, mark, weight in ((analysis.terms, "", TERM_WEIGHT), (analysis.stems, STEM_MARK, STEM_WEIGHT)):
         for word in list(dict.fromkeys(w.lower() for w in words))[:MAX_QUERY_WORDS]:
             out.extend(QueryWord(mark + folded, weight) for folded in tokens(word))
