@@ -10,7 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
 WORKDIR /app
 COPY pyproject.toml README.md LICENSE ./
 COPY atlas_mcp ./atlas_mcp
-RUN pip install ".[elasticsearch]" && useradd --system --create-home atlas \
+RUN pip install ".[elasticsearch,encryption]" && useradd --system --create-home atlas \
     && mkdir -p /data /etc/atlas && chown atlas /data
 
 USER atlas

@@ -90,6 +90,17 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="logs go to stderr, never stdout"
     )
+    encryption_key: str | None = Field(
+        None,
+        repr=False,
+        min_length=8,
+        description="encrypts the embedded store at rest: 64 hex digits (a raw key) or a passphrase "
+        "(see Encryption at rest below)",
+    )
+    encryption_key_file: Path | None = Field(
+        None,
+        description="a file (mode 0600) whose first line is the encryption key; instead of encryption_key",
+    )
     scoring: ScoringPolicy = Field(default_factory=ScoringPolicy)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
@@ -165,6 +176,25 @@ class Settings(BaseSettings):
     def stdio_grant(self) -> Grant:
         """The configured user, with ``user_scopes``: stdio, and HTTP with --insecure-no-auth."""
         return Grant(self.user, frozenset(self.user_scopes), "stdio")
+
+    def encryption_secret(self) -> str | None:
+        """The key the embedded store is encrypted with (``encryption_key`` or the first line of
+        ``encryption_key_file``), or None: the store is plain."""
+        if self.encryption_key_file is None:
+            return self.encryption_key
+        if self.encryption_key is not None:
+            raise ConfigurationError("set encryption_key or encryption_key_file, not both")
+        try:
+            secret = self.encryption_key_file.read_text(encoding="utf-8").strip().splitlines()
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read encryption_key_file {self.encryption_key_file}: {exc.strerror}"
+            ) from exc
+        if not secret or len(secret[0].strip()) < 8:
+            raise ConfigurationError(
+                f"encryption_key_file {self.encryption_key_file} holds no key of 8+ characters"
+            )
+        return secret[0].strip()
 
     @property
     def database_path(self) -> Path:

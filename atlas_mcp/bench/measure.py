@@ -60,15 +60,21 @@ class ServerRun:
     data_dir: Path
     user: str
     transport: str = "stdio"
+    encryption_key: str | None = None  # the store is encrypted at rest with this key
 
     def env(self) -> dict[str, str]:
         """The MCP SDK's minimal environment (HOME, PATH, ...) plus this run's settings only:
         none of the caller's ``ATLAS_*`` settings or config file leak into the run."""
-        return get_default_environment() | {
-            "ATLAS_DATA_DIR": str(self.data_dir),
-            "ATLAS_USER": self.user,
-            "ATLAS_LOG_LEVEL": "WARNING",
-        }
+        key = {"ATLAS_ENCRYPTION_KEY": self.encryption_key} if self.encryption_key else {}
+        return (
+            get_default_environment()
+            | key
+            | {
+                "ATLAS_DATA_DIR": str(self.data_dir),
+                "ATLAS_USER": self.user,
+                "ATLAS_LOG_LEVEL": "WARNING",
+            }
+        )
 
 
 class ToolFailed(RuntimeError):

@@ -17,6 +17,7 @@ import anyio
 import numpy as np
 
 from .. import __version__
+from ..engines.embedded.cipher import StoreKey
 from ..engines.embedded.maintenance import EmbeddedEngine, synchronous, write_many
 from ..inference.base import Embedder
 from ..log import get_logger
@@ -46,6 +47,7 @@ class BenchConfig:
     real_text: Path | None = None  # the LoCoMo dev split; None: template corpus only
     bursts: tuple[int, ...] = (100, 1_000, 5_000)
     kill_burst: int = KILL_BURST  # 0: no kill scenario
+    encryption_key: str | None = None  # every store encrypted at rest with it (SQLCipher + sealed files)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
             "real_text": str(config.real_text) if config.real_text else None,
             "bursts": list(config.bursts),
             "kill_burst": config.kill_burst,
+            "encrypted": config.encryption_key is not None,
         },
         "sizes": [],
     }
@@ -109,11 +112,18 @@ def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
 def run_size(config: BenchConfig, embedder: Embedder, run: CorpusRun) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="atlas-bench-", dir=config.work_dir) as tmp:
         data_dir = Path(tmp) / "data"
+        key = StoreKey(config.encryption_key) if config.encryption_key else None
         seeded = seed_store(
-            data_dir / "atlas.db", embedder, run.items, config.tenants, config.cache_dir, run.vector_items
+            data_dir / "atlas.db",
+            embedder,
+            run.items,
+            config.tenants,
+            config.cache_dir,
+            run.vector_items,
+            key,
         )
         disk = store_bytes(data_dir)
-        server = measure.ServerRun(data_dir, corpus.tenant_id(0))
+        server = measure.ServerRun(data_dir, corpus.tenant_id(0), encryption_key=config.encryption_key)
         result = anyio.run(_over_mcp, server, config, run)
         result |= {
             "corpus": run.name,
@@ -123,7 +133,7 @@ def run_size(config: BenchConfig, embedder: Embedder, run: CorpusRun) -> dict[st
             "seed_embed_s": round(seeded.embed_seconds, 2),
             "seed_load_s": round(seeded.load_seconds, 2),
             "disk_bytes_per_memory": round(disk / seeded.memories, 1),
-            "commit_ms": commit_cost(data_dir / "atlas.db", embedder),
+            "commit_ms": commit_cost(data_dir / "atlas.db", embedder, key),
         }
         return result
 
@@ -133,8 +143,9 @@ def run_bursts(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="atlas-bench-", dir=config.work_dir) as tmp:
         data_dir = Path(tmp) / "data"
         items = corpus.specs(config.seed, min(config.sizes))
-        seed_store(data_dir / "atlas.db", embedder, items, config.tenants, config.cache_dir)
-        server = measure.ServerRun(data_dir, corpus.tenant_id(0))
+        key = StoreKey(config.encryption_key) if config.encryption_key else None
+        seed_store(data_dir / "atlas.db", embedder, items, config.tenants, config.cache_dir, None, key)
+        server = measure.ServerRun(data_dir, corpus.tenant_id(0), encryption_key=config.encryption_key)
         out: dict[str, Any] = {"store_memories_per_tenant": len(items)}
         if config.bursts:
             out["bursts"] = anyio.run(bursts.bursts_then_recall, server, config.bursts, config.seed)
@@ -183,7 +194,7 @@ async def _over_mcp(server: measure.ServerRun, config: BenchConfig, run: CorpusR
     return out
 
 
-def commit_cost(path: Path, embedder: Embedder) -> dict[str, dict[str, float]]:
+def commit_cost(path: Path, embedder: Embedder, key: StoreKey | None = None) -> dict[str, dict[str, float]]:
     """What ``synchronous=FULL`` costs: one single-memory commit under FULL vs NORMAL.
 
     The vector is precomputed so only SQLite is timed (insert, FTS index, WAL append, fsync).
@@ -191,7 +202,7 @@ def commit_cost(path: Path, embedder: Embedder) -> dict[str, dict[str, float]]:
     items = corpus.specs(1, 2 * COMMIT_SAMPLES)
     memories = corpus.tenant_memories(9_999, items)
     vectors = embedder.embed_batch([m.search_text() for m in memories])
-    engine = EmbeddedEngine(path, store_models(embedder))
+    engine = EmbeddedEngine(path, store_models(embedder), key=key)
     out = {}
     try:
         for mode, chunk in (("FULL", slice(0, COMMIT_SAMPLES)), ("NORMAL", slice(COMMIT_SAMPLES, None))):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engines.embedded.cipher import StoreKey
 from ..engines.embedded.maintenance import EmbeddedEngine, write_many
 from ..inference.base import Embedder
 from ..inference.embedder import ModelChoice, default_models
@@ -41,6 +42,7 @@ def seed_store(
     tenants: int,
     cache_dir: Path | None,
     vector_items: list[MemorySpec] | None = None,
+    key: StoreKey | None = None,
 ) -> SeedResult:
     """A store where each of ``tenants`` tenants holds ``items`` as its memories.
 
@@ -54,7 +56,7 @@ def seed_store(
     vectors, embedded = memory_vectors(embedder, [m.search_text() for m in sources], cache_dir)
     embed_seconds = time.perf_counter() - started if embedded else 0.0
     started = time.perf_counter()
-    engine = EmbeddedEngine(path, store_models(embedder))
+    engine = EmbeddedEngine(path, store_models(embedder), key=key)
     try:
         for tenant in range(tenants):
             memories = corpus.tenant_memories(tenant, items)

@@ -36,6 +36,7 @@ COMMANDS = {
     "import": "portability:import_",
     "bench": "bench:bench",
     "audit": "audit:audit",
+    "rekey": "rekey:rekey",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from pathlib import Path
 
 import click
@@ -114,9 +115,14 @@ def _real_text(_ctx: click.Context, _param: click.Parameter, value: str) -> Path
 @click.option(
     "--work-dir", type=EXISTING_DIR, help="Where the temporary stores go (default: the system temp dir)."
 )
+@click.option(
+    "--encrypted",
+    is_flag=True,
+    help="Encrypt every store at rest (a random raw key): the cost of ATLAS_ENCRYPTION_KEY.",
+)
 def bench(
     memories, tenants, queries, writes, clients, seed, real_text, burst_sizes, kill_burst, http, json_file, plot_file,
-    cache_dir, work_dir,
+    cache_dir, work_dir, encrypted,
 ) -> None:  # fmt: skip
     """Benchmark the embedded engine: latency, throughput, cold start, memory, disk.
 
@@ -133,7 +139,7 @@ def bench(
     config = BenchConfig(
         sizes=memories, tenants=tenants, queries=queries, writes=writes, clients=clients, seed=seed,
         http=http, cache_dir=cache_dir, work_dir=work_dir, real_text=real_text, bursts=burst_sizes,
-        kill_burst=kill_burst,
+        kill_burst=kill_burst, encryption_key=secrets.token_hex(32) if encrypted else None,
     )  # fmt: skip
     result = run(config, default_embedder())
     click.echo(report.table(result))

@@ -25,6 +25,9 @@ def reindex(config_file: str | None) -> None:
     def progress(done: int, total: int) -> None:
         click.echo(f"\rre-embedded {done}/{total}", nl=False, err=True)
 
-    count = run_reindex(settings.database_path, models, progress)
+    from ..engines.embedded.cipher import StoreKey
+
+    secret = settings.encryption_secret()
+    count = run_reindex(settings.database_path, models, progress, StoreKey(secret) if secret else None)
     click.echo("", err=True)
     click.echo(f"re-embedded {count} memories with {models.choice_id}")

@@ -27,6 +27,7 @@ from ...inference.base import Embedder
 from ...inference.embedder import ModelChoice, as_choice
 from ..base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
 from . import audit_log, migrations, pending, rows, schema, slots, store, versions
+from .cipher import FileSealer, StoreKey
 from .index import IndexCache
 from .memory_cache import MemoryCache
 from .passages import embed_by_model, to_blob
@@ -39,14 +40,18 @@ from .versions import Change
 
 
 class EmbeddedEngine(Engine):
-    def __init__(self, path: Path, embedder: Embedder | ModelChoice, threads: int = 2) -> None:
+    def __init__(
+        self, path: Path, embedder: Embedder | ModelChoice, threads: int = 2, key: StoreKey | None = None
+    ) -> None:
         self.path = Path(path)
         self.models = as_choice(embedder)
         self.info = EngineInfo(name="embedded", embedding_model=self.models.choice_id)
-        self.store = Store(self.path)  # ``store`` and ``search`` are public for maintenance.py
+        self.store = Store(self.path, key)  # ``store`` and ``search`` are public for maintenance.py
         self._lock = self.store.lock
         self._index = IndexCache(
-            self.models.dimensions, postings_folder=self.path.with_name(self.path.name + "-postings")
+            self.models.dimensions,
+            postings_folder=self.path.with_name(self.path.name + "-postings"),
+            sealer=FileSealer(key, self.path) if key is not None else None,
         )
         self._memories = MemoryCache()
         self._adopt_models()

@@ -24,6 +24,7 @@ from ...domain.model import MemoryType
 from ...inference.runtime import release_free_heap
 from . import saved_postings, slots, versions
 from .postings import OwnerPostings
+from .saved_postings import Sealer
 from .vectors import HEADROOM_ROWS, PRINT_FLOATS, RowVectors, grown_capacity
 from .versions import Change
 
@@ -112,9 +113,13 @@ def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | Non
 
 
 class IndexCache:
-    def __init__(self, dimensions: int, postings_folder: Path | None = None) -> None:
+    def __init__(
+        self, dimensions: int, postings_folder: Path | None = None, sealer: Sealer | None = None
+    ) -> None:
         self._dimensions = dimensions
-        self._saved = saved_postings.SavedPostings(postings_folder) if postings_folder is not None else None
+        self._saved = (
+            saved_postings.SavedPostings(postings_folder, sealer) if postings_folder is not None else None
+        )
         self._owners: dict[str, OwnerIndex] = {}
         self.spaces: list[str] = []  # space code -> the model id whose vectors it holds
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ...errors import ConfigurationError
 from ...inference.embedder import BUILT_IN_CHOICES, PER_LANGUAGE_ID, ModelChoice, PerLanguage
 from ...log import get_logger
-from . import audit_log, schema
+from . import audit_log, cipher, schema
 
 if TYPE_CHECKING:
     from .store import Transaction
@@ -102,7 +102,7 @@ def _applied(conn: sqlite3.Connection) -> set[str] | None:
     """The names recorded, or None if the store has no ``migrations`` table yet."""
     try:
         return {row[0] for row in conn.execute("SELECT name FROM migrations")}
-    except sqlite3.OperationalError:
+    except cipher.errors("OperationalError"):
         return None
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ...inference.base import Embedder
 from ...inference.embedder import BATCH_SIZE, ModelChoice, as_choice
+from .cipher import StoreKey
 from .migrations import record_choice
 from .passages import embed_by_model, to_blob
 from .store import Store
@@ -24,11 +25,14 @@ _ADOPT_CHUNK = 1_000
 
 
 def reindex(
-    path: Path, embedder: Embedder | ModelChoice, progress: Callable[[int, int], None] | None = None
+    path: Path,
+    embedder: Embedder | ModelChoice,
+    progress: Callable[[int, int], None] | None = None,
+    key: StoreKey | None = None,
 ) -> int:
     """Re-embed every memory in ``path`` with ``embedder``; returns how many rows changed."""
     models = as_choice(embedder)
-    store = Store(path)
+    store = Store(path, key)
     try:
         with store.transaction() as tx:
             count = _reembed(tx.conn, models, progress)

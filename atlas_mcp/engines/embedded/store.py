@@ -24,7 +24,8 @@ from ...domain.model import Memory, iso
 from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ..base import ListQuery
-from . import migrations, rows, schema
+from . import cipher, migrations, rows, schema
+from .cipher import StoreKey
 
 BUSY_TIMEOUT_S = 30.0
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
@@ -57,21 +58,22 @@ class Transaction:
 class Store:
     """One connection to the file, shared by this process's threads under ``lock``."""
 
-    def __init__(self, path: Path) -> None:
-        """Open the store at ``path`` (its folder made if missing) and apply its migrations."""
+    def __init__(self, path: Path, key: StoreKey | None = None) -> None:
+        """Open the store at ``path`` (its folder made if missing) and apply its migrations;
+        with ``key``, through SQLCipher (``cipher.py``)."""
         self.path = Path(path)
         self.lock = threading.RLock()
         _make_folder(self.path.parent)
         try:
-            self.conn = connect(self.path)
-        except sqlite3.DatabaseError as exc:
+            self.conn = connect(self.path, key)
+        except cipher.errors("DatabaseError") as exc:
             raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
         try:
             with self.transaction() as tx:
                 migrations.migrate(tx)
         except BaseException as exc:
             self.conn.close()
-            if isinstance(exc, sqlite3.DatabaseError):
+            if isinstance(exc, cipher.errors("DatabaseError")):
                 raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
             raise
 
@@ -115,11 +117,10 @@ class Store:
             self.conn.close()
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, key: StoreKey | None = None) -> sqlite3.Connection:
     """A connection with the store's pragmas and busy timeout, for any thread (``Store.lock``
-    serialises them)."""
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
+    serialises them); the standard library's, or SQLCipher's with a key."""
+    conn = cipher.connect(path, key, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     for pragma in schema.PRAGMAS:
         conn.execute(pragma)
     return conn
@@ -139,7 +140,7 @@ def _make_folder(folder: Path) -> None:
 def insert(conn: sqlite3.Connection, row: dict[str, Any]) -> int:
     try:
         return conn.execute(_INSERT, row).lastrowid
-    except sqlite3.IntegrityError as exc:  # an imported id another memory already holds
+    except cipher.errors("IntegrityError") as exc:  # an imported id another memory already holds
         raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
 
 
