@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,8 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from ..engines.embedded import cipher
+from ..engines.embedded.cipher import StoreKey
 from ..log import get_logger
 from . import corpus, measure
 
@@ -82,25 +83,27 @@ async def kill_during_burst(server: measure.ServerRun, seed: int, size: int = KI
     database = server.data_dir / "atlas.db"
     writes = corpus.new_writes(seed + 20, size)
     query = corpus.queries(seed + 4, 1)[0]
-    halfway = memory_rows(database) + size // 2
+    halfway = memory_rows(database, server.encryption_key) + size // 2
     with anyio.move_on_after(REPAIR_TIMEOUT_S):
         try:
             async with measure.stdio_session(server) as client, anyio.create_task_group() as group:
                 group.start_soon(burst, client, writes)
-                while memory_rows(database) < halfway:
+                while memory_rows(database, server.encryption_key) < halfway:
                     await anyio.sleep(0.05)
                 (pid,) = measure.server_pids()
                 os.kill(pid, signal.SIGKILL)
                 group.cancel_scope.cancel()
         except Exception as exc:  # noqa: BLE001 - the session dies with its server: that is the point
             log.info("killed the server mid-burst", error=type(exc).__name__)
-    left = pending_rows(database)
+    left = pending_rows(database, server.encryption_key)
     started = time.perf_counter()
     async with measure.stdio_session(server) as client:
         initialize_s = time.perf_counter() - started
         await measure.call(client, "recall_memory", {"query": query})
         first_recall_s = time.perf_counter() - started
-        while pending_rows(database) and time.perf_counter() - started < REPAIR_TIMEOUT_S:
+        while (
+            pending_rows(database, server.encryption_key) and time.perf_counter() - started < REPAIR_TIMEOUT_S
+        ):
             await anyio.sleep(0.1)
         repaired_s = time.perf_counter() - started
     return {
@@ -112,17 +115,17 @@ async def kill_during_burst(server: measure.ServerRun, seed: int, size: int = KI
     }
 
 
-def _count(database: Path, sql: str) -> int:
-    conn = sqlite3.connect(database, timeout=30)
+def _count(database: Path, sql: str, key: str | None) -> int:
+    conn = cipher.connect(database, StoreKey(key) if key else None, timeout=30)
     try:
         return conn.execute(sql).fetchone()[0]
     finally:
         conn.close()
 
 
-def pending_rows(database: Path) -> int:
-    return _count(database, "SELECT count(*) FROM pending_embeddings")
+def pending_rows(database: Path, key: str | None = None) -> int:
+    return _count(database, "SELECT count(*) FROM pending_embeddings", key)
 
 
-def memory_rows(database: Path) -> int:
-    return _count(database, "SELECT count(*) FROM memories")
+def memory_rows(database: Path, key: str | None = None) -> int:
+    return _count(database, "SELECT count(*) FROM memories", key)

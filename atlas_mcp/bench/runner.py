@@ -17,6 +17,7 @@ import anyio
 import numpy as np
 
 from .. import __version__
+from ..engines.embedded import cipher
 from ..engines.embedded.cipher import StoreKey
 from ..engines.embedded.maintenance import EmbeddedEngine, synchronous, write_many
 from ..inference.base import Embedder
@@ -122,7 +123,7 @@ def run_size(config: BenchConfig, embedder: Embedder, run: CorpusRun) -> dict[st
             run.vector_items,
             key,
         )
-        disk = store_bytes(data_dir)
+        disk = store_bytes(data_dir, key)
         server = measure.ServerRun(data_dir, corpus.tenant_id(0), encryption_key=config.encryption_key)
         result = anyio.run(_over_mcp, server, config, run)
         result |= {
@@ -218,11 +219,13 @@ def commit_cost(path: Path, embedder: Embedder, key: StoreKey | None = None) -> 
     return out
 
 
-def store_bytes(data_dir: Path) -> int:
+def store_bytes(data_dir: Path, key: StoreKey | None = None) -> int:
     """The store's size on disk after a checkpoint (database + WAL)."""
-    db = data_dir / "atlas.db"
-    with sqlite3.connect(db) as conn:
+    conn = cipher.connect(data_dir / "atlas.db", key)
+    try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
     return sum(p.stat().st_size for p in data_dir.glob("atlas.db*"))
 
 
