@@ -93,9 +93,8 @@ class Settings(BaseSettings):
     encryption_key: str | None = Field(
         None,
         repr=False,
-        min_length=8,
-        description="encrypts the embedded store at rest: 64 hex digits (a raw key) or a passphrase "
-        "(see Encryption at rest below)",
+        description="encrypts the embedded store at rest: 64 hex digits (a raw key, e.g. from "
+        "`openssl rand -hex 32`) or a passphrase of 8+ characters (see Encryption at rest below)",
     )
     encryption_key_file: Path | None = Field(
         None,
@@ -179,22 +178,28 @@ class Settings(BaseSettings):
 
     def encryption_secret(self) -> str | None:
         """The key the embedded store is encrypted with (``encryption_key`` or the first line of
-        ``encryption_key_file``), or None: the store is plain."""
+        ``encryption_key_file``), unchecked (``engines/embedded/cipher.py`` checks it), or None:
+        the store is plain."""
         if self.encryption_key_file is None:
             return self.encryption_key
         if self.encryption_key is not None:
             raise ConfigurationError("set encryption_key or encryption_key_file, not both")
         try:
-            secret = self.encryption_key_file.read_text(encoding="utf-8").strip().splitlines()
-        except OSError as exc:
+            lines = self.encryption_key_file.read_text(encoding="utf-8").strip().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
             raise ConfigurationError(
-                f"cannot read encryption_key_file {self.encryption_key_file}: {exc.strerror}"
-            ) from exc
-        if not secret or len(secret[0].strip()) < 8:
-            raise ConfigurationError(
-                f"encryption_key_file {self.encryption_key_file} holds no key of 8+ characters"
-            )
-        return secret[0].strip()
+                f"cannot read encryption_key_file {self.encryption_key_file}: {why}"
+            ) from None
+        if not lines:
+            raise ConfigurationError(f"encryption_key_file {self.encryption_key_file} is empty")
+        return lines[0].strip()
+
+    def encryption_key_source(self) -> str:
+        """Where ``encryption_secret`` comes from, for messages (never the key itself)."""
+        if self.encryption_key_file is not None:
+            return f"encryption_key_file {self.encryption_key_file}"
+        return "ATLAS_ENCRYPTION_KEY (encryption_key)"
 
     @property
     def database_path(self) -> Path:

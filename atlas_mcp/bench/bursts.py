@@ -18,8 +18,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from ..engines.embedded import cipher
-from ..engines.embedded.cipher import StoreKey
+from ..engines.embedded.maintenance import StoreKey, connect_file
 from ..log import get_logger
 from . import corpus, measure
 
@@ -116,7 +115,7 @@ async def kill_during_burst(server: measure.ServerRun, seed: int, size: int = KI
 
 
 def _count(database: Path, sql: str, key: str | None) -> int:
-    conn = cipher.connect(database, StoreKey(key) if key else None, timeout=30)
+    conn = connect_file(database, StoreKey(key) if key else None, timeout=30)
     try:
         return conn.execute(sql).fetchone()[0]
     finally:

@@ -17,9 +17,7 @@ import anyio
 import numpy as np
 
 from .. import __version__
-from ..engines.embedded import cipher
-from ..engines.embedded.cipher import StoreKey
-from ..engines.embedded.maintenance import EmbeddedEngine, synchronous, write_many
+from ..engines.embedded.maintenance import EmbeddedEngine, StoreKey, connect_file, synchronous, write_many
 from ..inference.base import Embedder
 from ..log import get_logger
 from . import bursts, corpus, measure, realtext
@@ -221,7 +219,7 @@ def commit_cost(path: Path, embedder: Embedder, key: StoreKey | None = None) -> 
 
 def store_bytes(data_dir: Path, key: StoreKey | None = None) -> int:
     """The store's size on disk after a checkpoint (database + WAL)."""
-    conn = cipher.connect(data_dir / "atlas.db", key)
+    conn = connect_file(data_dir / "atlas.db", key)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:

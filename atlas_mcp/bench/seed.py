@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines.embedded.cipher import StoreKey
-from ..engines.embedded.maintenance import EmbeddedEngine, write_many
+from ..engines.embedded.maintenance import EmbeddedEngine, StoreKey, write_many
 from ..inference.base import Embedder
 from ..inference.embedder import ModelChoice, default_models
 from ..log import get_logger

@@ -18,6 +18,7 @@ def reindex(config_file: str | None) -> None:
         raise ConfigurationError("reindex applies to the embedded engine; Elasticsearch embeds server-side")
     if not settings.database_path.exists():
         raise ConfigurationError(f"no store at {settings.database_path}")
+    from ..engines.embedded.maintenance import configured_key
     from ..engines.embedded.maintenance import reindex as run_reindex
 
     models = open_models(settings.embedding.model, settings.embedding.threads)
@@ -25,9 +26,6 @@ def reindex(config_file: str | None) -> None:
     def progress(done: int, total: int) -> None:
         click.echo(f"\rre-embedded {done}/{total}", nl=False, err=True)
 
-    from ..engines.embedded.cipher import StoreKey
-
-    secret = settings.encryption_secret()
-    count = run_reindex(settings.database_path, models, progress, StoreKey(secret) if secret else None)
+    count = run_reindex(settings.database_path, models, progress, configured_key(settings))
     click.echo("", err=True)
     click.echo(f"re-embedded {count} memories with {models.choice_id}")

@@ -15,12 +15,11 @@ __all__ = ["Candidate", "Engine", "EngineInfo", "RecallPlan", "open_engine"]
 def open_engine(settings: Settings) -> Engine:
     if settings.backend == "embedded":
         from ..inference.embedder import open_models
-        from .embedded.cipher import StoreKey
+        from .embedded.cipher import configured_key
         from .embedded.engine import EmbeddedEngine
 
-        secret = settings.encryption_secret()
+        key = configured_key(settings)  # checked before the models load: a wrong key fails fast
         models = open_models(settings.embedding.model, settings.embedding.threads)
-        key = StoreKey(secret) if secret else None
         return EmbeddedEngine(settings.database_path, models, settings.embedding.threads, key)
     if settings.backend == "elasticsearch":
         from .elasticsearch.engine import open_elasticsearch_engine

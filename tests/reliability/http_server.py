@@ -40,20 +40,25 @@ def toml(config: dict[str, Any], prefix: str = "") -> str:
 
 @contextmanager
 def http_server(
-    data_dir: Path, config: dict[str, Any], log_level: str = "INFO", port: int | None = None
+    data_dir: Path,
+    config: dict[str, Any],
+    log_level: str = "INFO",
+    port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, Path]]:
-    """(base URL, path of the server's stderr log) for the lifetime of the block."""
+    """(base URL, path of the server's stderr log) for the lifetime of the block; ``env``: more
+    environment for the server."""
     port = port or free_port()
     config_file = data_dir / "atlas.toml"
     data_dir.mkdir(parents=True, exist_ok=True)
     config_file.write_text(toml(config))
     log_path = data_dir / "server.log"
-    env = server_env(data_dir, "default", ATLAS_LOG_LEVEL=log_level)
+    environment = server_env(data_dir, "default", ATLAS_LOG_LEVEL=log_level) | (env or {})
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "atlas_mcp", "serve", "--transport", "http", "--port", str(port),
              "--config", str(config_file)],
-            stdout=log, stderr=log, env=env,
+            stdout=log, stderr=log, env=environment,
         )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:

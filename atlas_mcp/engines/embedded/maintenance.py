@@ -1,6 +1,7 @@
 """What an operator, the benchmark and the tests do to an embedded store beyond ``Engine``:
-bulk loads, the BM25 branch alone, the disk-sync mode of a stretch of commits, and re-embedding
-every row. Code outside ``engines/embedded`` reaches the engine's internals only through here.
+bulk loads, the BM25 branch alone, the disk-sync mode of a stretch of commits, re-embedding
+every row, and its encryption key (opening a connection with it, re-encrypting the store).
+Code outside ``engines/embedded`` reaches the engine's internals only through here.
 """
 
 from __future__ import annotations
@@ -13,12 +14,26 @@ import numpy as np
 from ...domain.model import Memory
 from ..base import RecallPlan
 from . import rows, slots, store, versions
+from .cipher import StoreKey, configured_key, store_key
+from .cipher import connect as connect_file
 from .engine import EmbeddedEngine
 from .passages import as_passage_vectors, embed_by_model, to_blob
 from .reindex import reindex
+from .rekey import rekey as re_encrypt
 from .slots import owner_key
 
-__all__ = ["EmbeddedEngine", "lexical", "reindex", "synchronous", "write_many"]
+__all__ = [
+    "EmbeddedEngine",
+    "StoreKey",
+    "configured_key",
+    "connect_file",
+    "lexical",
+    "re_encrypt",
+    "reindex",
+    "store_key",
+    "synchronous",
+    "write_many",
+]
 
 
 def write_many(

@@ -24,7 +24,7 @@ from ...domain.model import Memory, iso
 from ...domain.supersession import changed_meanwhile
 from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ..base import ListQuery
-from . import cipher, migrations, rows, schema
+from . import cipher, holders, migrations, rekey, rows, schema
 from .cipher import StoreKey
 
 BUSY_TIMEOUT_S = 30.0
@@ -56,7 +56,8 @@ class Transaction:
 
 
 class Store:
-    """One connection to the file, shared by this process's threads under ``lock``."""
+    """One connection to the file, shared by this process's threads under ``lock``; the file is
+    held (``holders.py``) from open to close, so ``rekey`` never replaces it under us."""
 
     def __init__(self, path: Path, key: StoreKey | None = None) -> None:
         """Open the store at ``path`` (its folder made if missing) and apply its migrations;
@@ -64,15 +65,21 @@ class Store:
         self.path = Path(path)
         self.lock = threading.RLock()
         _make_folder(self.path.parent)
+        self._hold = holders.shared(self.path, BUSY_TIMEOUT_S)
         try:
+            if self._hold.held:
+                rekey.remove_leftovers(self.path)  # no rekey runs while we hold the file
             self.conn = connect(self.path, key)
-        except cipher.errors("DatabaseError") as exc:
-            raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
+        except BaseException as exc:
+            self._hold.release()
+            if isinstance(exc, cipher.errors("DatabaseError")):
+                raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
+            raise
         try:
             with self.transaction() as tx:
                 migrations.migrate(tx)
         except BaseException as exc:
-            self.conn.close()
+            self.close()
             if isinstance(exc, cipher.errors("DatabaseError")):
                 raise BackendUnavailable(f"cannot open memory store {self.path}: {exc}") from exc
             raise
@@ -115,6 +122,7 @@ class Store:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+            self._hold.release()
 
 
 def connect(path: Path, key: StoreKey | None = None) -> sqlite3.Connection:
