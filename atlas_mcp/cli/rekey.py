@@ -44,6 +44,10 @@ def rekey(new_key_file: Path | None, decrypt: bool, config_file: str | None) -> 
     if new_key_file is not None:
         secret, save_key = _new_secret(new_key_file)
         new = store_key(secret, f"--new-key-file {new_key_file}")
+        if save_key is None and new_key_file.stat().st_mode & 0o077:
+            click.echo(
+                f"Warning: {new_key_file} may be read by other users: chmod 600 {new_key_file}", err=True
+            )
     count = re_encrypt(settings.database_path, current, new, save_key)
     where = settings.database_path
     if new is None:
@@ -62,8 +66,6 @@ def _new_secret(path: Path) -> tuple[str, Callable[[], None] | None]:
         lines = path.read_text(encoding="utf-8").strip().splitlines()
         if not lines:
             raise click.BadParameter(f"{path} is empty", param_hint="--new-key-file")
-        if path.stat().st_mode & 0o077:
-            click.echo(f"Warning: {path} may be read by other users: chmod 600 {path}", err=True)
         return lines[0].strip(), None
     if not path.parent.is_dir():
         raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--new-key-file")

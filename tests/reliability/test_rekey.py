@@ -49,7 +49,7 @@ async def test_rekey_changes_and_removes_the_key_and_waits_for_every_holder(tmp_
         async with mcp_session(base + "/mcp", TOKEN) as session:
             await call(session, "write_memory", text=f"{SECRET_WORD} sleeps on the boat")
             one_line_error(cli(data, *rekey_again, **_key_env(first_key)), BUSY)
-    _refused_while_another_program_has_it(data, rekey_again, _key_env(first_key))
+    _refused_while_another_program_has_it(data, rekey_again, first_key)
     assert not second_key.exists()  # no key was written for a rekey that did not happen
 
     moved = cli(data, *rekey_again, **_key_env(first_key))
@@ -77,20 +77,27 @@ def _copy_store(source: Path, to: Path) -> Path:
     return to
 
 
-OTHER_PROGRAM = (  # the sqlite3 shell, say: a connection, idle
-    "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA user_version').fetchone();"
-    "print('open', flush=True); sys.stdin.readline()"
-)
+OTHER_PROGRAM = r"""
+import sys
+from sqlcipher3 import dbapi2  # the sqlcipher shell, say: a connection with the key, idle
+conn = dbapi2.connect(sys.argv[1])
+if len(sys.argv) > 2:
+    raw = open(sys.argv[2]).read().strip()
+    conn.execute("PRAGMA key = \"x'" + raw + "'\"")
+conn.execute("PRAGMA user_version").fetchone()
+print("open", flush=True)
+sys.stdin.readline()
+"""
 
 
-def _refused_while_another_program_has_it(data: Path, args: list[str], env: dict[str, str]) -> None:
+def _refused_while_another_program_has_it(data: Path, args: list[str], key_file: Path) -> None:
     other = subprocess.Popen(
-        [sys.executable, "-c", OTHER_PROGRAM, str(data / "atlas.db")],
+        [sys.executable, "-c", OTHER_PROGRAM, str(data / "atlas.db"), str(key_file)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert other.stdout.readline().strip() == "open"
-        one_line_error(cli(data, *args, **env), BUSY)
+        one_line_error(cli(data, *args, **_key_env(key_file)), BUSY)
     finally:
         other.communicate("\n", timeout=30)
 

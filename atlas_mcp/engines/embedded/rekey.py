@@ -24,7 +24,7 @@ from typing import Any
 
 from ...errors import ConfigurationError
 from . import holders
-from .cipher import PLAIN_HEADER, StoreKey, driver, header, unlock
+from .cipher import PLAIN_HEADER, StoreKey, driver, header, refusal, unlock
 
 COPY_SUFFIX = ".rekey"
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -44,10 +44,7 @@ def rekey(
         raise ConfigurationError(f"no memory store at {path}")
     encrypted = header(path) != PLAIN_HEADER
     if old is None and encrypted:
-        raise ConfigurationError(
-            f"the memory store {path} is encrypted: set its current key (ATLAS_ENCRYPTION_KEY or "
-            "encryption_key_file) to rekey it"
-        )
+        raise ConfigurationError(refusal(path, None))
     if new is None and not encrypted:
         raise ConfigurationError(f"the memory store {path} is not encrypted: there is nothing to decrypt")
     hold = holders.exclusive(path)
