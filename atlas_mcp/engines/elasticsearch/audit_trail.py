@@ -1,4 +1,4 @@
-"""The audit trail in Elasticsearch: entries live in the writer-only state index (no DLS key
+"""The audit trail in Elasticsearch, appended and read: entries live in the writer-only state index (no DLS key
 reads it), as documents with ``key = "audit"``, the entry as JSON and its time as ``updated_at``,
 so the index and its mapping stay as bootstrap made them."""
 
@@ -12,11 +12,16 @@ from typing import Any
 
 from ...domain.audit import AuditEntry, from_record
 from ...domain.model import iso
+from ...errors import AtlasError
+from ...log import get_logger
 from ..base import AuditQuery
 from . import requests as rq
 from .layout import IndexLayout
+from .transport import Cluster
 
 KEY = "audit"
+
+log = get_logger(__name__)
 
 
 def operations(layout: IndexLayout, entries: Sequence[AuditEntry]) -> list[dict[str, Any]]:
@@ -28,6 +33,34 @@ def operations(layout: IndexLayout, entries: Sequence[AuditEntry]) -> list[dict[
         source = {"user_id": entry.user_id, "key": KEY, "value": value, "updated_at": iso(entry.at)}
         ops += rq.bulk_index(layout.state_alias, doc_id, source)
     return ops
+
+
+def read(cluster: Cluster, layout: IndexLayout, query: AuditQuery) -> list[AuditEntry]:
+    """An owner's entries, oldest first, paged through one point in time."""
+    what = f"read the audit trail of {query.user_id or 'the catalog'}"
+    opened = cluster.call(
+        f"{what} (open a point in time)",
+        lambda es: es.open_point_in_time(index=layout.state_alias, keep_alive=rq.PIT_KEEP_ALIVE),
+    )
+    pit_id, after = opened["id"], None
+    hits: list[dict[str, Any]] = []
+    try:
+        while len(hits) < query.limit:
+            size = min(rq.LIST_PAGE, query.limit - len(hits))
+            body = page_body(query, pit_id, size, after)
+            response = cluster.call(what, lambda es, body=body: es.search(body=body))
+            page = response["hits"]["hits"]
+            pit_id = response.get("pit_id", pit_id)
+            hits += page
+            if len(page) < size:
+                break
+            after = page[-1]["sort"]
+    finally:
+        try:  # it expires by itself after keep_alive; closing early frees the cluster's resources
+            cluster.call("close a point in time", lambda es: es.close_point_in_time(id=pit_id))
+        except AtlasError:
+            log.warning("elasticsearch_pit_not_closed")
+    return entries(hits, query)
 
 
 def page_body(query: AuditQuery, pit_id: str, size: int, after: list[Any] | None) -> dict[str, Any]:

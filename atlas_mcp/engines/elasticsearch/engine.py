@@ -309,29 +309,7 @@ class ElasticsearchEngine(Engine):
             raise item_error(failed[0], "the audit trail was not written")
 
     def audit(self, query: AuditQuery) -> list[AuditEntry]:
-        what = f"read the audit trail of {query.user_id or 'the catalog'}"
-        opened = self.cluster.call(
-            f"{what} (open a point in time)",
-            lambda es: es.open_point_in_time(index=self.layout.state_alias, keep_alive=rq.PIT_KEEP_ALIVE),
-        )
-        pit_id, after, hits = opened["id"], None, []
-        try:
-            while len(hits) < query.limit:
-                size = min(rq.LIST_PAGE, query.limit - len(hits))
-                body = audit_trail.page_body(query, pit_id, size, after)
-                response = self.cluster.call(what, lambda es, body=body: es.search(body=body))
-                page = response["hits"]["hits"]
-                pit_id = response.get("pit_id", pit_id)
-                hits += page
-                if len(page) < size:
-                    break
-                after = page[-1]["sort"]
-        finally:
-            try:  # it expires by itself after keep_alive; closing early frees the cluster's resources
-                self.cluster.call("close a point in time", lambda es: es.close_point_in_time(id=pit_id))
-            except AtlasError:
-                log.warning("elasticsearch_pit_not_closed")
-        return audit_trail.entries(hits, query)
+        return audit_trail.read(self.cluster, self.layout, query)
 
     def stats(self) -> StoreStats:
         request = rq.stats_request(self.layout)
