@@ -300,6 +300,8 @@ def _setting_names(table: list[Any]) -> list[str]:
         if field is None:
             return []
         model = field.annotation
+    if model is ScoringPolicy:
+        return [*ScoringPolicy.model_fields, *ScoringPolicy.FLAT_KEYS]
     return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
 
 
@@ -328,6 +330,8 @@ def _sets(name: str) -> bool:
             continue
         if not (isinstance(node, type) and issubclass(node, BaseModel)):
             return False
+        if node is ScoringPolicy:  # its knobs go by more than one name
+            return ScoringPolicy.names_a_knob(steps)
         field = node.model_fields.get(steps.pop(0))
         if field is None:
             return False
@@ -342,5 +346,6 @@ def _environment_names() -> list[str]:
         names.append(f"{ENV_PREFIX}{field_name.upper()}")
         table = field.annotation
         if isinstance(table, type) and issubclass(table, BaseModel):
-            names += [f"{ENV_PREFIX}{field_name.upper()}__{sub.upper()}" for sub in table.model_fields]
+            subs = [*table.model_fields, *(ScoringPolicy.FLAT_KEYS if table is ScoringPolicy else ())]
+            names += [f"{ENV_PREFIX}{field_name.upper()}__{sub.upper()}" for sub in subs]
     return names

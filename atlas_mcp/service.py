@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TextIO
 
 from . import portability
-from .domain import audit, calibration, codec, guard, inputs, perspective, profile
+from .domain import audit, codec, guard, inputs, perspective, profile, ranking
 from .domain.audit import OPERATOR, Actor, AuditEntry
-from .domain.calibration import Features
 from .domain.guard import GuardPolicy
 from .domain.limits import Limits
 from .domain.model import (
@@ -26,51 +25,17 @@ from .domain.model import (
     new_id,
     utcnow,
 )
-from .domain.query import lexical_query
-from .domain.scoring import Multipliers, ScoringPolicy, final_score, multipliers, outcome_changes, time_fits
+from .domain.multipliers import outcome_changes
+from .domain.ranking import EngineReranked, Explanation, Hit, RecallPlan, RecallQuery, Reranker
+from .domain.scoring import ScoringPolicy
 from .domain.supersession import check_targets, penalised_confidence
-from .domain.when import TimeIntent, time_intent
-from .engines.base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
+from .engines.base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, StoreStats
 from .errors import InvalidInput, NotFound
-from .inference.reranker import ContextReranker, Reranker
+from .inference.reranker import ContextReranker
+
+__all__ = ["Explanation", "Hit", "MemoryService", "RecallQuery", "WriteResult"]
 
 WRITABLE_TYPES = USER_MEMORY_TYPES  # catalog entries are loaded by an admin, never by a tool
-
-
-@dataclass(frozen=True, slots=True)
-class RecallQuery:
-    """One recall as a caller asks for it (checked by ``plan_recall``)."""
-
-    user_id: str
-    text: str
-    k: int = 10
-    memory_types: Iterable[str] | None = None  # None: every user type
-    include_catalog: bool = True
-    include_superseded: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    """Why a memory scored what it did (the arithmetic of ``domain.scoring``)."""
-
-    bm25_rank: int | None
-    dense_rank: int | None
-    rrf_score: float | None  # None when the engine reranked and reports no fusion score
-    dense_similarity: float | None
-    relevance: float  # the rerank stage's match, relative to the pool's best (1.0)
-    reranker: str
-    multipliers: Multipliers
-    score: float
-    features: Features | None = None  # what calibrated relevance was computed from
-    embedding_pending: bool = False  # matched by its words only: its vector is still to come
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    memory: Memory
-    score: float  # orders results; comparable only within one recall
-    explanation: Explanation
-    relevance: float = 0.0  # calibrated: how likely the memory bears on the query, in [0, 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +129,9 @@ class MemoryService:
         mode = _contradiction(contradiction)
         if targets:
             self.check_supersession(user_id, kind, targets)
-            penalised = penalised_confidence(memory.confidence, mode, self.policy.harsh_confidence_penalty)
+            penalised = penalised_confidence(
+                memory.confidence, mode, self.policy.supersession.harsh_confidence_penalty
+            )
             memory = memory.evolve(supersedes=targets, confidence=penalised)
         memory = memory.evolve(source_episodes=tuple(inputs.memory_id(e) for e in source_episodes))
         if playbook is not None:
@@ -324,28 +291,26 @@ class MemoryService:
     ) -> list[Hit]:
         """The ``k`` best memories for ``query`` that clear ``min_relevance`` (default: the policy's).
 
-        ``touch`` records a use, but only for what was plausibly used: results that cleared the
-        policy's floor and sit among the first ``use_top`` (small talk earns nothing).
+        ``touch`` records a use, but only for what was plausibly used (``ranking.earned_uses``).
         """
         now = self.clock()
-        intent = self._intent(query, now)
-        asked = RecallQuery(user_id, query, k, memory_types, include_catalog, include_superseded)
-        plan = self.recall_plan(asked, intent=intent)
-        floor = (
-            self.policy.default_min_relevance
-            if min_relevance is None
-            else inputs.relevance_floor(min_relevance)
+        asked = RecallQuery(
+            user_id, query, k, memory_types, include_catalog, include_superseded, min_relevance
         )
+        plan = ranking.plan(self.policy, self.limits, asked, now)
         candidates = self._from_their_side(plan, self._engine.candidates(plan))
-        hits = self.rank(plan.query, candidates, intent=intent, now=now, limit=k, min_relevance=floor)
-        if touch:
-            hits = self._touch(user_id, hits)
-        return hits
+        hits = ranking.rank(self.policy, self._reranker, plan, candidates, now)
+        used = ranking.earned_uses(self.policy, hits, user_id) if touch else []
+        if not used:
+            return hits
+        at = self.clock()
+        self._engine.touch(user_id, used, at)
+        return ranking.after_use(hits, used, at)
 
     def _from_their_side(self, plan: RecallPlan, candidates: list[Candidate]) -> list[Candidate]:
         """Each candidate's cosine, heard also with the query reworded from its side
         (``domain.perspective``: a speaker's turns, facts that name the user)."""
-        weight = self.policy.perspective_weight
+        weight = self.policy.retrieval.perspective_weight
         if not weight or not candidates:
             return candidates
         out = list(candidates)
@@ -364,105 +329,17 @@ class MemoryService:
                     out[i] = replace(candidate, dense_similarity=cosine, relevance_similarity=heard)
         return out
 
-    def recall_plan(self, query: RecallQuery, *, intent: TimeIntent | None = None) -> RecallPlan:
-        """What ``recall`` asks of the engine (validated)."""
-        return plan_recall(self.policy, self.limits, query, intent=intent)
+    def recall_plan(self, query: RecallQuery) -> RecallPlan:
+        """What ``recall`` asks of the engine, now (validated)."""
+        return ranking.plan(self.policy, self.limits, query, self.clock())
 
-    def rank(
-        self,
-        query: str,
-        candidates: Sequence[Candidate],
-        *,
-        intent: TimeIntent | None = None,
-        now: datetime | None = None,
-        limit: int | None = None,
-        min_relevance: float = 0.0,
-    ) -> list[Hit]:
-        """Rerank (unless the engine already did), apply the multipliers, estimate relevance:
-        the best ``limit`` candidates (all by default) whose relevance reaches ``min_relevance``.
-
-        Scores are computed for the whole pool, but a Hit, with its explanation, only for what
-        is returned: building one for each of ~300 candidates cost more than ranking them.
-        """
-        if self._engine.info.reranks_server_side:
-            match, reranker = [c.rerank_score or 0.0 for c in candidates], "engine"
-        else:
-            match, reranker = self.reranker.relevance(query, candidates), self.reranker.name
-        now = now or self.clock()
-        intent = intent or self._intent(query, now)
-        memories = [c.memory for c in candidates]
-        fits = time_fits(memories, match, intent, self.policy)
-        factors = [multipliers(m, now, self.policy, t) for m, t in zip(memories, fits, strict=True)]
-        scores = [final_score(x, f) for x, f in zip(match, factors, strict=True)]
-        order = sorted(range(len(memories)), key=lambda i: (-scores[i], memories[i].id))
-        found = calibration.features(
-            query,
-            memories,
-            [c.relevance_cosine for c in candidates],
-            intent,
-            timedelta(minutes=self.policy.episode_gap_minutes),
-            self.policy.relevance,
-        )
-        relevance = calibration.calibrated(memories, found, intent, self.policy.relevance)
-        kept = [i for i in order if relevance[i] >= min_relevance][:limit]
-        return [
-            self._hit(candidates[i], match[i], reranker, factors[i], scores[i], found[i], relevance[i])
-            for i in kept
-        ]
-
-    def _intent(self, query: str, now: datetime) -> TimeIntent:
-        return time_intent(query, now, self.policy.zone) if self.policy.time_expressions else TimeIntent()
-
-    def _hit(
-        self,
-        candidate: Candidate,
-        match: float,
-        reranker: str,
-        factors: Multipliers,
-        score: float,
-        found: Features,
-        relevance: float,
-    ) -> Hit:
-        why = Explanation(
-            bm25_rank=candidate.bm25_rank,
-            dense_rank=candidate.dense_rank,
-            rrf_score=candidate.rrf_score,
-            dense_similarity=candidate.dense_similarity,
-            relevance=match,
-            reranker=reranker,
-            multipliers=factors,
-            score=score,
-            features=found,
-            embedding_pending=candidate.embedding_pending,
-        )
-        return Hit(candidate.memory, score, why, relevance)
+    @property
+    def _reranker(self) -> Reranker:
+        return EngineReranked() if self._engine.info.reranks_server_side else self.reranker
 
     def likely(self, hits: Iterable[Hit]) -> list[Hit]:
         """The hits that clear the relevance floor: those that probably bear on the query."""
-        return [h for h in hits if h.relevance >= self.policy.relevance_floor]
-
-    def _touch(self, user_id: str, hits: list[Hit]) -> list[Hit]:
-        used = [
-            h.memory.id
-            for h in self.likely(hits[: self.policy.use_top])
-            if h.memory.tracks_usage and h.memory.user_id == user_id
-        ]
-        if not used:
-            return hits
-        now = self.clock()
-        self._engine.touch(user_id, used, now)
-        touched = set(used)
-        return [
-            Hit(
-                h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=now),
-                h.score,
-                h.explanation,
-                h.relevance,
-            )
-            if h.memory.id in touched
-            else h
-            for h in hits
-        ]
+        return ranking.likely(self.policy, hits)
 
     # -- read / forget -----------------------------------------------------------------
 
@@ -581,42 +458,6 @@ class MemoryService:
 
     def close(self) -> None:
         self._engine.close()
-
-
-def plan_recall(
-    policy: ScoringPolicy, limits: Limits, query: RecallQuery, *, intent: TimeIntent | None = None
-) -> RecallPlan:
-    """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request).
-
-    The time phrases ``intent`` found ("last weekend") are kept out of the BM25 query: the
-    period shapes ranking (``domain.scoring.time_fits``), the words should not match text.
-    """
-    text = inputs.clean_text(query.text, "query", limits.max_query_chars)
-    lexical = intent.without_phrases(text) if intent is not None and intent.phrases else text
-    top_k = inputs.top_k(query.k, limits)
-    return RecallPlan(
-        user_id=query.user_id,
-        query=text,
-        memory_types=_recall_types(query.memory_types, query.include_catalog),
-        include_superseded=bool(query.include_superseded),
-        window=max(policy.rrf_window, top_k),
-        rank_constant=policy.rrf_rank_constant,
-        lexical_query=(lexical_query(lexical) if policy.lexical_content_words else lexical) or text,
-        k=top_k,
-    )
-
-
-def _recall_types(memory_types: Iterable[str] | None, include_catalog: bool) -> frozenset[MemoryType]:
-    """An explicit ``memory_types`` is the whole filter (catalog only if listed); without it,
-    every user type, plus the catalog when ``include_catalog``."""
-    if memory_types is None:
-        return frozenset({*USER_MEMORY_TYPES, *([MemoryType.CATALOG] if include_catalog else [])})
-    if isinstance(memory_types, str):
-        memory_types = [memory_types]
-    kinds = {inputs.memory_type(t, MemoryType) for t in memory_types}
-    if not kinds:
-        raise InvalidInput("memory_types must name at least one type, or be omitted for all")
-    return frozenset(kinds)
 
 
 def _contradiction(value: Any) -> Contradiction:

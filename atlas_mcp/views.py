@@ -6,14 +6,15 @@ result is not handed a wall of nulls.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from datetime import datetime
+from typing import Any
 
 from .domain import codec
+from .domain.explain import wire_names
 from .domain.guard import flags
 from .domain.model import Memory, iso
-
-if TYPE_CHECKING:
-    from .service import Explanation
+from .domain.ranking import Explanation
 
 SCORE_DIGITS = 6  # the precision every score is shown with
 RELEVANCE_DIGITS = 3  # a calibrated probability: more digits would claim precision it lacks
@@ -42,25 +43,24 @@ def recalled_view(
 
 
 def explanation_view(why: Explanation) -> dict[str, Any]:
-    """The breakdown of one recall score: score = match × decay × use × prior × track × time."""
-    applied = why.multipliers
-    return {
-        "bm25_rank": why.bm25_rank,
-        "dense_rank": why.dense_rank,
-        "rrf_score": _rounded(why.rrf_score),
-        "dense_similarity": _rounded(why.dense_similarity),
-        "relevance": _rounded(why.relevance),
-        "reranker": why.reranker,
-        "multipliers": {
-            "decay": _rounded(applied.decay),
-            "decay_reference": iso(applied.decay_reference),
-            "use_boost": _rounded(applied.use_boost),
-            "catalog_prior": _rounded(applied.catalog_prior),
-            "track_record": _rounded(applied.track_record),
-            "time_fit": _rounded(applied.time_fit),
-        },
-        "score": _rounded(why.score),
-    } | ({"embedding_pending": True} if why.embedding_pending else {})
+    """The breakdown of one recall score (``ranking.FORMULA``), as ``domain.explain`` declares it."""
+    return _declared_view(why)
+
+
+def _declared_view(value: Any) -> dict[str, Any]:
+    view: dict[str, Any] = {}
+    for key, field, shown in wire_names(type(value)):
+        item = getattr(value, field.name)
+        if shown.only_when_set and not item:
+            continue
+        view[key] = _declared_view(item) if dataclasses.is_dataclass(item) else _wire(item)
+    return view
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    return _rounded(value) if isinstance(value, float) else value
 
 
 def _rounded(value: float | None) -> float | None:

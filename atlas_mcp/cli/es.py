@@ -114,10 +114,11 @@ def doctor(config_file: str | None) -> None:
 @config_option
 def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:
     """Print the exact search request(s) recall would send for TEXT (the cluster is not contacted)."""
+    from ..domain import ranking
     from ..engines.elasticsearch import operations
-    from ..service import RecallQuery, plan_recall
 
     settings = settings_from(config_file)
-    asked = RecallQuery(user, text, k, memory_types or None, not no_catalog, include_superseded)
-    plan = plan_recall(settings.scoring, settings.limits, asked)
-    _echo_json(operations.recall_requests(settings, plan, utcnow()))
+    asked = ranking.RecallQuery(user, text, k, memory_types or None, not no_catalog, include_superseded)
+    now = utcnow()
+    plan = ranking.plan(settings.scoring, settings.limits, asked, now)
+    _echo_json(operations.recall_requests(settings, plan, now))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from ..domain.calibration import FITTED
 from ..eval import (
     ablation,
     calibrate,
@@ -96,7 +97,7 @@ def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_fil
         f"\ningest {result.ingest_seconds:.1f} s for {sum(len(c.turns) for c in conversations)} turns; "
         f"recall p50 {statistics.median(latencies):.1f} ms, p95 {latencies[int(0.95 * len(latencies))]:.1f} ms"
     )
-    click.echo(locomo_run.floor_line(result, service.policy.relevance_floor))
+    click.echo(locomo_run.floor_line(result, service.policy.calibration.relevance_floor))
     if variants:
         click.echo("\n" + locomo_run.ablation_table(result, variants, ks))
     _write_json(json_file, locomo_run.to_json(result, variants, list(ablate)))
@@ -201,9 +202,9 @@ def calibrate_command(path: Path, config_file) -> None:
         conversations = locomo.load(path)
         questions += calibrate.locomo_questions(service, clock, conversations)
         questions += calibrate.locomo_elsewhere(service, clock, conversations)
-    model = calibrate.fit(questions, service.policy.relevance)
+    model = calibrate.fit(questions, service.policy.calibration)
     refitted = calibrate.rescored(questions, model)
-    click.echo(f"fitted [scoring.relevance]: {model.model_dump()}\n")
+    click.echo(f"fitted [scoring.calibration]: { {name: getattr(model, name) for name in FITTED} }\n")
     click.echo(calibrate.reliability_table(refitted))
     click.echo("\n" + calibrate.sweep_table(refitted))
 

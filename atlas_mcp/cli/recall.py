@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..domain.ranking import COLUMNS, FORMULA, Hit
 from ..inspection import explain_recall, when
-from ..service import Hit
 from ..views import recalled_view
 from .options import config_option, require_known_user, service_session, settings_from, user_option
 from .tables import clip, echo_json, json_option, table, type_option
@@ -49,12 +49,11 @@ def recall(
         return
     click.echo(table(["#", "score", "relevance", "type", "id", "text"], _result_rows(hits)))
     if explain:
-        click.echo("\nwhy: score = match × decay × use × prior × track × time")
+        click.echo(f"\nwhy: {FORMULA}")
         click.echo(table(EXPLAIN_HEADERS, _explain_rows(hits)))
 
 
-EXPLAIN_HEADERS = ["#", "bm25", "dense", "rrf", "match", "reranker", "decay", "aged from", "use",
-                   "prior", "track", "time", "score"]  # fmt: skip
+EXPLAIN_HEADERS = ["#", *(column.label for column in COLUMNS)]
 
 
 def _result_rows(hits: list[Hit]):
@@ -71,9 +70,5 @@ def _result_rows(hits: list[Hit]):
 
 def _explain_rows(hits: list[Hit]):
     for rank, hit in enumerate(hits, start=1):
-        why, factors = hit.explanation, hit.explanation.multipliers
-        yield (
-            rank, why.bm25_rank, why.dense_rank, why.rrf_score, why.relevance, why.reranker,
-            factors.decay, when(factors.decay_reference), factors.use_boost, factors.catalog_prior,
-            factors.track_record, factors.time_fit, why.score,
-        )  # fmt: skip
+        values = [(c.kind, c.value(hit.explanation)) for c in COLUMNS]
+        yield (rank, *(when(v) if kind == "time" else v for kind, v in values))

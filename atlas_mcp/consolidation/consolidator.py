@@ -29,7 +29,7 @@ from ..domain import inputs
 from ..domain.audit import Actor
 from ..domain.limits import Limits
 from ..domain.model import Memory, MemoryType, Outcome, iso
-from ..domain.scoring import outcome_changes
+from ..domain.multipliers import outcome_changes
 from ..domain.secrets import find_secrets, redact
 from ..errors import AtlasError, BackendUnavailable, ConfigurationError, InvalidInput, NotFound
 from ..log import get_logger

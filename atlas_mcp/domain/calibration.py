@@ -42,13 +42,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from itertools import accumulate
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from .context_rerank import episodes
 from .lexical import cjk_words, detect_language, has_cjk
 from .model import Memory
 from .query import lexical_query
-from .relevance import episodes
-from .scoring import RelevanceModel, time_reference
 from .stopwords import CJK_QUESTION_CHARACTERS, CJK_STOP_CHARACTERS, CJK_STOP_WORDS, STOP_WORDS
-from .when import TimeIntent, window_fit
+from .when import TimeIntent
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK_GRAMMAR = CJK_STOP_CHARACTERS | CJK_QUESTION_CHARACTERS
@@ -101,6 +102,45 @@ SMALL_TALK = frozenset(
         "awesome",
     )
 )
+
+
+class CalibrationPolicy(BaseModel):
+    """``[scoring.calibration]``: the fitted weights (``atlas-mcp eval calibrate`` prints new
+    ones), the rules on top of them, and the floor recall reads them against."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bias: float = Field(-7.42, description="log-odds of a memory with cosine 0 and no query word")
+    cosine: float = Field(7.21, description="log-odds per unit of the query's cosine with the memory")
+    coverage: float = Field(3.64, description="log-odds of holding every (rarity-weighted) query word")
+    context: float = Field(
+        0.85, ge=0, le=1, description="share of a neighbouring turn's relevance an event inherits"
+    )
+    small_talk_factor: float = Field(0.1, ge=0, le=1, description="what a query asking for nothing keeps")
+    unknown_cosine: float = Field(0.45, ge=0, le=1, description="assumed when the engine measured no cosine")
+    time_evidence: float = Field(
+        0.8, ge=0, le=1, description="relevance a named period lends the one memory that falls in it"
+    )
+    relevance_floor: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="below it a memory probably does not bear on the query: recall drops it, and it earns no use",
+    )
+    min_relevance: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="recall drops memories below this relevance unless asked otherwise; unset: the relevance floor",
+    )
+
+    @property
+    def default_min_relevance(self) -> float:
+        """What a recall drops below when the caller does not say: the floor, unless configured."""
+        return self.relevance_floor if self.min_relevance is None else self.min_relevance
+
+
+FITTED = ("bias", "cosine", "coverage")  # what ``atlas-mcp eval calibrate`` refits
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +256,7 @@ def features(
     cosines: Sequence[float | None],
     intent: TimeIntent,
     episode_gap: timedelta,
-    model: RelevanceModel,
+    model: CalibrationPolicy,
 ) -> list[Features]:
     words = topic_words(query, intent)
     cover = coverages(words, memories)
@@ -230,24 +270,25 @@ def features(
     return [Features(cos[i], cover[i], neighbour[i], not words) for i in range(len(memories))]
 
 
-def _own(cosine: float, coverage: float, model: RelevanceModel) -> float:
+def _own(cosine: float, coverage: float, model: CalibrationPolicy) -> float:
     return _sigmoid(model.bias + model.cosine * cosine + model.coverage * coverage)
 
 
-def relevance(f: Features, model: RelevanceModel) -> float:
+def relevance(f: Features, model: CalibrationPolicy) -> float:
     if f.topicless:
         return model.small_talk_factor * _sigmoid(model.bias + model.cosine * f.cosine)
     return max(_own(f.cosine, f.coverage, model), model.context * f.context)
 
 
 def calibrated(
-    memories: Sequence[Memory], found: Sequence[Features], intent: TimeIntent, model: RelevanceModel
+    found: Sequence[Features], window: Sequence[float] | None, model: CalibrationPolicy
 ) -> list[float]:
-    """One absolute relevance in [0, 1] per memory, the period the query names included."""
+    """One absolute relevance in [0, 1] per memory, the period the query names included:
+    ``window`` is each memory's fit to that period (``multipliers.window_fits``), None if none."""
     base = [relevance(f, model) for f in found]
-    if intent.window is None:
+    if window is None:
         return base
-    fits = [window_fit(time_reference(m), intent.window, model.time_window_floor) for m in memories]
+    fits = window
     inside = sum(1 for fit in fits if fit == 1.0)
     evidence = model.time_evidence / max(inside, 1)  # one of n memories from that period
     out = []

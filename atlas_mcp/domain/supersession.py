@@ -10,10 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ..errors import Conflict, InvalidInput, NotFound
 from .model import Contradiction, Memory, MemoryType
 
 SUPERSEDABLE_TYPES = frozenset({MemoryType.SEMANTIC, MemoryType.PROCEDURAL})
+
+
+class SupersessionPolicy(BaseModel):
+    """``[scoring.supersession]``: what a write that replaces memories does to the new one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    harsh_confidence_penalty: float = Field(
+        0.1, ge=0, le=1, description="confidence a harsh contradiction (the user corrected us) costs"
+    )
 
 
 def penalised_confidence(

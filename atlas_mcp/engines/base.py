@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 from ..domain.audit import AuditEntry
 from ..domain.fusion import Candidate
 from ..domain.model import Memory, MemoryType
+from ..domain.ranking import RecallPlan
 
 __all__ = [
     "AuditQuery", "Candidate", "Engine", "EngineInfo", "ListQuery", "RecallPlan", "StoreStats", "TypeCount",
@@ -27,25 +28,6 @@ class EngineInfo:
     name: str
     reranks_server_side: bool = False  # candidates arrive with ``rerank_score`` set
     embedding_model: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RecallPlan:
-    """What one recall asks of an engine."""
-
-    user_id: str
-    query: str
-    memory_types: frozenset[MemoryType]  # may include CATALOG
-    include_superseded: bool
-    window: int  # candidates per branch, and the fused pool size
-    rank_constant: int
-    # What the BM25 branch should match (``domain.query``: function words dropped); "" = query.
-    lexical_query: str = ""
-    k: int = 0  # how many memories the recall returns (0: unknown); a reranker window is never smaller
-
-    @property
-    def lexical_text(self) -> str:
-        return self.lexical_query or self.query
 
 
 @dataclass(frozen=True, slots=True)

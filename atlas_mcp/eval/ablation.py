@@ -56,8 +56,8 @@ def ablated(service: MemoryService, names: Iterable[str]) -> MemoryService:
     changes: dict[str, object] = {}
     for name in names:
         changes |= _POLICY.get(name, {})
-    policy = service.policy.model_copy(update=changes)
+    policy = service.policy.replaced(**changes)
     reranker = None
     if "rerank" in names:
-        reranker = FusedScoreReranker(policy.model_copy(update={"fused_dense_weight": 0.0}))
+        reranker = FusedScoreReranker(policy.replaced(fused_dense_weight=0.0))
     return service.with_policy(policy, reranker)

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..domain import calibration
-from ..domain.calibration import Features
-from ..domain.scoring import RelevanceModel
+from ..domain.calibration import FITTED, CalibrationPolicy, Features
 from ..service import MemoryService
 from .harness import ManualClock
 from .locomo import ANSWERABLE, Conversation
@@ -112,7 +111,7 @@ def design(found: Sequence[Features]) -> np.ndarray:
     return np.array([[1.0, f.cosine, f.coverage] for f in found], dtype=np.float64)
 
 
-def fit(questions: Sequence[Question], base: RelevanceModel) -> RelevanceModel:
+def fit(questions: Sequence[Question], base: CalibrationPolicy) -> CalibrationPolicy:
     rows, labels, weights = [], [], []
     sources = {q.source for q in questions}
     for source in sources:
@@ -126,7 +125,7 @@ def fit(questions: Sequence[Question], base: RelevanceModel) -> RelevanceModel:
     x, y, w = design(rows), np.array(labels, dtype=np.float64), np.array(weights) * len(rows) / len(sources)
     beta = _newton(x, y, w)
     return base.model_copy(
-        update={"bias": round(beta[0], 2), "cosine": round(beta[1], 2), "coverage": round(beta[2], 2)}
+        update={name: round(weight, 2) for name, weight in zip(FITTED, beta[:3], strict=True)}
     )
 
 
@@ -145,7 +144,7 @@ def _newton(x: np.ndarray, y: np.ndarray, w: np.ndarray, steps: int = 50) -> lis
     return [float(b) for b in beta]
 
 
-def rescored(questions: Sequence[Question], model: RelevanceModel) -> list[Question]:
+def rescored(questions: Sequence[Question], model: CalibrationPolicy) -> list[Question]:
     """The same questions with relevance from ``model`` (time rules left out: they are not fitted)."""
     return [
         Question(

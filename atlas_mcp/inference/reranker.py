@@ -1,7 +1,7 @@
-"""Rerank stage: turns fused candidates into a relevance score in [0, 1].
+"""Rerank stage: turns fused candidates into a match in [0, 1] (``domain.ranking.Reranker``).
 
 The default needs no model: it fuses the dense cosine and BM25 score the engine already
-computed, with the context of events (``domain.relevance``). A cross-encoder is ~180 ms for
+computed, with the context of events (``domain.context_rerank``). A cross-encoder is ~180 ms for
 80 pairs on 2 cores, far over the recall budget, and none ships on a package registry. A user
 may point ``[rerank] model_dir`` at a cross-encoder exported to ONNX (``model.onnx`` +
 ``tokenizer.json``).
@@ -12,34 +12,28 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..domain.context_rerank import Signals, context_match
 from ..domain.fusion import Candidate, max_rrf_score
-from ..domain.relevance import Signals, context_relevance
+from ..domain.ranking import Reranker
 from ..domain.scoring import ScoringPolicy
 from ..errors import ConfigurationError
 
-
-@runtime_checkable
-class Reranker(Protocol):
-    name: str
-
-    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
-        """One relevance in [0, 1] per candidate, in the candidates' order."""
+__all__ = ["ContextReranker", "FusedScoreReranker", "OnnxCrossEncoder", "Reranker", "open_reranker"]
 
 
 class FusedScoreReranker:
-    """relevance = (1 − w)·RRF/RRF_max + w·max(cosine, 0), with w = ``fused_dense_weight``."""
+    """match = (1 − w)·RRF/RRF_max + w·max(cosine, 0), with w = ``fused_dense_weight``."""
 
     name = "fused"
 
     def __init__(self, policy: ScoringPolicy, branches: int = 2) -> None:
-        self._dense_weight = policy.fused_dense_weight
-        self._rrf_max = max_rrf_score(branches, policy.rrf_rank_constant)
+        self._dense_weight = policy.retrieval.fused_dense_weight
+        self._rrf_max = max_rrf_score(branches, policy.retrieval.rrf_rank_constant)
 
-    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
         return [self.score(c) for c in candidates]
 
     def score(self, candidate: Candidate) -> float:
@@ -49,16 +43,16 @@ class FusedScoreReranker:
 
 
 class ContextReranker:
-    """The default: z-score fusion of cosine and BM25 with event context (``domain.relevance``)."""
+    """The default: z-score fusion of cosine and BM25 with event context (``domain.context_rerank``)."""
 
     name = "context"
 
     def __init__(self, policy: ScoringPolicy) -> None:
-        self._policy = policy
+        self._policy = policy.context_rerank
 
-    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
         pool = [Signals(c.memory, c.dense_similarity, c.bm25_score) for c in candidates]
-        return context_relevance(query, pool, self._policy)
+        return context_match(query, pool, self._policy)
 
 
 class OnnxCrossEncoder:
@@ -87,7 +81,7 @@ class OnnxCrossEncoder:
         self._fallback = fallback
         self._limit = limit
 
-    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
         head = list(candidates[: self._limit])
         scores = self._cross_scores(query, [c.memory.search_text() for c in head]) if head else []
         tail = [0.5 * self._fallback.score(c) for c in candidates[self._limit :]]

@@ -16,7 +16,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..caller import SCOPE_GRANT_KEY, SCOPE_USER_KEY
 from ..domain.model import Memory, MemoryType
-from ..domain.scoring import track_record
+from ..domain.multipliers import track_record
+from ..domain.ranking import COLUMNS, FORMULA
 from ..errors import InvalidInput, NotFound
 from ..inspection import explain_recall, memory_detail, type_counts
 from ..service import MemoryService
@@ -96,7 +97,10 @@ class Pages:
     def search(self, request: Request) -> Response:
         query = request.query_params.get("q", "")
         kinds = [k for k in request.query_params.getlist("type") if k in TYPE_NAMES]
-        context = {"query": query, "kinds": TYPE_NAMES, "chosen": kinds, "hits": None, "error": None}
+        context = {
+            "query": query, "kinds": TYPE_NAMES, "chosen": kinds, "hits": None, "error": None,
+            "columns": COLUMNS, "formula": FORMULA,
+        }  # fmt: skip
         if query.strip():
             try:
                 context["hits"] = explain_recall(
@@ -111,7 +115,10 @@ class Pages:
 
     def playbooks(self, request: Request) -> Response:
         found = self.service.list(_user(request), memory_types=["procedural"], include_superseded=False)
-        rows = [(p, track_record(p.success_count, p.failure_count, self.service.policy)) for p in found]
+        rows = [
+            (p, track_record(p.success_count, p.failure_count, self.service.policy.multipliers))
+            for p in found
+        ]
         rows.sort(key=lambda row: (-row[1], row[0].name or ""))
         return page(request, "playbooks.html", playbooks=rows)
 

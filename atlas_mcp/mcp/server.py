@@ -86,7 +86,7 @@ def build_server(
         name="atlas-mcp",
         title="atlas-mcp long-term memory",
         version=__version__,
-        instructions=INSTRUCTIONS.format(floor=service.policy.relevance_floor),
+        instructions=INSTRUCTIONS.format(floor=service.policy.calibration.relevance_floor),
         log_level="WARNING",
     )
     server.middleware.append(ScopeGate(stdio))

@@ -8,8 +8,9 @@ over HTTP the user whose bearer token the auth middleware verified for this very
 import inspect
 import json
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from functools import partial, wraps
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_args, get_type_hints
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -21,7 +22,10 @@ from ..choices import OneOf
 from ..domain import codec
 from ..domain.audit import Actor
 from ..domain.codec import Kind
+from ..domain.explain import wire_names
 from ..domain.model import Contradiction, FactType, MemoryType, Outcome
+from ..domain.multipliers import Multipliers
+from ..domain.ranking import FORMULA, Explanation
 from ..errors import AtlasError
 from ..scopes import Grant
 from ..service import WRITABLE_TYPES, MemoryService
@@ -41,31 +45,37 @@ class Step(BaseModel):
     tool: str | None = None
 
 
-class MultipliersOut(BaseModel):
-    decay: float
-    decay_reference: str | None = Field(None, description="the date decay aged this memory from")
-    use_boost: float
-    catalog_prior: float
-    track_record: float
-    time_fit: float = Field(
-        1.0, description="how well the memory's date fits the period or order the query names"
-    )
+def _declared_model(
+    name: str, cls: type, doc: str | None, nested: dict[str, type[BaseModel]]
+) -> type[BaseModel]:
+    """A result model from an explain declaration (``domain.explain``): the tool's schema and
+    the view (``views.explanation_view``) read the same labelled fields."""
+    hints = get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for key, field, shown in wire_names(cls):
+        json_type = nested.get(field.name) or _wire_type(hints[field.name])
+        optional = shown.only_when_set or type(None) in get_args(json_type)
+        annotation = json_type | None if shown.only_when_set else json_type
+        fields[key] = (annotation, Field(None if optional else ..., description=shown.description))
+    return create_model(name, __doc__=doc, **fields)
 
 
-class ExplainOut(BaseModel):
-    """Why a memory scored what it did: score = relevance × every multiplier."""
+def _wire_type(hint: Any) -> Any:
+    """A field's type as the JSON view emits it: dates as ISO strings."""
+    if hint is datetime:
+        return str
+    if datetime in get_args(hint):
+        return str | None
+    return hint
 
-    bm25_rank: int | None = None
-    dense_rank: int | None = None
-    rrf_score: float | None = Field(None, description="the fused rank score; null when the engine reranked")
-    dense_similarity: float | None = None
-    relevance: float = Field(description="the rerank stage's match, relative to this recall's best (1.0)")
-    reranker: str
-    multipliers: MultipliersOut
-    score: float
-    embedding_pending: bool | None = Field(
-        None, description="true: its vector is still being computed, so only its words matched"
-    )
+
+MultipliersOut = _declared_model("MultipliersOut", Multipliers, None, {})
+ExplainOut = _declared_model(
+    "ExplainOut",
+    Explanation,
+    f"Why a memory scored what it did: {FORMULA}.",
+    {"multipliers": MultipliersOut},
+)
 
 
 _JSON_TYPES: dict[Kind, Any] = {
@@ -359,7 +369,7 @@ def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> N
     """Register the memory tools of ``service`` on ``server``."""
     tools = MemoryTools(service, stdio)
     server.tool(
-        description=RECALL_DESCRIPTION.format(floor=service.policy.relevance_floor),
+        description=RECALL_DESCRIPTION.format(floor=service.policy.calibration.relevance_floor),
         annotations=ToolAnnotations(title="Recall memory", read_only_hint=True, open_world_hint=False),
     )(bounded_k(tools.recall_memory, service.limits.max_k))
     server.tool(

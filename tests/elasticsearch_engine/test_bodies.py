@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.multipliers import FACTORS
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch import requests as rq
@@ -185,6 +186,16 @@ def test_script_params_are_exactly_what_the_script_reads():
     params = rq.priors_params(bodies.LAYOUT, ScoringPolicy(), bodies.NOW)
     used = set(re.findall(r"params\.([a-z_]+)", PRIORS_SCRIPT))
     assert used == set(params)
+
+
+def test_every_multiplier_is_in_the_priors_script_or_left_out_with_a_reason():
+    """The script picks the reranker's window under the same multipliers that rank after it: a
+    new factor of ``Multipliers`` must be computed here too, or say why it cannot be."""
+    assert set(FACTORS) == set(rq.PRIORS_FACTORS) | set(rq.PRIORS_LEAVE_OUT)
+    assert not set(rq.PRIORS_FACTORS) & set(rq.PRIORS_LEAVE_OUT)
+    used = set(re.findall(r"params\.([a-z_]+)", PRIORS_SCRIPT))
+    for factor, names in rq.PRIORS_FACTORS.items():
+        assert set(names) <= used, f"the priors script does not compute {factor}"
 
 
 def test_script_params_come_from_the_one_scoring_policy():

@@ -14,6 +14,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from atlas_mcp.cli import cli
+from atlas_mcp.domain import ranking
+from atlas_mcp.domain.limits import Limits
+from atlas_mcp.domain.model import utcnow
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch.layout import IndexLayout
@@ -65,9 +68,40 @@ def test_es_query_prints_the_recall_request(fake_es, run):
     assert printed["path"] == "/cli-semantic/_search"  # named types are the whole filter
     reranker = printed["body"]["retriever"]["text_similarity_reranker"]
     assert reranker["inference_text"] == "hub firmware" and printed["body"]["size"] == 80
-    assert reranker["retriever"]["rrf"]["rank_window_size"] == ScoringPolicy().rrf_window
+    assert reranker["retriever"]["rrf"]["rank_window_size"] == ScoringPolicy().retrieval.rrf_window
     assert fake_es.requests == []
     assert run("es-query", "--user", "sarah", "--k", "0", "x").exit_code != 0
+
+
+def test_es_query_plans_as_recall_does(fake_es, run):
+    """One plan: the time phrase ("last weekend") shapes ranking and stays out of BM25, in the
+    printed request as in recall's own plan."""
+    printed = json.loads(run("es-query", "--user", "sarah", "what did I cook last weekend").output)
+    matches = _values(printed, "multi_match")
+    assert [m["query"] for m in matches] == ["cook"]  # the BM25 branch of the one search
+    plan = ranking.plan(
+        ScoringPolicy(), Limits(), ranking.RecallQuery("sarah", "what did I cook last weekend"), utcnow()
+    )
+    assert plan.lexical_text == "cook" and plan.intent.window is not None
+    unranked = json.loads(
+        run(
+            "es-query",
+            "--user",
+            "sarah",
+            "what did I cook last weekend",
+            ATLAS_ELASTICSEARCH__RERANK_INFERENCE_ID="",
+        ).output
+    )
+    assert [m["query"] for m in _values(unranked, "multi_match")] == ["cook"]
+
+
+def _values(tree, key: str) -> list:
+    """Every value under ``key`` anywhere in a JSON tree."""
+    if isinstance(tree, dict):
+        return [v for k, v in tree.items() if k == key] + [x for v in tree.values() for x in _values(v, key)]
+    if isinstance(tree, list):
+        return [x for v in tree for x in _values(v, key)]
+    return []
 
 
 def test_bootstrap_is_idempotent(fake_es, run):

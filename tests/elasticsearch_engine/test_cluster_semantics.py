@@ -15,7 +15,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from atlas_mcp.domain.model import MemoryType
-from atlas_mcp.domain.scoring import ScoringPolicy, multipliers
+from atlas_mcp.domain.multipliers import multipliers
+from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch import requests as rq
@@ -55,7 +56,7 @@ def test_elastic_rerank_logits_keep_the_rerankers_order(fake_es, tmp_path):
     assert relevance == sorted(relevance, reverse=True) and len(set(relevance)) == len(FACTS), relevance
     assert any(s < 1.0 for s in es_order), "some logits were negative (shifted below 1)"
     hits = service.recall("u1", "which firmware does the hub run", min_relevance=0.0)
-    assert "firmware" in hits[0].memory.text and hits[0].explanation.relevance > 0
+    assert "firmware" in hits[0].memory.text and hits[0].explanation.match > 0
     assert fake_es.requests_to("GET", rf"^/_inference/.*{LOGIT_RERANKER}$"), (
         "the scale was read from the endpoint"
     )
@@ -82,7 +83,7 @@ def test_the_reranker_scores_its_own_window(es_engine, fake_es):
     reranker = search.json()["retriever"]["text_similarity_reranker"]
     assert (
         reranker["rank_window_size"] == 80
-        and reranker["retriever"]["rrf"]["rank_window_size"] == ScoringPolicy().rrf_window
+        and reranker["retriever"]["rrf"]["rank_window_size"] == ScoringPolicy().retrieval.rrf_window
     )
 
 
@@ -109,7 +110,7 @@ def test_without_a_rerank_endpoint_the_service_ranks_with_real_signals(fake_es, 
     ):
         hits = service.recall("u1", query, min_relevance=0.0, touch=False)
         assert hits[0].memory.id == ids[fact], query
-        assert hits[0].explanation.reranker == "context" and len({h.explanation.relevance for h in hits}) > 1
+        assert hits[0].explanation.reranker == "context" and len({h.explanation.match for h in hits}) > 1
     candidate = engine.candidates(service.recall_plan(RecallQuery("u1", "hub firmware")))[0]
     assert candidate.bm25_score and candidate.dense_similarity is not None and candidate.bm25_rank == 1
     (msearch, *_) = fake_es.requests_to("POST", r"^/_msearch$")
@@ -312,7 +313,7 @@ def test_the_painless_priors_equal_the_python_multipliers_before_1970_too(es_eng
     stored = {m.id: m for m in es_engine.get("u1", [*ids, "cat-z"], include_catalog=True)}
     assert len(stored) == 6
     for doc_id, memory in stored.items():
-        expected = multipliers(memory, now, service.policy).product
+        expected = multipliers(memory, now, service.policy.multipliers).product
         assert with_priors[doc_id] / without[doc_id] == pytest.approx(expected, rel=1e-3), memory.text
     assert with_priors[ids[0]] / without[ids[0]] < 0.01, "a 1965 event is decayed"
 

@@ -79,7 +79,7 @@ class StandInReranker:
     def __init__(self, embed) -> None:
         self._embed = embed
 
-    def relevance(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
         vectors = np.asarray(
             self._embed([query, *(c.memory.search_text() for c in candidates)]), dtype=np.float64
         )
@@ -140,8 +140,8 @@ def test_rerank_off_gives_the_same_order_and_relevance(cluster, tmp_path, embedd
             ours, theirs = ranked(local, query), ranked(remote, query)
             assert texts(ours) == texts(theirs), query
             assert texts(ours)[0] == target, query
-            assert [h.explanation.relevance for h in theirs] == pytest.approx(
-                [h.explanation.relevance for h in ours], abs=2e-3
+            assert [h.explanation.match for h in theirs] == pytest.approx(
+                [h.explanation.match for h in ours], abs=2e-3
             ), query
             assert {h.explanation.reranker for h in ours + theirs} == {"context"}
     finally:

@@ -170,8 +170,8 @@ def test_stats_count_per_owner_and_type(service, es_engine, fake_es):
 def test_recall_explains_that_the_engine_reranked(service):
     service.write("u1", "The hub runs firmware 2.1")
     (hit,) = service.recall("u1", "hub firmware")
-    assert hit.explanation.reranker == "engine" and 0.0 <= hit.explanation.relevance <= 1.0
-    assert hit.score == pytest.approx(hit.explanation.relevance * hit.explanation.multipliers.product)
+    assert hit.explanation.reranker == "engine" and 0.0 <= hit.explanation.match <= 1.0
+    assert hit.score == pytest.approx(hit.explanation.match * hit.explanation.multipliers.product)
 
 
 async def test_a_cluster_failure_is_a_tool_error_not_a_crash(service, fake_es):

@@ -21,7 +21,7 @@ import pytest
 
 from atlas_mcp.config_tables import ElasticsearchSettings
 from atlas_mcp.domain.model import USER_MEMORY_TYPES, Memory, MemoryType, new_id
-from atlas_mcp.domain.scoring import multipliers
+from atlas_mcp.domain.multipliers import multipliers
 from atlas_mcp.engines.base import ListQuery
 from atlas_mcp.engines.elasticsearch import admin
 from atlas_mcp.engines.elasticsearch import requests as rq
@@ -167,7 +167,7 @@ def test_the_painless_priors_equal_the_python_multipliers_behind_aliases(live):
     stored = {m.id: m for m in live.engine.get("alice", list(with_priors), include_catalog=True)}
     assert set(stored) == {old.id, sixties.id, fresh.id, fact.id, playbook.id, catalog_id}
     for doc_id, memory in stored.items():
-        expected = multipliers(memory, now, live.service.policy).product
+        expected = multipliers(memory, now, live.service.policy.multipliers).product
         assert with_priors[doc_id] / without[doc_id] == pytest.approx(expected, rel=1e-3), memory.memory_type
 
 

@@ -44,7 +44,7 @@ def test_no_memory_leaks_between_users_with_per_user_dls_keys(tmp_path):
 def _recalled(service: MemoryService, user: str, query: str) -> set[str]:
     # Likely matches only: the fake's reranker scores every candidate alike (sigmoid 0.68-0.73),
     # so by score alone a five-year-old superseded fact (decay 0.5) sits below the top 10.
-    floor = service.policy.relevance_floor
+    floor = service.policy.calibration.relevance_floor
     return {
         h.memory.id
         for h in service.recall(user, query, include_superseded=True, touch=False, min_relevance=floor)

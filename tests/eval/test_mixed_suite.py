@@ -86,7 +86,7 @@ async def test_recall_memory_carries_relevance_and_honours_min_relevance():
             assert "4471" in top["text"] and 0.0 <= top["relevance"] <= 1.0
             # By default recall leaves out what probably does not bear on the query: nothing
             # stored is about Peru, so nothing comes back, and the description says what that means.
-            floor = ScoringPolicy().relevance_floor
+            floor = ScoringPolicy().calibration.relevance_floor
             unknown = (
                 await client.call_tool("recall_memory", {"query": "What is the capital of Peru?"})
             ).structured_content["memories"]

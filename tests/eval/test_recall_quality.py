@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from atlas_mcp.domain.calibration import _bags, coverages, tokens, topic_words
 from atlas_mcp.domain.lexical import has_cjk, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.domain.scoring import ScoringPolicy, use_boost
+from atlas_mcp.domain.multipliers import use_boost
+from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.domain.when import Order, time_intent, window_fit
 from atlas_mcp.errors import InvalidInput, NotFound
 from atlas_mcp.eval import mixed_suite
@@ -93,7 +94,7 @@ def test_a_window_fit_is_bounded_and_falls_with_distance():
 
 
 def test_the_use_boost_saturates():
-    policy = ScoringPolicy()
+    policy = ScoringPolicy().multipliers
     assert use_boost(0, policy) == 1.0
     assert use_boost(5, policy) < use_boost(50, policy) <= 1 + policy.use_count_weight
     assert use_boost(10_000, policy) == pytest.approx(1 + policy.use_count_weight)
@@ -221,7 +222,7 @@ def test_a_question_about_nothing_stored_has_nothing_above_the_floor(service):
     service, _ = service
     service.write("u", "My husband is Daniel; he teaches chemistry.", fact_type="identity")
     service.write("u", "How to boil an egg.", "procedural", name="Boil an egg", steps=["Boil six minutes"])
-    floor = service.policy.relevance_floor
+    floor = service.policy.calibration.relevance_floor
     for query in ("What is the capital of Peru?", "hi"):
         assert service.recall("u", query) == []  # by default recall leaves out what falls below
         everything = service.recall("u", query, min_relevance=0)  # each labelled with its relevance

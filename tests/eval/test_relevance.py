@@ -1,4 +1,4 @@
-"""The context-aware rerank (``domain.relevance``) on small hand-made pools."""
+"""The context rerank (``domain.context_rerank``) on small hand-made pools."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from atlas_mcp.domain.context_rerank import ContextRerankPolicy, Signals, context_match, episodes, speaker
 from atlas_mcp.domain.limits import Limits
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.query import lexical_query
-from atlas_mcp.domain.relevance import Signals, context_relevance, episodes, speaker
+from atlas_mcp.domain.ranking import RecallQuery, plan
 from atlas_mcp.domain.scoring import ScoringPolicy
-from atlas_mcp.service import RecallQuery, plan_recall
 
 T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
 
@@ -47,10 +47,10 @@ def test_a_turn_next_to_a_strong_match_outranks_an_equal_stranger():
         Signals(event(9, "Tom: it said nothing after the dinner", T0 + timedelta(days=9)), 0.3, 0.0),
         Signals(event(7, "Sarah: the weather is nice", T0 + timedelta(days=20)), 0.1, 0.0),
     ]
-    relevance = context_relevance("code on the hub", pool, ScoringPolicy())
+    relevance = context_match("code on the hub", pool, ContextRerankPolicy())
     assert relevance[0] == 1.0
     assert relevance[1] > relevance[2]
-    flat = context_relevance("code on the hub", pool, ScoringPolicy(context_weight=0, episode_weight=0))
+    flat = context_match("code on the hub", pool, ContextRerankPolicy(context_weight=0, episode_weight=0))
     assert flat[1] == pytest.approx(flat[2])
 
 
@@ -59,7 +59,7 @@ def test_naming_the_speaker_lifts_their_turns():
         Signals(event(1, "Caroline: I painted a lake.", T0), 0.5, 1.0),
         Signals(event(2, "Melanie: I painted a lake.", T0 + timedelta(days=3)), 0.5, 1.0),
     ]
-    relevance = context_relevance("What did melanie paint?", pool, ScoringPolicy())
+    relevance = context_match("What did melanie paint?", pool, ContextRerankPolicy())
     assert relevance[1] == 1.0 > relevance[0]
     assert speaker("Melanie: hi") == "Melanie"
     assert speaker("note: buy milk") is None
@@ -67,10 +67,10 @@ def test_naming_the_speaker_lifts_their_turns():
 
 def test_relevance_is_one_for_the_best_and_never_above():
     pool = [Signals(event(i, f"Sarah: turn {i} " + "word " * i, T0), 0.1 * i, float(i)) for i in range(1, 6)]
-    relevance = context_relevance("turn", pool, ScoringPolicy())
+    relevance = context_match("turn", pool, ContextRerankPolicy())
     assert max(relevance) == 1.0
     assert all(0.0 < r <= 1.0 for r in relevance)
-    assert context_relevance("turn", [], ScoringPolicy()) == []
+    assert context_match("turn", [], ContextRerankPolicy()) == []
 
 
 def test_the_lexical_query_keeps_content_words_names_and_months():
@@ -80,9 +80,9 @@ def test_the_lexical_query_keeps_content_words_names_and_months():
 
 
 def test_the_recall_plan_carries_the_lexical_query_unless_switched_off():
-    plan = plan_recall(ScoringPolicy(), Limits(), RecallQuery("sarah", "What is error E-214?"))
-    assert (plan.query, plan.lexical_text) == ("What is error E-214?", "error E 214")
-    plain = plan_recall(
-        ScoringPolicy(lexical_content_words=False), Limits(), RecallQuery("sarah", "What is it?")
+    planned = plan(ScoringPolicy(), Limits(), RecallQuery("sarah", "What is error E-214?"), T0)
+    assert (planned.query, planned.lexical_text) == ("What is error E-214?", "error E 214")
+    plain = plan(
+        ScoringPolicy(lexical_content_words=False), Limits(), RecallQuery("sarah", "What is it?"), T0
     )
     assert plain.lexical_text == "What is it?"

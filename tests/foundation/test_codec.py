@@ -9,7 +9,7 @@ import pytest
 
 from atlas_mcp.domain import codec
 from atlas_mcp.domain.model import Memory, MemoryType, Step
-from atlas_mcp.domain.scoring import Multipliers
+from atlas_mcp.domain.multipliers import Multipliers
 from atlas_mcp.engines.elasticsearch import documents
 from atlas_mcp.engines.elasticsearch.mappings import mapping
 from atlas_mcp.engines.embedded import rows
@@ -102,7 +102,16 @@ def test_the_mapping_indexes_each_field_as_the_codec_declares():
 
 @pytest.mark.parametrize("kind", list(MemoryType))
 def test_every_view_matches_the_declared_result_schema(kind):
-    why = Explanation(1, 2, 0.03, 0.7, 0.9, "context", Multipliers(0.5, T0, 1.2, 1.0, 1.1), 0.6)
+    why = Explanation(
+        1,
+        2,
+        0.03,
+        0.7,
+        0.9,
+        "context",
+        Multipliers(decay=0.5, decay_reference=T0, use_boost=1.2, track_record=1.1, time_fit=0.5),
+        0.6,
+    )
     view = recalled_view(_full(kind), 0.6, why)
     parsed = RecallOut.model_validate({"memories": [view]})
     assert parsed.model_dump(mode="json", exclude_unset=True) == {"memories": [view]}

@@ -37,7 +37,6 @@ def test_every_setting_says_what_it_does():
     assert _undescribed(under_scoring=False) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the [scoring] knobs get their descriptions with the policy's split")
 def test_every_scoring_knob_says_what_it_does():
     assert _undescribed(under_scoring=True) == []
 

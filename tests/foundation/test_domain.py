@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from atlas_mcp.domain.fusion import max_rrf_score, reciprocal_rank_fusion
 from atlas_mcp.domain.model import Contradiction, Memory, MemoryType
-from atlas_mcp.domain.scoring import (
-    ScoringPolicy,
+from atlas_mcp.domain.multipliers import (
+    MultiplierPolicy,
     final_score,
     gaussian_decay,
     multipliers,
@@ -22,7 +22,7 @@ from atlas_mcp.domain.scoring import (
 from atlas_mcp.domain.supersession import check_targets, penalised_confidence
 from atlas_mcp.errors import Conflict, InvalidInput, NotFound
 
-POLICY = ScoringPolicy()
+POLICY = MultiplierPolicy()
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 

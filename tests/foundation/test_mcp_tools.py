@@ -19,7 +19,7 @@ def session(service):
 
 async def test_instructions_carry_the_memory_rules(session):
     async with session() as client:
-        floor = ScoringPolicy().relevance_floor
+        floor = ScoringPolicy().calibration.relevance_floor
         assert (
             client.instructions == INSTRUCTIONS.format(floor=floor)
             and f"relevance {floor} and up" in client.instructions

@@ -181,7 +181,7 @@ def test_relevance_reads_e5_cosines_stretched_and_minilm_cosines_as_they_are(tmp
         hit = next(
             h for h in service.recall("lena", "Wogegen ist Lena allergisch?") if h.memory.id == best.memory.id
         )
-        assert hit.relevance >= service.policy.relevance_floor
+        assert hit.relevance >= service.policy.calibration.relevance_floor
     finally:
         service.close()
 

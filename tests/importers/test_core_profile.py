@@ -127,7 +127,8 @@ BOB = [
 async def test_in_process_session_lists_and_reads_the_profile(service):
     async with Client(build_server(service, "alice")) as client:
         assert (
-            client.instructions.rstrip() == INSTRUCTIONS.format(floor=service.policy.relevance_floor).rstrip()
+            client.instructions.rstrip()
+            == INSTRUCTIONS.format(floor=service.policy.calibration.relevance_floor).rstrip()
         )
         listed = (await client.list_resources()).resources
         assert [str(r.uri) for r in listed] == [PROFILE_URI]

@@ -43,7 +43,7 @@ def test_an_event_exactly_offset_plus_scale_old_decays_to_one_half(fixed_service
         1.0,
         1.0,
     )
-    assert why.score == pytest.approx(why.relevance * 0.5)
+    assert why.score == pytest.approx(why.match * 0.5)
 
 
 def test_an_event_inside_the_offset_does_not_decay(fixed_service):
@@ -63,7 +63,7 @@ def test_a_fact_used_five_times_earns_most_of_a_bounded_use_boost(fixed_service,
     assert why.multipliers.use_boost == pytest.approx(boost)
     assert why.multipliers.decay_reference == last_used  # facts age from their last use
     assert why.multipliers.decay == 1.0
-    assert why.score == pytest.approx(why.relevance * boost)
+    assert why.score == pytest.approx(why.match * boost)
 
 
 def test_a_playbook_with_three_wins_and_one_loss_scores_its_smoothed_rate(fixed_service, engine):
@@ -76,7 +76,7 @@ def test_a_playbook_with_three_wins_and_one_loss_scores_its_smoothed_rate(fixed_
     # rate = (3 + 1) / (3 + 1 + 2) = 2/3 → 1 + 0.25·(4/3 − 1) = 1 + 1/12
     assert why.multipliers.track_record == pytest.approx(1 + 1 / 12)
     assert why.multipliers.decay == 1.0 and why.multipliers.decay_reference is None  # playbooks do not age
-    assert why.score == pytest.approx(why.relevance * (1 + 1 / 12))
+    assert why.score == pytest.approx(why.match * (1 + 1 / 12))
 
 
 def test_a_catalog_entry_carries_the_catalog_prior(fixed_service):
@@ -84,7 +84,7 @@ def test_a_catalog_entry_carries_the_catalog_prior(fixed_service):
     fixed_service.load_catalog([entry])
     why = _only_hit(fixed_service, "hub firmware", "hub-manual").explanation
     assert why.multipliers.catalog_prior == pytest.approx(0.85)
-    assert why.score == pytest.approx(why.relevance * 0.85)
+    assert why.score == pytest.approx(why.match * 0.85)
 
 
 def test_rrf_and_fused_relevance_follow_the_ranks_and_cosine_reported(engine):
@@ -98,8 +98,8 @@ def test_rrf_and_fused_relevance_follow_the_ranks_and_cosine_reported(engine):
         why = hit.explanation
         ranks = [r for r in (why.bm25_rank, why.dense_rank) if r is not None]
         assert why.rrf_score == pytest.approx(sum(1 / (30 + r) for r in ranks))
-        expected_relevance = 0.5 * min(why.rrf_score / (2 / 31), 1.0) + 0.5 * max(why.dense_similarity, 0.0)
-        assert why.relevance == pytest.approx(expected_relevance)
+        expected_match = 0.5 * min(why.rrf_score / (2 / 31), 1.0) + 0.5 * max(why.dense_similarity, 0.0)
+        assert why.match == pytest.approx(expected_match)
         assert why.reranker == "fused"
         assert why.score == pytest.approx(hit.score)
     first = hits[0].explanation
@@ -128,9 +128,10 @@ async def test_the_recall_tool_adds_the_breakdown_only_when_asked(fixed_service)
     assert explain["multipliers"]["decay"] == pytest.approx(0.5)
     assert explain["multipliers"]["decay_reference"] == (NOW - timedelta(days=2005)).isoformat()
     assert explain["score"] == memory["score"]
-    factors = ("decay", "use_boost", "catalog_prior", "track_record")
+    factors = ("decay", "use_boost", "catalog_prior", "track_record", "time_fit")
     product = math.prod(explain["multipliers"][name] for name in factors)
-    assert explain["score"] == pytest.approx(explain["relevance"] * product, abs=1e-6)
+    assert explain["score"] == pytest.approx(explain["match"] * product, abs=1e-6)
+    assert explain["relevance"] == explain["match"]  # the match's earlier name, still emitted
     assert explain["rrf_score"] == pytest.approx(
         sum(1 / (30 + r) for r in (explain["bm25_rank"], explain["dense_rank"]) if r is not None), abs=1e-6
     )

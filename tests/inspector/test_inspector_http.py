@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,6 +10,9 @@ from contextlib import contextmanager
 import httpx2
 import pytest
 
+from atlas_mcp.domain.explain import declared
+from atlas_mcp.domain.multipliers import Multipliers
+from atlas_mcp.domain.ranking import FORMULA
 from atlas_mcp.mcp.http import build_http_app
 from atlas_mcp.mcp.server import build_server
 
@@ -106,11 +110,31 @@ def test_search_shows_the_explain_breakdown_and_touches_nothing(inspected: Inspe
     page = get(inspected, "/inspect/search", params={"q": "hub firmware"}, headers=SARAH)
     assert page.status_code == 200 and "relevance" in page.text
     assert "Hub firmware 3.0 release notes" in page.text
-    assert re.search(r"<td class=\"num\">0\.8500</td>", page.text), "the catalog prior is shown"
+    assert '<td class="num" data-column="prior">0.8500</td>' in page.text, "the catalog prior is shown"
     assert "firmware 2.1" not in page.text  # superseded facts stay out of recall
     after = get(inspected, f"/inspect/memories/{inspected.firmware[2]}", headers=SARAH).text
     use_count = re.compile(r"use_count</dt><dd>(\d+)")
     assert use_count.search(before).group(1) == use_count.search(after).group(1) == "6"
+
+
+def test_the_multipliers_shown_multiply_to_the_score_shown(inspected: Inspected):
+    """A query that names a period shapes the score by time: the page's formula and columns
+    say so, and on every row match × each factor shown is the score shown."""
+    page = get(
+        inspected, "/inspect/search", params={"q": "what happened to the hub in the past week"}, headers=SARAH
+    )
+    assert page.status_code == 200
+    assert FORMULA in page.text and "× time" in FORMULA
+    labels = ["match", *(s.label for _, s in declared(Multipliers) if s.factor)]
+    rows = re.findall(r"<tr>(.*?)</tr>", page.text, re.DOTALL)[1:]
+    assert len(rows) >= 3
+    times = []
+    for row in rows:
+        shown = {k: float(v) for k, v in re.findall(r'data-column="(\w+)">(?:<strong>)?([\d.]+)', row)}
+        factors = [shown[label] for label in labels]
+        assert math.prod(factors) == pytest.approx(shown["score"], rel=1e-3, abs=1e-4), row
+        times.append(shown["time"])
+    assert min(times) < 1.0 == max(times), "the period ranks memories outside it lower"
 
 
 def test_memory_page_follows_the_supersession_chain_and_source_episodes(inspected: Inspected):

@@ -97,7 +97,10 @@ def test_a_misspelt_setting_is_named_with_the_one_meant(tmp_path: Path):
     config.write_text('[scoring]\nrrf_windo = 80\ncatalog_prior = "high"\n')
     line = one_line_error(atlas("stats", "--config", str(config), ATLAS_PORT="eighty"))
     assert "unknown setting 'scoring.rrf_windo' (did you mean 'rrf_window'?)" in line
-    assert "scoring.catalog_prior must be a valid number" in line and "port must be a valid integer" in line
+    assert (
+        "scoring.multipliers.catalog_prior must be a valid number" in line
+        and "port must be a valid integer" in line
+    )
     assert not [noise for noise in ("validation error", "type=", "pydantic.dev") if noise in line]
 
 

@@ -28,7 +28,8 @@ from typing import Any
 
 from ...config_tables import ElasticsearchSettings
 from ...domain.model import MemoryType
-from ...domain.scoring import SECONDS_PER_DAY, ScoringPolicy
+from ...domain.multipliers import SECONDS_PER_DAY
+from ...domain.scoring import ScoringPolicy
 from ..base import RecallPlan
 from .documents import micros
 from .layout import ALL_TYPES, IndexLayout
@@ -37,8 +38,11 @@ from .mappings import CONTENT, CONTENT_FIELDS, SEMANTIC
 MS_PER_DAY = SECONDS_PER_DAY * 1000.0
 BM25_FIELDS = (*CONTENT_FIELDS, "title^2", "name^2")
 
-# Mirrors ``domain.scoring.multipliers``: decay (events on occurred_at, facts on last_used_at
+# Mirrors ``domain.multipliers.multipliers``: decay (events on occurred_at, facts on last_used_at
 # else created_at), use boost (facts, playbooks), track record (playbooks), catalog prior.
+# They choose which fused candidates reach the reranker's window: without them, memories
+# decayed to a fraction of their match would take window places from recent ones that the
+# multipliers, applied after the reranker, put above them.
 # Every doc[...] is guarded: a multi-index search sees fields unmapped in some indices.
 # ``dated`` is its own flag: epoch millis are negative before 1970, so no value can mean "none".
 PRIORS_SCRIPT = """
@@ -82,6 +86,20 @@ if (procedural) {
 if (index.startsWith(params.catalog)) { factor *= params.catalog_prior; }
 return factor;
 """.strip()
+
+
+# Each factor of ``domain.multipliers.Multipliers``: the script parameters that compute it, or
+# why a per-document script cannot (a test fails until every factor is one or the other).
+PRIORS_FACTORS: dict[str, tuple[str, ...]] = {
+    "decay": ("decay_offset_ms", "decay_scale_ms", "decay_value", "now_ms"),
+    "use_boost": ("use_count_weight", "use_saturation"),
+    "catalog_prior": ("catalog_prior",),
+    "track_record": ("track_record_prior", "track_record_weight"),
+}
+PRIORS_LEAVE_OUT: dict[str, str] = {
+    "time_fit": "a period counts only when some candidate falls in it, and 'most recent' compares "
+    "the best matches: both read the whole pool, so they apply after the reranker only",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +157,9 @@ def visibility_filter(user_id: str | None, include_catalog: bool, include_supers
 # -- recall ----------------------------------------------------------------------------
 
 
-def priors_params(layout: IndexLayout, policy: ScoringPolicy, now: datetime) -> dict[str, Any]:
+def priors_params(layout: IndexLayout, scoring: ScoringPolicy, now: datetime) -> dict[str, Any]:
     """The script's inputs: every constant from the one ``ScoringPolicy``."""
+    policy = scoring.multipliers
     return {
         "now_ms": int(now.timestamp() * 1000),
         "decay_offset_ms": policy.decay_offset_days * MS_PER_DAY,

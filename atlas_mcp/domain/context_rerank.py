@@ -1,4 +1,4 @@
-"""Context-aware relevance: how the default rerank turns retrieval signals into one score.
+"""The context rerank: how the default rerank turns retrieval signals into one match per candidate.
 
 Pure functions over a recall's candidate pool (no I/O). Each candidate brings a dense cosine
 and a BM25 score; they are put on one scale as z-scores over the pool and summed with weights
@@ -31,10 +31,56 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from .lexical import word_count
 from .model import Memory, MemoryType
-from .scoring import ScoringPolicy
+
+
+class ContextRerankPolicy(BaseModel):
+    """``[scoring.context_rerank]``: weighted z-scores over the candidate pool, tuned on the
+    LoCoMo development split (docs/quality.md measures each one's share)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dense_weight: float = Field(1.0, ge=0, description="z(cosine)")
+    bm25_weight: float = Field(0.75, ge=0, description="z(BM25); 0 leaves lexical matching out")
+    length_weight: float = Field(
+        0.5, ge=0, description="z(log words) of events: a one-word 'ok!' rarely answers a question"
+    )
+    context_weight: float = Field(
+        0.25, ge=0, description="share of the best neighbouring event's score an event inherits"
+    )
+    episode_weight: float = Field(
+        0.4, ge=0, description="z(best score in the event's episode): answers cluster in a conversation"
+    )
+    speaker_weight: float = Field(1.0, ge=0, description="bonus when the query names an event's speaker")
+    episode_gap_minutes: float = Field(
+        30.0, ge=0, description="events this close in occurred_at belong to one episode"
+    )
+    # z-scores divide by at least these spreads, so a pool of two near-identical memories does
+    # not turn a 0.001 cosine gap into two standard deviations (all sit below LoCoMo's 1st
+    # percentile of pool spreads, so they only act on small, flat pools).
+    dense_min_spread: float = Field(0.05, gt=0, description="in cosine")
+    bm25_min_spread: float = Field(1.0, gt=0, description="in BM25 score")
+    length_min_spread: float = Field(0.3, gt=0, description="in log words")
+    fused_min_spread: float = Field(0.5, gt=0, description="in fused score, for episode strength")
+    relevance_temperature: float = Field(
+        4.0, gt=0, description="match = exp((s - s_best) / T): how far multipliers can reorder"
+    )
+    # Bounds on the pool-relative priors, in standard deviations: a 2 kB note among one-line
+    # facts is +5 z in log words; uncapped, that alone won queries it did not match.
+    length_z_cap: float = Field(2.0, ge=0, description="most a long memory gains, in z of log words")
+    length_z_floor: float = Field(2.0, ge=0, description="most a short memory loses, in z of log words")
+    episode_z_cap: float = Field(4.0, ge=0, description="bound on z(best score in the episode)")
+    standalone_context: bool = Field(
+        True, description="facts, playbooks and catalog entries are their own context (events borrow theirs)"
+    )
+
+    @property
+    def episode_gap(self) -> timedelta:
+        return timedelta(minutes=self.episode_gap_minutes)
+
 
 _SPEAKER = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
 
@@ -81,7 +127,7 @@ def episodes(memories: Sequence[Memory], gap: timedelta) -> list[list[int]]:
     return groups
 
 
-def fused_scores(pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
+def fused_scores(pool: Sequence[Signals], policy: ContextRerankPolicy) -> np.ndarray:
     """The fused score of every candidate (higher is better), before context."""
     present = [s.dense for s in pool if s.dense is not None]
     floor = min(present) if present else 0.0
@@ -104,7 +150,7 @@ def fused_scores(pool: Sequence[Signals], policy: ScoringPolicy) -> np.ndarray:
 
 
 def with_context(
-    score: np.ndarray, groups: list[list[int]], policy: ScoringPolicy, standalone: Sequence[int] = ()
+    score: np.ndarray, groups: list[list[int]], policy: ContextRerankPolicy, standalone: Sequence[int] = ()
 ) -> np.ndarray:
     """Neighbour smoothing within each episode, then the episode's own strength.
 
@@ -129,13 +175,13 @@ def with_context(
     return out
 
 
-def context_relevance(query: str, pool: Sequence[Signals], policy: ScoringPolicy) -> list[float]:
-    """One relevance in (0, 1] per candidate, in the pool's order; the best scores 1.0."""
+def context_match(query: str, pool: Sequence[Signals], policy: ContextRerankPolicy) -> list[float]:
+    """One match in (0, 1] per candidate, in the pool's order; the best scores 1.0."""
     if not pool:
         return []
     memories = [s.memory for s in pool]
     score = fused_scores(pool, policy)
-    groups = episodes(memories, timedelta(minutes=policy.episode_gap_minutes))
+    groups = episodes(memories, policy.episode_gap)
     standalone: list[int] = []
     if policy.standalone_context:
         # A lone event (no other turn of its episode in the pool) answers on its own, like a fact.

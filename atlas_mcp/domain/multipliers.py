@@ -1,0 +1,227 @@
+"""The multipliers: what a memory's final score adds to its match, and their constants.
+
+    score = match × decay × use_boost × catalog_prior × track_record × time_fit
+
+``match`` comes from the rerank stage (``domain.context_rerank`` by default, or a
+cross-encoder). The multipliers are applied *after* reranking on purpose: a reranker that
+overwrites them would let recency and use never decide the final order. Every multiplier is
+bounded (see each field), so no prior can carry a memory that does not match past one that
+does by more than a known margin of fused score (``relevance_temperature`` × ln of the ratio).
+
+One multiplier is one ``MultiplierPolicy`` knob (or a few), one labelled ``Multipliers`` field
+and its line in ``multipliers()``: every surface that shows the breakdown reads the labels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .explain import factor_names, shown
+from .model import Memory, MemoryType
+from .when import Order, TimeIntent, window_fit
+
+SECONDS_PER_DAY = 86_400.0
+
+
+class MultiplierPolicy(BaseModel):
+    """``[scoring.multipliers]``: the constants of every multiplier (and of earning a use)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    decay_offset_days: float = Field(180.0, ge=0, description="age before decay starts")
+    decay_scale_days: float = Field(1825.0, gt=0, description="days after the offset to reach decay_value")
+    decay_value: float = Field(0.5, gt=0, lt=1, description="multiplier at offset + scale")
+    # Use boost: 1 + w·(1 − exp(−uses / saturation)), at most 1 + w however often a memory is
+    # used. Only recalls that plausibly used a memory count (``use_top``, ``ranking.earned_uses``).
+    use_count_weight: float = Field(0.1, ge=0, description="the most a use history can add")
+    use_saturation: float = Field(5.0, gt=0, description="uses at which ~63% of the boost is earned")
+    use_top: int = Field(3, ge=0, description="only the first this many results can earn a use")
+    catalog_prior: float = Field(0.85, gt=0, description="multiplier of shared catalog entries")
+    # Playbook track record: a Beta(prior, prior)-smoothed success rate mapped to
+    # [1 - track_record_weight, 1 + track_record_weight]; an untried playbook scores 1.0.
+    track_record_prior: float = Field(2.0, gt=0, description="pseudo-runs, half won, before the first run")
+    track_record_weight: float = Field(
+        0.25, ge=0, lt=1, description="the most a track record moves a playbook"
+    )
+    # Time in the query (``domain.when``); the window floor also bounds calibrated relevance.
+    time_window_floor: float = Field(
+        0.1, gt=0, le=1, description="the fit of a memory far outside the period a query names"
+    )
+    time_order_floor: float = Field(
+        0.25, gt=0, le=1, description="'most recent' / 'first time': the fit of the opposite end"
+    )
+    time_order_days: float = Field(
+        45.0, gt=0, description="'most recent': a match this much older than the newest fits ~0.68"
+    )
+    time_order_pool: int = Field(10, ge=1, description="'most recent' compares the best this many matches")
+
+
+@dataclass(frozen=True, slots=True)
+class Multipliers:
+    """Each factor of the final score, kept apart so recall can explain itself."""
+
+    decay: float = field(default=1.0, metadata=shown("decay", factor=True))
+    decay_reference: datetime | None = field(
+        default=None, metadata=shown("aged from", "the date decay aged this memory from")
+    )
+    use_boost: float = field(default=1.0, metadata=shown("use", factor=True))
+    catalog_prior: float = field(default=1.0, metadata=shown("prior", factor=True))
+    track_record: float = field(default=1.0, metadata=shown("track", factor=True))
+    time_fit: float = field(
+        default=1.0,
+        metadata=shown(
+            "time",
+            "how well the memory's date fits the period or order the query names",
+            factor=True,
+        ),
+    )
+
+    @property
+    def product(self) -> float:
+        return math.prod(getattr(self, name) for name in FACTORS)
+
+
+FACTORS = factor_names(Multipliers)
+
+
+def gaussian_decay(age_days: float, policy: MultiplierPolicy) -> float:
+    """Elasticsearch-style ``gauss`` decay: 1.0 until ``offset``, ``decay_value`` at offset+scale."""
+    effective = age_days - policy.decay_offset_days
+    if effective <= 0:
+        return 1.0
+    sigma_sq = policy.decay_scale_days**2 / (2.0 * math.log(1.0 / policy.decay_value))
+    return math.exp(-(effective**2) / (2.0 * sigma_sq))
+
+
+def use_boost(use_count: int, policy: MultiplierPolicy) -> float:
+    """Saturating: the first uses say a memory matters, the hundredth says nothing more."""
+    return 1.0 + policy.use_count_weight * (1.0 - math.exp(-max(use_count, 0) / policy.use_saturation))
+
+
+def track_record(successes: int, failures: int, policy: MultiplierPolicy) -> float:
+    """Smoothed success rate, so one lucky run is not a proof: 0 runs → 1.0."""
+    a = policy.track_record_prior
+    rate = (successes + a / 2) / (successes + failures + a)
+    return 1.0 + policy.track_record_weight * (2 * rate - 1)
+
+
+def outcome_changes(playbook: Memory, success: bool, at: datetime) -> dict[str, object]:
+    """The fields one reported run changes on a playbook (an agent's report or consolidation's)."""
+    if success:
+        last = max(filter(None, (playbook.last_success_at, at)))
+        return {"success_count": playbook.success_count + 1, "last_success_at": last}
+    return {"failure_count": playbook.failure_count + 1}
+
+
+def decay_reference(memory: Memory) -> datetime | None:
+    """Which date ages a memory: when an event happened, when a fact was last used."""
+    if memory.memory_type is MemoryType.EPISODIC:
+        return memory.occurred_at or memory.created_at
+    if memory.memory_type is MemoryType.SEMANTIC:
+        return memory.last_used_at or memory.created_at
+    return None  # playbooks age by track record, catalog entries do not age
+
+
+def time_reference(memory: Memory) -> datetime | None:
+    """The date a question's period or order is about: when an event happened, else when written.
+
+    Catalog entries have none: when an admin loaded them says nothing about the user's past.
+    """
+    if memory.is_catalog:
+        return None
+    return memory.occurred_at or memory.created_at
+
+
+def order_fits(
+    memories: list[Memory], match: list[float], order: Order, policy: MultiplierPolicy
+) -> list[float]:
+    """'Most recent X' / 'first X': the newest (oldest) of the best matches fits 1.0, the others less.
+
+    Only the ``time_order_pool`` best-matching memories set the anchor, so "my most recent trip
+    to the dentist" prefers the newest dentist visit, not the newest memory of any kind. When
+    events are among those matches, the question is about something that happened: a fact's
+    date only says when it was learnt, so facts then fit as the opposite end does.
+    """
+    if not memories:
+        return []
+    best = sorted(range(len(memories)), key=lambda i: -match[i])[: policy.time_order_pool]
+    dates = [time_reference(m) for m in memories]
+    events = [m.memory_type is MemoryType.EPISODIC for m in memories]
+    about_events = any(events[i] and dates[i] is not None for i in best)
+    dated = [dates[i] for i in best if dates[i] is not None and (events[i] or not about_events)]
+    if not dated:
+        return [1.0] * len(memories)
+    anchor = max(dated) if order is Order.NEWEST else min(dated)
+    fits = []
+    for when, event in zip(dates, events, strict=True):
+        if when is None:
+            fits.append(1.0)
+            continue
+        if about_events and not event:
+            fits.append(policy.time_order_floor)
+            continue
+        days = abs((anchor - when).total_seconds()) / SECONDS_PER_DAY
+        fits.append(
+            policy.time_order_floor + (1 - policy.time_order_floor) * math.exp(-days / policy.time_order_days)
+        )
+    return fits
+
+
+def window_fits(memories: list[Memory], intent: TimeIntent, policy: MultiplierPolicy) -> list[float] | None:
+    """How well each memory's date fits the period the query names; None when it names none."""
+    if intent.window is None:
+        return None
+    return [window_fit(time_reference(m), intent.window, policy.time_window_floor) for m in memories]
+
+
+def time_fits(
+    memories: list[Memory],
+    match: list[float],
+    intent: TimeIntent,
+    policy: MultiplierPolicy,
+    window: list[float] | None = None,
+) -> list[float]:
+    """The period and order a query names, as one bounded multiplier per memory (1.0: none named).
+
+    A period only reorders when some candidate falls inside it: when none does (nothing was
+    stored then, or the words meant something else) the ranking is left as the text decided.
+    ``window`` is ``window_fits``' answer when the caller already has it.
+    """
+    fits = [1.0] * len(memories)
+    window = window if window is not None else window_fits(memories, intent, policy)
+    if window is not None and any(f == 1.0 for f in window):
+        fits = window
+    if intent.order is not None:
+        fits = [a * b for a, b in zip(fits, order_fits(memories, match, intent.order, policy), strict=True)]
+    return fits
+
+
+def multipliers(
+    memory: Memory, now: datetime, policy: MultiplierPolicy, time_fit: float = 1.0
+) -> Multipliers:
+    reference = decay_reference(memory)
+    decay = 1.0
+    if reference is not None:
+        age_days = (now - reference).total_seconds() / SECONDS_PER_DAY
+        decay = gaussian_decay(age_days, policy)
+    boost = use_boost(memory.use_count, policy) if memory.tracks_usage else 1.0
+    prior = policy.catalog_prior if memory.is_catalog else 1.0
+    record = 1.0
+    if memory.memory_type is MemoryType.PROCEDURAL:
+        record = track_record(memory.success_count, memory.failure_count, policy)
+    return Multipliers(
+        decay=decay,
+        decay_reference=reference,
+        use_boost=boost,
+        catalog_prior=prior,
+        track_record=record,
+        time_fit=time_fit,
+    )
+
+
+def final_score(match: float, factors: Multipliers) -> float:
+    return match * factors.product

@@ -1,0 +1,249 @@
+"""The recall pipeline, as pure functions: plan, rank, and which results earn a use.
+
+    plan(policy, limits, query, now)                  what to fetch, and how to read it
+    engine.candidates(plan)                           evidence: ranks, BM25 scores, cosines
+    rank(policy, reranker, plan, candidates, now)     match × multipliers; calibrated relevance
+    earned_uses(policy, hits, user_id)                what the caller plausibly used
+
+The engine only fetches; every decision about order and relevance is made here, the same
+for every engine, and ``atlas-mcp es-query`` prints the plan recall itself uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from ..errors import InvalidInput
+from . import calibration, explain, inputs
+from .calibration import Features
+from .explain import shown
+from .fusion import Candidate
+from .limits import Limits
+from .model import USER_MEMORY_TYPES, Memory, MemoryType
+from .multipliers import Multipliers, final_score, multipliers, time_fits, window_fits
+from .query import lexical_query
+from .scoring import ScoringPolicy
+from .when import TimeIntent, time_intent
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """One recall as a caller asks for it (checked by ``plan``)."""
+
+    user_id: str
+    text: str
+    k: int = 10
+    memory_types: Iterable[str] | None = None  # None: every user type
+    include_catalog: bool = True
+    include_superseded: bool = False
+    min_relevance: float | None = None  # None: the policy's
+
+
+@dataclass(frozen=True, slots=True)
+class RecallPlan:
+    """One validated recall: what the engine fetches, and what ranking reads it with."""
+
+    user_id: str
+    query: str
+    memory_types: frozenset[MemoryType]  # may include CATALOG
+    include_superseded: bool
+    window: int  # candidates per branch, and the fused pool size
+    rank_constant: int
+    # What the BM25 branch should match (``domain.query``: function and time words dropped); "" = query.
+    lexical_query: str = ""
+    k: int = 0  # how many memories the recall returns (0: unknown); a reranker window is never smaller
+    intent: TimeIntent = field(default_factory=TimeIntent)  # the period or order the query names
+    min_relevance: float = 0.0  # results below this calibrated relevance are dropped
+
+    @property
+    def lexical_text(self) -> str:
+        return self.lexical_query or self.query
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a memory scored what it did (the arithmetic of ``domain.multipliers``)."""
+
+    bm25_rank: int | None = field(metadata=shown("bm25"))
+    dense_rank: int | None = field(metadata=shown("dense"))
+    rrf_score: float | None = field(
+        metadata=shown("rrf", "the fused rank score; null when the engine reranked")
+    )  # None when the engine reranked and reports no fusion score
+    dense_similarity: float | None = field(metadata=shown(None))
+    match: float = field(
+        metadata=shown(
+            "match", "the rerank stage's match, relative to this recall's best (1.0)", also_as="relevance"
+        )
+    )
+    reranker: str = field(metadata=shown("reranker"))
+    multipliers: Multipliers = field(metadata=shown(None))
+    score: float = field(metadata=shown("score"))
+    features: Features | None = field(default=None, metadata=shown(None, on_wire=False))
+    embedding_pending: bool = field(
+        default=False,
+        metadata=shown(
+            None, "true: its vector is still being computed, so only its words matched", only_when_set=True
+        ),
+    )  # matched by its words only: its vector is still to come
+
+
+FORMULA = explain.formula(Multipliers)
+COLUMNS = explain.columns(Explanation, {"multipliers": Multipliers})
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    memory: Memory
+    score: float  # orders results; comparable only within one recall
+    explanation: Explanation
+    relevance: float = 0.0  # calibrated: how likely the memory bears on the query, in [0, 1]
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """The rerank stage: one match in [0, 1] per candidate, in the candidates' order."""
+
+    name: str
+
+    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]: ...
+
+
+class EngineReranked:
+    """The match an engine's own reranker (Elasticsearch's) already put on each candidate."""
+
+    name = "engine"
+
+    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+        return [c.rerank_score or 0.0 for c in candidates]
+
+
+def plan(policy: ScoringPolicy, limits: Limits, query: RecallQuery, now: datetime) -> RecallPlan:
+    """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request).
+
+    The time phrases of the query ("last weekend") are kept out of the BM25 query: the period
+    shapes ranking (``multipliers.time_fits``), the words should not match text.
+    """
+    retrieval = policy.retrieval
+    text = inputs.clean_text(query.text, "query", limits.max_query_chars)
+    intent = time_intent(text, now, retrieval.zone) if retrieval.time_expressions else TimeIntent()
+    lexical = intent.without_phrases(text) if intent.phrases else text
+    top_k = inputs.top_k(query.k, limits)
+    kinds = _recall_types(query.memory_types, query.include_catalog)
+    floor = query.min_relevance
+    return RecallPlan(
+        user_id=query.user_id,
+        query=text,
+        memory_types=kinds,
+        include_superseded=bool(query.include_superseded),
+        window=max(retrieval.rrf_window, top_k),
+        rank_constant=retrieval.rrf_rank_constant,
+        lexical_query=(lexical_query(lexical) if retrieval.lexical_content_words else lexical) or text,
+        k=top_k,
+        intent=intent,
+        min_relevance=policy.calibration.default_min_relevance
+        if floor is None
+        else inputs.relevance_floor(floor),
+    )
+
+
+def _recall_types(memory_types: Iterable[str] | None, include_catalog: bool) -> frozenset[MemoryType]:
+    """An explicit ``memory_types`` is the whole filter (catalog only if listed); without it,
+    every user type, plus the catalog when ``include_catalog``."""
+    if memory_types is None:
+        return frozenset({*USER_MEMORY_TYPES, *([MemoryType.CATALOG] if include_catalog else [])})
+    if isinstance(memory_types, str):
+        memory_types = [memory_types]
+    kinds = {inputs.memory_type(t, MemoryType) for t in memory_types}
+    if not kinds:
+        raise InvalidInput("memory_types must name at least one type, or be omitted for all")
+    return frozenset(kinds)
+
+
+def rank(
+    policy: ScoringPolicy,
+    reranker: Reranker,
+    plan: RecallPlan,
+    candidates: Sequence[Candidate],
+    now: datetime,
+) -> list[Hit]:
+    """The best ``plan.k`` candidates whose relevance reaches ``plan.min_relevance``, best first.
+
+    Scores are computed for the whole pool, but a Hit, with its explanation, only for what
+    is returned: building one for each of ~300 candidates cost more than ranking them.
+    """
+    match = reranker.match(plan.query, candidates)
+    memories = [c.memory for c in candidates]
+    window = window_fits(memories, plan.intent, policy.multipliers)
+    fits = time_fits(memories, match, plan.intent, policy.multipliers, window)
+    factors = [multipliers(m, now, policy.multipliers, t) for m, t in zip(memories, fits, strict=True)]
+    scores = [final_score(x, f) for x, f in zip(match, factors, strict=True)]
+    order = sorted(range(len(memories)), key=lambda i: (-scores[i], memories[i].id))
+    found = calibration.features(
+        plan.query,
+        memories,
+        [c.relevance_cosine for c in candidates],
+        plan.intent,
+        policy.context_rerank.episode_gap,
+        policy.calibration,
+    )
+    relevance = calibration.calibrated(found, window, policy.calibration)
+    kept = [i for i in order if relevance[i] >= plan.min_relevance][: plan.k or None]
+    return [
+        _hit(candidates[i], match[i], reranker.name, factors[i], scores[i], found[i], relevance[i])
+        for i in kept
+    ]
+
+
+def _hit(
+    candidate: Candidate,
+    match: float,
+    reranker: str,
+    factors: Multipliers,
+    score: float,
+    found: Features,
+    relevance: float,
+) -> Hit:
+    why = Explanation(
+        bm25_rank=candidate.bm25_rank,
+        dense_rank=candidate.dense_rank,
+        rrf_score=candidate.rrf_score,
+        dense_similarity=candidate.dense_similarity,
+        match=match,
+        reranker=reranker,
+        multipliers=factors,
+        score=score,
+        features=found,
+        embedding_pending=candidate.embedding_pending,
+    )
+    return Hit(candidate.memory, score, why, relevance)
+
+
+def likely(policy: ScoringPolicy, hits: Iterable[Hit]) -> list[Hit]:
+    """The hits that clear the relevance floor: those that probably bear on the query."""
+    return [h for h in hits if h.relevance >= policy.calibration.relevance_floor]
+
+
+def earned_uses(policy: ScoringPolicy, hits: Sequence[Hit], user_id: str) -> list[str]:
+    """The ids a recall counts as used: the caller's own memories that track use, among the
+    first ``use_top`` results, that cleared the relevance floor (small talk earns nothing)."""
+    top = likely(policy, hits[: policy.multipliers.use_top])
+    return [h.memory.id for h in top if h.memory.tracks_usage and h.memory.user_id == user_id]
+
+
+def after_use(hits: Sequence[Hit], used: Iterable[str], at: datetime) -> list[Hit]:
+    """The hits as the caller sees them once ``used`` was recorded at ``at``."""
+    touched = set(used)
+    return [
+        Hit(
+            h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=at),
+            h.score,
+            h.explanation,
+            h.relevance,
+        )
+        if h.memory.id in touched
+        else h
+        for h in hits
+    ]
