@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from atlas_mcp.domain.ranking import COLUMNS
+
 from .conftest import BOB_TEXT, TOKENS, XSS_TEXT, Inspected
 
 CHROMIUM = "/usr/bin/chromium"
@@ -85,11 +87,10 @@ def test_search_shows_the_score_breakdown(sarah, inspected: Inspected, tmp_path:
     texts = [r.text for r in rows]
     assert any("firmware 3.0" in t for t in texts) and not any("firmware 2.1" in t for t in texts)
     headers = [h.text.lower() for h in sarah.find_elements(By.CSS_SELECTOR, "table.explain th")]
-    assert headers == [
-        "#", "memory", "bm25", "dense", "rrf", "relevance", "decay", "use", "prior", "track", "score"
-    ]  # fmt: skip
+    assert headers == ["#", "memory", "relevance", *(c.label for c in COLUMNS)]
+    assert {"match", "time"} <= set(headers)
     catalog = next(r for r in rows if "release notes" in r.text)
-    assert "0.8500" in catalog.text  # the catalog prior, as scoring.py applies it
+    assert "0.8500" in catalog.text  # the catalog prior, as domain/multipliers.py applies it
     shot = tmp_path / "inspector.png"
     assert sarah.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
