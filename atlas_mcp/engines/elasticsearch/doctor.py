@@ -145,8 +145,8 @@ def _reranked_recall(
         "atlas doctor",
         frozenset(MemoryType),
         False,
-        policy.rrf_window,
-        policy.rrf_rank_constant,
+        policy.retrieval.rrf_window,
+        policy.retrieval.rrf_rank_constant,
         k=1,
     )
     request = recall_request(plan, layout, policy, inference, utcnow())
