@@ -56,7 +56,7 @@ def _seed(data_dir) -> dict:
             "sarah", "Sarah's smart hub runs firmware 3.0", supersedes_id=mid, source_episodes=[episode]
         ).id
         service.update("sarah", service.get("sarah", new).evolve(use_count=6))  # recalled before
-        long_ago = now - timedelta(days=400)
+        long_ago = now - timedelta(days=365)  # always in the calendar year before now's
         write("sarah", "Sarah first set up the hub in her flat in Porto", "episodic", occurred_at=long_ago)
         write("sarah", "Sarah prefers short answers with the exact commands", fact_type="preference")
         playbook = write(
