@@ -25,6 +25,7 @@ from .config_tables import (
     EmbeddingSettings,
     OAuthSettings,
     RerankSettings,
+    RetentionSettings,
     Scopes,
     UserConfig,
     every_scope,
@@ -109,6 +110,7 @@ class Settings(BaseSettings):
     guard: GuardPolicy = Field(default_factory=GuardPolicy)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     profile: ProfilePolicy = Field(default_factory=ProfilePolicy)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     def check_serving(self) -> list[str]:
         """Refuse to serve HTTP on credentials anyone could present; return warnings to log.

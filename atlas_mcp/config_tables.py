@@ -13,6 +13,8 @@ from pydantic_settings import NoDecode
 
 from . import scopes, tokens
 from .choices import OneOf
+from .domain.model import MemoryType
+from .domain.validity import Retention
 from .inference.names import EMBEDDING_MODELS, PER_LANGUAGE
 from .scopes import Grant, ScopeName
 
@@ -152,6 +154,39 @@ class OAuthSettings(BaseModel):
         if any(a.upper().startswith("HS") or a.lower() == "none" for a in self.algorithms):
             raise ValueError("[oauth] algorithms must be asymmetric (RS*, ES*, PS*, EdDSA)")
         return self
+
+
+class RetentionSettings(BaseModel):
+    """``[retention]``: how long memories of each type stay in the store.
+
+    Expired memories (``expires_at``) always leave; a type without a number is kept for good.
+    ``serve`` sweeps at start and every ``every_hours``; ``atlas-mcp prune --dry-run`` shows
+    what would go.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    episodic_days: int | None = Field(
+        None, ge=1, description="events older than this (by when they happened) leave the store"
+    )
+    semantic_days: int | None = Field(
+        None, ge=1, description="facts not used for this long (else since written) leave the store"
+    )
+    procedural_days: int | None = Field(
+        None, ge=1, description="playbooks not used for this long (else since written) leave the store"
+    )
+    keep_cited_episodes: bool = Field(
+        True, description="never remove an event a fact cites as its source (source_episodes)"
+    )
+    every_hours: float = Field(1.0, gt=0, description="how often `serve` removes what expired or aged out")
+
+    def rules(self) -> Retention:
+        days = {
+            MemoryType.EPISODIC: self.episodic_days,
+            MemoryType.SEMANTIC: self.semantic_days,
+            MemoryType.PROCEDURAL: self.procedural_days,
+        }
+        return Retention(days, self.keep_cited_episodes)
 
 
 class ConsolidationSettings(BaseModel):

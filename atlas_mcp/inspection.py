@@ -48,6 +48,9 @@ def explain_recall(
     memory_types: Sequence[str] = (),
     include_superseded: bool = False,
     min_relevance: float | None = None,
+    as_of: datetime | str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
 ) -> list[Hit]:
     """A recall as the agent would see it, with every hit's explanation, touching nothing.
 
@@ -59,6 +62,7 @@ def explain_recall(
         include_superseded=include_superseded,
         min_relevance=min_relevance,
         touch=False,
+        as_of=as_of, since=since, until=until,
     )  # fmt: skip
 
 

@@ -113,6 +113,8 @@ def _field(name: str, value: Any) -> Any:
         return tuple(value)
     if name == "superseded_by":
         return inputs.memory_id(value)
+    if name == "about":
+        return inputs.about_key(value)
     if kind is Kind.MAPPING:
         if not isinstance(value, dict):
             raise InvalidInput("metadata must be a JSON object")

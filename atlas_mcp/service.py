@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TextIO
 
-from . import portability
+from . import portability, upkeep
 from .domain import audit, codec, guard, inputs, perspective, profile, ranking
 from .domain.audit import OPERATOR, Actor, AuditEntry
 from .domain.guard import GuardPolicy
@@ -26,9 +26,12 @@ from .domain.model import (
     utcnow,
 )
 from .domain.multipliers import outcome_changes
+from .domain.query import lexical_query
 from .domain.ranking import EngineReranked, Explanation, Hit, RecallPlan, RecallQuery, Reranker
 from .domain.scoring import ScoringPolicy
+from .domain.settling import Related, Settlement, settle
 from .domain.supersession import check_targets, penalised_confidence
+from .domain.validity import Retention, expired, neighbour_query
 from .engines.base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, StoreStats
 from .errors import InvalidInput, NotFound
 from .inference.reranker import ContextReranker
@@ -36,6 +39,8 @@ from .inference.reranker import ContextReranker
 __all__ = ["Explanation", "Hit", "MemoryService", "RecallQuery", "WriteResult"]
 
 WRITABLE_TYPES = USER_MEMORY_TYPES  # catalog entries are loaded by an admin, never by a tool
+NEIGHBOURS = 20  # BM25 matches a new fact is compared with (duplicates, earlier values)
+MAX_KEYED = 50  # live facts with one ``about`` key a write may supersede
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,7 @@ class PreparedWrite:
     outcome: str | None = None
     redacted: tuple[str, ...] = ()  # kinds of credential the guard replaced (secrets = "redact")
     actor: Actor = OPERATOR  # who the audit trail names
+    contradiction: Contradiction = Contradiction.NATURAL  # for what its ``about`` key supersedes
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,8 @@ class WriteResult:
     memory_type: MemoryType
     superseded: tuple[str, ...]
     redacted: tuple[str, ...] = ()  # kinds of credential replaced (guard.secrets = "redact")
+    duplicate: bool = False  # the fact was already stored: ``id`` is the stored one, refreshed
+    related: tuple[Related, ...] = ()  # live facts that look like earlier values of the same thing
 
 
 class MemoryService:
@@ -111,19 +119,28 @@ class MemoryService:
         outcome: str | None = None,
         origin: Origin | None = None,
         actor: Actor = OPERATOR,
+        about: str | None = None,
+        valid_from: datetime | str | None = None,
+        valid_to: datetime | str | None = None,
+        expires_at: datetime | str | None = None,
     ) -> PreparedWrite:
         """Every check a write makes, with nothing stored: what ``store`` will write.
 
         Import prepares a whole file before storing any of it, so a bad record writes nothing.
         """
         kind = inputs.memory_type(memory_type, WRITABLE_TYPES)
+        timing = {"about": about, "valid_from": valid_from, "valid_to": valid_to, "expires_at": expires_at}
         inputs.applicable(
             kind,
-            {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps},
+            {"occurred_at": occurred_at, "confidence": confidence, "fact_type": fact_type, "steps": steps}
+            | timing,
         )
         playbook = self._outcome_target(user_id, kind, playbook_id, outcome)
         memory = self._build(
             user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name, origin
+        )
+        memory = memory.evolve(
+            **inputs.timing(kind, memory.created_at, self.clock(), about, valid_from, valid_to, expires_at)
         )
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
@@ -139,17 +156,63 @@ class MemoryService:
                 metadata=memory.metadata | {"playbook_id": playbook.id, "outcome": Outcome(outcome).value}
             )
         memory, redacted = guard.screen(memory, self.guard)
-        return PreparedWrite(user_id, memory, targets, playbook, outcome, redacted, actor)
+        return PreparedWrite(user_id, memory, targets, playbook, outcome, redacted, actor, mode)
 
     def store(self, prepared: PreparedWrite) -> WriteResult:
-        """Write what ``prepare`` checked (and the playbook outcome it reports)."""
+        """Write what ``prepare`` checked (and the playbook outcome it reports). A fact the user
+        already has is refreshed instead; facts with its ``about`` key are superseded; what
+        looks like an earlier value of it is named (``domain.settling``, against the store as
+        it is now, so a file that repeats a fact imports it once)."""
         memory, targets, playbook = prepared.memory, prepared.supersedes, prepared.playbook
+        settled = self._settle(prepared.user_id, memory, targets)
+        if settled.duplicate_of is not None:
+            return self._refresh(prepared.user_id, settled.duplicate_of)
+        keyed = tuple(i for i in settled.supersede if i not in targets)
+        if keyed:
+            penalised = memory.confidence if targets else self._penalised(memory, prepared.contradiction)
+            targets = (*targets, *keyed)
+            memory = memory.evolve(supersedes=targets, confidence=penalised)
         self._engine.write(memory, supersede=targets)
         self._engine.record(audit.written(memory, targets, prepared.actor, memory.created_at))
         if playbook is not None:
             success = prepared.outcome == Outcome.SUCCESS
             self.record_outcome(prepared.user_id, playbook, success, memory.timeline_at)
-        return WriteResult(memory.id, memory.memory_type, targets, prepared.redacted)
+        return WriteResult(memory.id, memory.memory_type, targets, prepared.redacted, related=settled.related)
+
+    def _penalised(self, memory: Memory, mode: Contradiction) -> float | None:
+        return penalised_confidence(memory.confidence, mode, self.policy.supersession.harsh_confidence_penalty)
+
+    def _settle(self, user_id: str, memory: Memory, explicit: Sequence[str]) -> Settlement:
+        """Refresh, supersede by key, or name related facts (``domain.settling``): facts only."""
+        if memory.memory_type is not MemoryType.SEMANTIC:
+            return Settlement()
+        return settle(memory, self.neighbours(user_id, memory), explicit)
+
+    def neighbours(self, user_id: str, memory: Memory) -> list[Memory]:
+        """The caller's live facts that may be about the same thing as ``memory``: its words'
+        best BM25 matches (its concept's words added), and every fact with its ``about`` key."""
+        now = self.clock()
+        plan = RecallPlan(
+            user_id=user_id,
+            query=memory.text,
+            memory_types=frozenset({memory.memory_type}),
+            include_superseded=False,
+            window=NEIGHBOURS,
+            rank_constant=self.policy.retrieval.rrf_rank_constant,
+            lexical_query=lexical_query(neighbour_query(memory.text)),
+            k=NEIGHBOURS,
+            dense=False,
+        )
+        found = {c.memory.id: c.memory for c in self._engine.candidates(plan)}
+        if memory.about:
+            keyed = ListQuery(user_id, frozenset({memory.memory_type}), False, MAX_KEYED, about=memory.about)
+            found |= {m.id: m for m in self._engine.list(keyed)}
+        return [m for m in found.values() if not m.is_superseded and not expired(m, now)]
+
+    def _refresh(self, user_id: str, stored: Memory) -> WriteResult:
+        """The fact is already stored: mark it used now (its decay starts again) instead of a copy."""
+        self._engine.touch(user_id, [stored.id], self.clock())
+        return WriteResult(stored.id, stored.memory_type, (), duplicate=True)
 
     def check_supersession(self, user_id: str, kind: MemoryType, targets: Sequence[str]) -> None:
         """Raise unless a new ``kind`` memory of ``user_id`` may supersede every target (the one
@@ -288,17 +351,30 @@ class MemoryService:
         include_superseded: bool = False,
         min_relevance: float | None = None,
         touch: bool = True,
+        as_of: datetime | str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> list[Hit]:
         """The ``k`` best memories for ``query`` that clear ``min_relevance`` (default: the policy's).
 
+        ``as_of``: what was true at that instant; ``since``/``until``: what happened or was true
+        in that window (``domain.validity``); explicit bounds win over the query's time phrases.
         ``touch`` records a use, but only for what was plausibly used (``ranking.earned_uses``).
         """
         now = self.clock()
         asked = RecallQuery(
-            user_id, query, k, memory_types, include_catalog, include_superseded, min_relevance
+            user_id,
+            query,
+            k,
+            memory_types,
+            include_catalog,
+            include_superseded,
+            min_relevance,
+            inputs.time_filter(as_of, since, until),
         )
         plan = ranking.plan(self.policy, self.limits, asked, now)
-        candidates = self._from_their_side(plan, self._engine.candidates(plan))
+        found = ranking.admitted(plan, self._engine.candidates(plan), now)
+        candidates = self._from_their_side(plan, found)
         hits = ranking.rank(self.policy, self._reranker, plan, candidates, now)
         used = ranking.earned_uses(self.policy, hits, user_id) if touch else []
         if not used:
@@ -345,6 +421,7 @@ class MemoryService:
 
     def get(self, user_id: str, memory_id: str, *, include_catalog: bool = True) -> Memory:
         found = self._engine.get(user_id, [inputs.memory_id(memory_id)], include_catalog=include_catalog)
+        found = [m for m in found if not expired(m, self.clock())]
         if not found:
             raise NotFound(f"memory {memory_id!r} not found")
         return found[0]
@@ -401,7 +478,14 @@ class MemoryService:
 
     def stats(self) -> StoreStats:
         """Counts per owner and type, store size and embedding model: an operator's view."""
-        return replace(self._engine.stats(), embedding_model=self._engine.info.embedding_model)
+        found = self._engine.stats()
+        expired = upkeep.count_expired(self._engine, found, self.clock())
+        return replace(found, embedding_model=self._engine.info.embedding_model, expired=expired)
+
+    def prune(self, retention: Retention, *, dry_run: bool = False) -> list[Memory]:
+        """Remove what expired and what aged past its type's retention, every user; what went
+        (or, with ``dry_run``, would go). See ``upkeep``."""
+        return upkeep.prune(self._engine, retention, self.clock(), dry_run=dry_run)
 
     def get_state(self, user_id: str, key: str) -> str | None:
         """A small per-user bookkeeping value (the consolidation watermark and journal)."""

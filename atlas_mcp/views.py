@@ -18,6 +18,8 @@ from .domain.ranking import Explanation
 
 SCORE_DIGITS = 6  # the precision every score is shown with
 RELEVANCE_DIGITS = 3  # a calibrated probability: more digits would claim precision it lacks
+# A recalled fact a newer fact about the same thing probably replaced: the newer one's id.
+OUTDATED_FIELD = "probably_outdated_by"
 
 
 def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
@@ -33,13 +35,22 @@ def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
 
 
 def recalled_view(
-    memory: Memory, score: float, why: Explanation | None = None, relevance: float | None = None
+    memory: Memory,
+    score: float,
+    why: Explanation | None = None,
+    relevance: float | None = None,
+    outdated_by: str | None = None,
 ) -> dict[str, Any]:
-    """A recall result: the memory, its score and relevance and, when asked for, why."""
+    """A recall result: the memory, its score and relevance, the newer fact that probably
+    replaced it and, when asked for, why (with the copies of it that were not repeated)."""
     view = memory_view(memory, score)
     if relevance is not None:
         view["relevance"] = round(relevance, RELEVANCE_DIGITS)
-    return view | {"explain": explanation_view(why)} if why is not None else view
+    if outdated_by is not None:
+        view[OUTDATED_FIELD] = outdated_by
+    if why is None:
+        return view
+    return view | {"explain": explanation_view(why)}
 
 
 def explanation_view(why: Explanation) -> dict[str, Any]:

@@ -32,6 +32,7 @@ COMMANDS = {
     "memories": "memories:memories",
     "stats": "stats:stats",
     "reindex": "reindex:reindex",
+    "prune": "prune:prune",
     "export": "portability:export",
     "import": "portability:import_",
     "bench": "bench:bench",

@@ -26,6 +26,7 @@ from ..eval import (
     madial,
     mixed_suite,
     multilingual,
+    naive_suite,
     scenario_suite,
 )
 from ..eval.harness import scratch_service
@@ -293,3 +294,31 @@ def guard_command(locomo_file, madial_dir, show, json_file) -> None:
     over = total.refused_rate > guard_suite.MAX_REFUSED or total.flagged_rate > guard_suite.MAX_FLAGGED
     if over or attack.missed or (worst is not None and worst.refused_rate > guard_suite.MAX_REFUSED):
         sys.exit(GUARD_EXIT_CODE)
+
+
+@eval_.command("naive")
+@click.option(
+    "--split",
+    type=click.Choice(["dev", "holdout", "all"]),
+    default="all",
+    show_default=True,
+    help="dev: the stories the rules were tuned on; holdout: those they never saw.",
+)
+@click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
+@config_option
+def naive_command(split, json_file, config_file) -> None:
+    """Naive-agent histories (updates never superseded, repeats, look-alikes) through the MCP
+    tools: stale-fact rate, copies of a repeated fact in the top 5, false merges."""
+    results = {}
+    for name in ("dev", "holdout") if split == "all" else (split,):
+        with scratch_service(settings_from(config_file)) as (service, clock):
+            results[name] = naive_suite.run(service, clock, name)
+        result = results[name]
+        click.echo(f"\n{name} split\n" + naive_suite.table(result))
+        click.echo(
+            f"background facts taken for another or marked outdated: {len(result.background_merged)} "
+            f"of {result.background_facts}"
+        )
+        for line in results[name].failures() + list(results[name].background_merged):
+            click.echo(f"  {line}")
+    _write_json(json_file, {name: naive_suite.to_json(r) for name, r in results.items()})

@@ -23,31 +23,39 @@ from .tables import clip, echo_json, json_option, table, type_option
     help="Drop memories below this relevance (default: the server's floor; 0 shows all).",
 )
 @click.option("--explain", is_flag=True, help="Show each memory's score breakdown.")
+@click.option("--as-of", default=None, help="ISO-8601: what was true at that instant.")
+@click.option("--since", default=None, help="ISO-8601: only memories of this time or later.")
+@click.option("--until", default=None, help="ISO-8601: only memories of this time or earlier.")
 @json_option
 @config_option
 @user_option
 def recall(
-    query, k, memory_types, include_superseded, min_relevance, explain, as_json, config_file, user
-) -> None:
+    query, k, memory_types, include_superseded, min_relevance, explain, as_of, since, until, as_json,
+    config_file, user,
+) -> None:  # fmt: skip
     """Recall memories for QUERY as the agent would (use counts are left unchanged)."""
     settings = settings_from(config_file, user=user)
     with service_session(settings) as service:
         hits = explain_recall(
             service, settings.user, query, k,
             memory_types=memory_types, include_superseded=include_superseded, min_relevance=min_relevance,
+            as_of=as_of, since=since, until=until,
         )  # fmt: skip
         if not hits:
             require_known_user(service, settings.user)
     if as_json:
         views = [
-            recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance) for h in hits
+            recalled_view(
+                h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by
+            )
+            for h in hits
         ]
         echo_json({"memories": views})
         return
     if not hits:
         click.echo("no memories matched")
         return
-    click.echo(table(["#", "score", "relevance", "type", "id", "text"], _result_rows(hits)))
+    click.echo(table(["#", "score", "relevance", "type", "id", "text", "outdated by"], _result_rows(hits)))
     if explain:
         click.echo(f"\nwhy: {FORMULA}")
         click.echo(table(EXPLAIN_HEADERS, _explain_rows(hits)))
@@ -65,6 +73,7 @@ def _result_rows(hits: list[Hit]):
             hit.memory.memory_type.value,
             hit.memory.id,
             clip(hit.memory.text, 60),
+            hit.outdated_by or "",
         )
 
 

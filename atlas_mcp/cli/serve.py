@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import socket
 import threading
+import time
 
 import anyio
 import click
@@ -53,6 +54,7 @@ def serve(transport, host, port, insecure_no_auth, user_scopes, config_file, use
         log.warning(warning)
     listener = _listen(settings.host, settings.port) if settings.transport == "http" else None
     service = open_service(settings)
+    _sweep_in_background(service, settings)
     try:
         if listener is not None:
             anyio.run(_serve_http, service, settings, listener)
@@ -103,6 +105,30 @@ def _warm_up_in_background(service, user: str) -> None:
     """Load the model session and the stdio user's vectors while the client is still idle,
     so the first recall does not pay for them (~1 s at 100k memories)."""
     threading.Thread(target=service.warm, args=(user,), name="atlas-warm-up", daemon=True).start()
+
+
+FIRST_SWEEP_S = 60.0  # after start-up: the first recalls should not share the cores with it
+
+
+def _sweep_in_background(service, settings: Settings) -> None:
+    """Remove expired and aged-out memories ([retention]) soon after start, then every
+    ``every_hours``; a failed sweep is logged and tried again next time."""
+    rules, every = settings.retention.rules(), settings.retention.every_hours * 3600
+
+    def sweep() -> None:
+        wait = FIRST_SWEEP_S
+        while True:
+            time.sleep(wait)
+            wait = every
+            try:
+                gone = service.prune(rules)
+            except Exception as exc:  # noqa: BLE001 - the next sweep tries again; serving goes on
+                log.warning("could not remove expired memories", error=str(exc))
+                continue
+            if gone:
+                log.info("removed expired or aged-out memories", count=len(gone))
+
+    threading.Thread(target=sweep, name="atlas-sweep", daemon=True).start()
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -33,6 +33,11 @@ def stats(as_json: bool, config_file: str | None) -> None:
     size = "unknown" if found.size_bytes is None else f"{found.size_bytes / 1_048_576:.2f} MiB"
     click.echo(f"\nstore: {found.location} ({size})")
     click.echo(f"embeddings: {found.embedding_model} (another model needs `atlas-mcp reindex`)")
+    if found.expired:
+        click.echo(
+            f"{found.expired} memories have expired: never recalled, removed at the next sweep "
+            "(`serve`, or `atlas-mcp prune` now)"
+        )
     if found.awaiting_embedding:
         click.echo(
             f"{found.awaiting_embedding} memories await (re-)embedding in the background "
@@ -53,6 +58,8 @@ def stats_view(found: StoreStats) -> dict:
         "location": found.location,
         "embedding_model": found.embedding_model,
         "awaiting_embedding": found.awaiting_embedding,
+        "expiring": sum(c.expiring for c in found.counts),
+        "expired": found.expired,
     }
 
 

@@ -96,6 +96,10 @@ FIELDS: tuple[Field, ...] = (
     Field("title", scope=Scope.CATALOG, index=Index.WORDS, shown=frozenset({C}), view=60),
     Field("category", scope=Scope.CATALOG, index=Index.EXACT, shown=frozenset({C}), view=70),
     Field("tags", kind=Kind.STRINGS, scope=Scope.CATALOG, index=Index.EXACT, shown=frozenset({C}), view=80),
+    Field("about", index=Index.EXACT, shown=frozenset({S}), view=142, mutable=False),
+    Field("valid_from", kind=Kind.TIME, index=Index.TIME, shown=frozenset({S}), view=144, mutable=False),
+    Field("valid_to", kind=Kind.TIME, index=Index.TIME, shown=frozenset({S}), view=146, mutable=False),
+    Field("expires_at", kind=Kind.TIME, index=Index.TIME, shown=frozenset({E, S, P}), view=148, mutable=False),
     Field("metadata", kind=Kind.MAPPING, scope=Scope.ALL, index=Index.STORED, shown=EVERY_TYPE, view=230),
 )  # fmt: skip
 # Shown in views, never stored: a playbook's trigger is its text (``Memory.trigger_text``).

@@ -14,8 +14,10 @@ from typing import Any
 
 from ..errors import InvalidInput
 from .codec import BY_NAME
+from .gist import normal_key
 from .limits import Limits
-from .model import FactType, MemoryType, Step
+from .model import FactType, MemoryType, Step, iso
+from .validity import TimeFilter
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -157,3 +159,60 @@ def top_k(value: Any, limits: Limits) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limits.max_k:
         raise InvalidInput(f"k must be an integer from 1 to {limits.max_k}")
     return value
+
+
+MAX_ABOUT_CHARS = 100
+
+
+def about_key(value: Any) -> str:
+    """What a fact is about, as compared and stored: "Home City!" → "home city"."""
+    key = normal_key(clean_text(value, "about", MAX_ABOUT_CHARS))
+    if key is None:
+        raise InvalidInput('about must name what the fact is about in a few words, e.g. "home city"')
+    return key
+
+
+def timing(
+    kind: MemoryType,
+    written_at: datetime,
+    now: datetime,
+    about: Any = None,
+    valid_from: Any = None,
+    valid_to: Any = None,
+    expires_at: Any = None,
+) -> dict[str, Any]:
+    """A write's time fields, checked: validity for facts (from ``written_at`` unless given, open
+    unless given, never ending before it starts) and an expiry that is still to come at ``now``
+    (an imported memory's ``written_at`` is its source's date)."""
+    start = timestamp(valid_from, "valid_from")
+    end = timestamp(valid_to, "valid_to")
+    if kind is MemoryType.SEMANTIC and start is None:
+        start = written_at
+    if start is not None and end is not None and end < start:
+        raise InvalidInput(
+            f"valid_to ({iso(end)}) is before valid_from ({iso(start)}"
+            f"{', the time of this write' if valid_from is None else ''}): a fact cannot stop being "
+            "true before it starts. Pass valid_from for a fact that ended before it was written. "
+            "Nothing was written."
+        )
+    expiry = timestamp(expires_at, "expires_at")
+    if expiry is not None and expiry <= now:
+        raise InvalidInput(
+            f"expires_at ({iso(expiry)}) is not in the future (now: {iso(now)}): a memory "
+            "that expired already would never be returned. Nothing was written."
+        )
+    fields: dict[str, Any] = {"valid_from": start, "valid_to": end, "expires_at": expiry}
+    if about is not None:
+        fields["about"] = about_key(about)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def time_filter(as_of: Any = None, since: Any = None, until: Any = None) -> TimeFilter:
+    """A recall's time bounds, checked: ISO-8601 instants, ``since`` not after ``until``."""
+    window = TimeFilter(timestamp(as_of, "as_of"), timestamp(since, "since"), timestamp(until, "until"))
+    if window.since is not None and window.until is not None and window.since > window.until:
+        raise InvalidInput(
+            f"since ({iso(window.since)}) is after until ({iso(window.until)}): the window is "
+            "empty. Swap them, or leave one out for an open-ended window."
+        )
+    return window

@@ -108,6 +108,11 @@ class Memory:
     title: str | None = None
     category: str | None = None
     tags: tuple[str, ...] = ()
+    # time: what a fact is about, when it was true, when any memory stops being returned
+    about: str | None = None  # semantic: the agent's short key ("home city"); same key, same thing
+    valid_from: datetime | None = None  # semantic: true from (written with the write's time)
+    valid_to: datetime | None = None  # semantic: true until (None: still true); set on supersession
+    expires_at: datetime | None = None  # never returned after this instant, then removed
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -2,7 +2,9 @@
 
     plan(policy, limits, query, now)                  what to fetch, and how to read it
     engine.candidates(plan)                           evidence: ranks, BM25 scores, cosines
-    rank(policy, reranker, plan, candidates, now)     match × multipliers; calibrated relevance
+    admitted(plan, candidates, now)                   what the plan's time bounds and expiry keep
+    rank(policy, reranker, plan, candidates, now)     match × multipliers; calibrated relevance;
+                                                      facts about the same thing resolved
     earned_uses(policy, hits, user_id)                what the caller plausibly used
 
 The engine only fetches; every decision about order and relevance is made here, the same
@@ -12,7 +14,7 @@ for every engine, and ``atlas-mcp es-query`` prints the plan recall itself uses.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -25,7 +27,9 @@ from .limits import Limits
 from .model import USER_MEMORY_TYPES, Memory, MemoryType
 from .multipliers import Multipliers, final_score, multipliers, time_fits, window_fits
 from .query import lexical_query
+from .resolution import Resolution, resolve
 from .scoring import ScoringPolicy
+from .validity import ANY_TIME, TimeFilter, kept
 from .when import TimeIntent, time_intent
 
 
@@ -40,6 +44,7 @@ class RecallQuery:
     include_catalog: bool = True
     include_superseded: bool = False
     min_relevance: float | None = None  # None: the policy's
+    time: TimeFilter = ANY_TIME  # as_of / since / until, checked (``inputs.time_filter``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,9 @@ class RecallPlan:
     k: int = 0  # how many memories the recall returns (0: unknown); a reranker window is never smaller
     intent: TimeIntent = field(default_factory=TimeIntent)  # the period or order the query names
     min_relevance: float = 0.0  # results below this calibrated relevance are dropped
+    dense: bool = True  # False: the BM25 branch alone (a write looking for the facts it repeats)
+    # as_of / since / until (``domain.validity``): only memories true then, replaced ones included
+    time: TimeFilter = ANY_TIME
 
     @property
     def lexical_text(self) -> str:
@@ -88,6 +96,12 @@ class Explanation:
             None, "true: its vector is still being computed, so only its words matched", only_when_set=True
         ),
     )  # matched by its words only: its vector is still to come
+    copies: tuple[str, ...] = field(
+        default=(),
+        metadata=shown(
+            None, "other facts saying the same thing, not repeated in these results", only_when_set=True
+        ),
+    )  # restatements of this fact that ``domain.resolution`` folded into it
 
 
 FORMULA = explain.formula(Multipliers)
@@ -100,6 +114,7 @@ class Hit:
     score: float  # orders results; comparable only within one recall
     explanation: Explanation
     relevance: float = 0.0  # calibrated: how likely the memory bears on the query, in [0, 1]
+    outdated_by: str | None = None  # a newer fact about the same thing probably replaced this one
 
 
 @runtime_checkable
@@ -124,11 +139,14 @@ def plan(policy: ScoringPolicy, limits: Limits, query: RecallQuery, now: datetim
     """A validated recall plan; needs no engine (``atlas-mcp es-query`` prints it as a request).
 
     The time phrases of the query ("last weekend") are kept out of the BM25 query: the period
-    shapes ranking (``multipliers.time_fits``), the words should not match text.
+    shapes ranking (``multipliers.time_fits``), the words should not match text. Explicit
+    bounds (``query.time``) win over the period the words name.
     """
     retrieval = policy.retrieval
     text = inputs.clean_text(query.text, "query", limits.max_query_chars)
     intent = time_intent(text, now, retrieval.zone) if retrieval.time_expressions else TimeIntent()
+    if query.time.since is not None or query.time.until is not None:
+        intent = replace(intent, window=None)
     lexical = intent.without_phrases(text) if intent.phrases else text
     top_k = inputs.top_k(query.k, limits)
     kinds = _recall_types(query.memory_types, query.include_catalog)
@@ -137,7 +155,8 @@ def plan(policy: ScoringPolicy, limits: Limits, query: RecallQuery, now: datetim
         user_id=query.user_id,
         query=text,
         memory_types=kinds,
-        include_superseded=bool(query.include_superseded),
+        # what was true then may have been replaced since
+        include_superseded=bool(query.include_superseded) or query.time.historical,
         window=max(retrieval.rrf_window, top_k),
         rank_constant=retrieval.rrf_rank_constant,
         lexical_query=(lexical_query(lexical) if retrieval.lexical_content_words else lexical) or text,
@@ -146,6 +165,7 @@ def plan(policy: ScoringPolicy, limits: Limits, query: RecallQuery, now: datetim
         min_relevance=policy.calibration.default_min_relevance
         if floor is None
         else inputs.relevance_floor(floor),
+        time=query.time,
     )
 
 
@@ -162,6 +182,12 @@ def _recall_types(memory_types: Iterable[str] | None, include_catalog: bool) -> 
     return frozenset(kinds)
 
 
+def admitted(plan: RecallPlan, candidates: Sequence[Candidate], now: datetime) -> list[Candidate]:
+    """The candidates the plan's time bounds keep and that have not expired by ``now`` (the
+    engines filter the same way; this is the one definition, exact to the instant)."""
+    return [c for c in candidates if kept(c.memory, plan.time, now)]
+
+
 def rank(
     policy: ScoringPolicy,
     reranker: Reranker,
@@ -170,6 +196,11 @@ def rank(
     now: datetime,
 ) -> list[Hit]:
     """The best ``plan.k`` candidates whose relevance reaches ``plan.min_relevance``, best first.
+
+    Facts about the same thing resolve to the newest (``domain.resolution``): an older value
+    never ranks above its replacement and is marked ``outdated_by`` it, and restatements of
+    one fact are shown once (``copies``). The newest value answers what the older one matched,
+    so its relevance is at least the older one's.
 
     Scores are computed for the whole pool, but a Hit, with its explanation, only for what
     is returned: building one for each of ~300 candidates cost more than ranking them.
@@ -190,11 +221,28 @@ def rank(
         policy.calibration,
     )
     relevance = calibration.calibrated(found, window, policy.calibration)
-    kept = [i for i in order if relevance[i] >= plan.min_relevance][: plan.k or None]
-    return [
+    resolved = resolve(memories, order, plan.k or len(order))
+    for current, older in resolved.lifted.items():
+        relevance[current] = max(relevance[current], relevance[older])
+    returned = [i for i in resolved.order if relevance[i] >= plan.min_relevance][: plan.k or None]
+    hits = [
         _hit(candidates[i], match[i], reranker.name, factors[i], scores[i], found[i], relevance[i])
-        for i in kept
+        for i in returned
     ]
+    return [_resolved(h, i, resolved, memories) for h, i in zip(hits, returned, strict=True)]
+
+
+def _resolved(hit: Hit, i: int, resolved: Resolution, memories: Sequence[Memory]) -> Hit:
+    """``hit`` with the newer fact that probably replaced it and the restatements folded into it."""
+    newer = resolved.outdated_by.get(i)
+    copies = tuple(memories[c].id for c in resolved.copies.get(i, ()))
+    if newer is None and not copies:
+        return hit
+    return replace(
+        hit,
+        explanation=replace(hit.explanation, copies=copies),
+        outdated_by=None if newer is None else memories[newer].id,
+    )
 
 
 def _hit(

@@ -42,6 +42,8 @@ class ListQuery:
     since: datetime | None = None  # only memories *created* strictly after it
     # by ``created_at`` ascending instead (consolidation reads episodes past its watermark)
     oldest_first: bool = False
+    about: str | None = None  # only memories with this ``about`` key
+    expired_by: datetime | None = None  # only memories whose ``expires_at`` is at or before it
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,7 @@ class TypeCount:
     memory_type: MemoryType
     count: int
     superseded: int = 0
+    expiring: int = 0  # with an ``expires_at`` (not yet removed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class StoreStats:
     embedding_model: str | None = None  # whose vector space the store's recall compares in
     # Memories whose vectors are still to be (re)computed in the background; None: not known.
     awaiting_embedding: int | None = None
+    expired: int | None = None  # past ``expires_at``: never returned, removed at the next sweep
 
 
 @runtime_checkable

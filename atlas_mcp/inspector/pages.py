@@ -97,14 +97,15 @@ class Pages:
     def search(self, request: Request) -> Response:
         query = request.query_params.get("q", "")
         kinds = [k for k in request.query_params.getlist("type") if k in TYPE_NAMES]
+        bounds = {b: request.query_params.get(b, "").strip() or None for b in ("as_of", "since", "until")}
         context = {
-            "query": query, "kinds": TYPE_NAMES, "chosen": kinds, "hits": None, "error": None,
+            "query": query, "kinds": TYPE_NAMES, "chosen": kinds, "hits": None, "error": None, "bounds": bounds,
             "columns": COLUMNS, "formula": FORMULA,
         }  # fmt: skip
         if query.strip():
             try:
                 context["hits"] = explain_recall(
-                    self.service, _user(request), query, self._k(request), memory_types=kinds
+                    self.service, _user(request), query, self._k(request), memory_types=kinds, **bounds
                 )
             except InvalidInput as exc:
                 context["error"] = str(exc)

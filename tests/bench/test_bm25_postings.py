@@ -200,7 +200,8 @@ def _store_at_version_2(path, memories: list[Memory], legacy_store) -> None:
     """A store as written before owner blocks and indexed filters: auto rowids, owners interleaved."""
     conn = legacy_store(path, 2)
     vectors = np.random.default_rng(len(memories)).standard_normal((len(memories), 384)).astype(np.float32)
-    old_columns = [c for c in rows.COLUMNS if not c.startswith("lexical_")]  # added by migration 7
+    present = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+    old_columns = [c for c in rows.COLUMNS if c in present]  # later migrations add the others
     columns = (*old_columns, "embedding", "embedding_model")
     sql = f"INSERT INTO memories ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     model = default_embedder().model_id

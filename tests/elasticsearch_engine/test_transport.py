@@ -66,7 +66,14 @@ def test_supersession_is_one_conditional_bulk_with_refresh(es_engine, fake_es):
     )
     assert source["user_id"] == "u1" and source["supersedes"] == [old.id]
     assert update["update"]["_id"] == old.id and {"if_seq_no", "if_primary_term"} <= update["update"].keys()
-    assert doc == {"doc": {"superseded_by": new.id, "superseded_at": source["created_at"]}}
+    # The old fact's validity closes where the new one's starts.
+    assert doc == {
+        "doc": {
+            "superseded_by": new.id,
+            "superseded_at": source["created_at"],
+            "valid_to": source["valid_from"],
+        }
+    }
     proofs = fake_es.requests_to("POST", r"^/_mget$")
     assert proofs and {p.auth for p in proofs} == {("apikey", user_key_id(es_engine, "u1"))}, (
         "ownership is proven with the user's key"

@@ -63,7 +63,13 @@ def build_rich_store(data_dir: Path) -> Path:
         )
         stored = service.get("sarah", playbook.id)
         service.update("sarah", stored.evolve(success_count=3, failure_count=1))
-        service.write("omar", "Omar prefers tea to coffee")
+        service.write(  # what a fact is about, since when it is true, when it expires
+            "omar",
+            "Omar prefers tea to coffee",
+            about="Hot drink",
+            valid_from="2024-05-01T00:00:00Z",
+            expires_at="2099-01-01T00:00:00Z",
+        )
         service.load_catalog([{"id": "hub-x1", "title": "Hub X1", "text": "Firmware 2.1", "tags": ["hub"]}])
         service.recall("sarah", "where does Sarah live")  # usage counts move
     finally:
@@ -99,6 +105,9 @@ def test_round_trip_is_lossless(rich_store: Path, tmp_path: Path, monkeypatch: p
 
     source, copied = everything(rich_store), everything(target)
     assert copied == source  # every field of every memory, dataclass equality
+    (tea,) = [m for m in copied.values() if m.about]
+    assert (tea.about, tea.valid_from.year, tea.expires_at.year) == ("hot drink", 2024, 2099)
+    assert all(copied[m.superseded_by].valid_from == m.valid_to for m in copied.values() if m.superseded_by)
     superseded = [m for m in copied.values() if m.superseded_by]
     assert len(superseded) == 2 and all(copied[m.superseded_by].supersedes for m in superseded)
 

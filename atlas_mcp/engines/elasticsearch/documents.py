@@ -37,13 +37,17 @@ def from_source(memory_id: str, source: Mapping[str, Any]) -> Memory:
     return codec.decode({**source, "id": memory_id})
 
 
-def superseded_doc(by: str, at: datetime) -> dict[str, Any]:
-    return {"superseded_by": by, "superseded_at": iso(at)}
+def superseded_doc(new: Memory, old: Memory) -> dict[str, Any]:
+    """Mark ``old`` replaced by ``new``; a fact's validity closes where the new one's starts."""
+    doc: dict[str, Any] = {"superseded_by": new.id, "superseded_at": iso(new.created_at)}
+    if new.valid_from is not None and (old.valid_to is None or old.valid_to > new.valid_from):
+        doc["valid_to"] = iso(new.valid_from)
+    return doc
 
 
-def unsuperseded_doc() -> dict[str, Any]:
+def unsuperseded_doc(old: Memory) -> dict[str, Any]:
     """Undo ``superseded_doc`` (explicit nulls remove the fields, so ``exists`` is false again)."""
-    return {"superseded_by": None, "superseded_at": None}
+    return {"superseded_by": None, "superseded_at": None, "valid_to": iso(old.valid_to)}
 
 
 def used_doc(memory: Memory, at: datetime) -> dict[str, Any]:

@@ -100,13 +100,13 @@ class ElasticsearchEngine(Engine):
             ops += rq.bulk_update(
                 self._alias(target.memory),
                 target.memory.id,
-                docs.superseded_doc(memory.id, memory.created_at),
+                docs.superseded_doc(memory, target.memory),
                 target.version,
             )
         results = self._bulk(f"write for user {memory.user_id}", ops)
         failed = [r for r in results if not ok(r)]
         if failed:
-            self._roll_back(memory, results)
+            self._roll_back(memory, results, targets)
             raise _write_failure(memory, failed)
 
     def _supersede_targets(self, memory: Memory, ids: Sequence[str]) -> list[Stored]:
@@ -128,17 +128,19 @@ class ElasticsearchEngine(Engine):
             raise changed_meanwhile(lost)
         return [by_id[i] for i in ids]
 
-    def _roll_back(self, memory: Memory, results: list[dict[str, Any]]) -> None:
+    def _roll_back(self, memory: Memory, results: list[dict[str, Any]], targets: list[Stored]) -> None:
         """Undo the parts of a failed supersession write that did apply, so none of it stays."""
         undo: list[dict[str, Any]] = []
         created, *updates = results
         alias = self._alias(memory)  # a supersession target is always of the memory's own type
+        before = {t.memory.id: t.memory for t in targets}
         if ok(created):
             undo += rq.bulk_delete(alias, memory.id)
         for result in updates:
             if ok(result):
                 version = (result["_seq_no"], result["_primary_term"])
-                undo += rq.bulk_update(alias, result["_id"], docs.unsuperseded_doc(), version)
+                undone = docs.unsuperseded_doc(before[result["_id"]])
+                undo += rq.bulk_update(alias, result["_id"], undone, version)
         if not undo:
             return
         try:
@@ -323,7 +325,9 @@ class ElasticsearchEngine(Engine):
                 counts.append(TypeCount(None, kind, bucket["doc_count"]))
                 continue
             counts += [
-                TypeCount(u["key"], kind, u["doc_count"], u["superseded"]["doc_count"])
+                TypeCount(
+                    u["key"], kind, u["doc_count"], u["superseded"]["doc_count"], u["expiring"]["doc_count"]
+                )
                 for u in bucket["users"]["buckets"]
             ]
         counts.sort(key=lambda c: (c.user_id is not None, c.user_id or "", c.memory_type.value))

@@ -55,8 +55,9 @@ class Listing:
         try:
             while True:
                 request = rq.list_page_request(
-                    pit_id, user_id, query.include_superseded, size, query.since, query.oldest_first, after
-                )
+                    pit_id, user_id, query.include_superseded, size, query.since, query.oldest_first, after,
+                    query.about, query.expired_by,
+                )  # fmt: skip
                 response = self.reader.search(client, what, request)
                 hits = response["hits"]["hits"]
                 pit_id = response.get("pit_id", pit_id)

@@ -61,7 +61,7 @@ class Recall:
 
     def candidates(self, plan: RecallPlan) -> list[Candidate]:
         client = self.reader.client(plan.user_id)
-        if not self.reranks_server_side:
+        if not self.reranks_server_side or not plan.dense:
             return self._fused(plan, client)
         try:
             return self._reranked(plan, client)
@@ -90,7 +90,8 @@ class Recall:
         """Both branches in one ``_msearch``, fused by ``domain.fusion`` as the embedded engine does."""
         what = f"recall for user {plan.user_id}"
         responses = self._branches(client, what, rq.branch_requests(plan, self.reader.layout))
-        lexical, dense = (self._branch_hits(r, plan.user_id, what) for r in responses)
+        # a lexical-only plan (``dense=False``, a write's look for what it repeats) has one branch
+        lexical, dense = [*(self._branch_hits(r, plan.user_id, what) for r in responses), {}][:2]
         fused = reciprocal_rank_fusion([list(lexical), list(dense)], plan.rank_constant, plan.window)
         memories = {i: m for branch in (lexical, dense) for i, (m, _) in branch.items()}
         similarity = self.similarity(client)

@@ -27,9 +27,10 @@ from datetime import datetime
 from typing import Any
 
 from ...config_tables import ElasticsearchSettings
-from ...domain.model import MemoryType
+from ...domain.model import MemoryType, iso
 from ...domain.multipliers import SECONDS_PER_DAY
 from ...domain.scoring import ScoringPolicy
+from ...domain.validity import ANY_TIME, TimeFilter
 from ..base import RecallPlan
 from .documents import micros
 from .layout import ALL_TYPES, IndexLayout
@@ -147,11 +148,65 @@ def owner_filter(user_id: str | None, include_catalog: bool) -> dict[str, Any]:
     return {"bool": {"should": [term("user_id", user_id), missing("user_id")], "minimum_should_match": 1}}
 
 
-def visibility_filter(user_id: str | None, include_catalog: bool, include_superseded: bool) -> dict[str, Any]:
+def visibility_filter(
+    user_id: str | None, include_catalog: bool, include_superseded: bool, window: TimeFilter = ANY_TIME
+) -> dict[str, Any]:
     clauses: dict[str, Any] = {"filter": [owner_filter(user_id, include_catalog)]}
     if not include_superseded:
         clauses["must_not"] = [{"exists": {"field": "superseded_by"}}]
+    if window.active:
+        clauses["filter"].append(time_filter(window))
     return {"bool": clauses}
+
+
+def _range(field: str, **bounds: datetime) -> dict[str, Any]:
+    return {"range": {field: {op: iso(at) for op, at in bounds.items()}}}
+
+
+def _all(*clauses: dict[str, Any]) -> dict[str, Any]:
+    return {"bool": {"filter": list(clauses)}}
+
+
+def _any(*clauses: dict[str, Any]) -> dict[str, Any]:
+    return {"bool": {"should": list(clauses), "minimum_should_match": 1}}
+
+
+def _starts(**bounds: datetime) -> dict[str, Any]:
+    """A non-event's span starts (``valid_from``, else its writing) within ``bounds``."""
+    return _any(_range("valid_from", **bounds), _all(missing("valid_from"), _range("created_at", **bounds)))
+
+
+def _ends_after(at: datetime) -> dict[str, Any]:
+    """A non-event's span is still open at ``at`` (``valid_to``, else when it was superseded)."""
+    return _any(
+        _range("valid_to", gt=at),
+        _all(missing("valid_to"), _any(missing("superseded_at"), _range("superseded_at", gt=at))),
+    )
+
+
+def time_filter(window: TimeFilter) -> dict[str, Any]:
+    """``domain.validity``'s spans as a filter (the embedded engine's ``timing.py`` in SQL):
+    an event is its instant, a fact its validity, a playbook its life until replaced; catalog
+    entries (no owner) have no history and always pass."""
+    event = {"exists": {"field": "occurred_at"}}
+    clauses = []
+    if window.as_of is not None:
+        at = window.as_of
+        clauses.append(
+            _any(
+                _all(event, _range("occurred_at", lte=at)),
+                _all(missing("occurred_at"), _starts(lte=at), _ends_after(at)),
+            )
+        )
+    if window.since is not None or window.until is not None:
+        event_in = {k: v for k, v in (("gte", window.since), ("lte", window.until)) if v is not None}
+        fact_in = [missing("occurred_at")]
+        if window.until is not None:
+            fact_in.append(_starts(lte=window.until))
+        if window.since is not None:
+            fact_in.append(_ends_after(window.since))
+        clauses.append(_any(_all(event, _range("occurred_at", **event_in)), _all(*fact_in)))
+    return _any(missing("user_id"), _all(*clauses))
 
 
 # -- recall ----------------------------------------------------------------------------
@@ -197,7 +252,7 @@ def recall_request(
     if not inference.rerank_id:
         raise ValueError("recall without a rerank endpoint is branch_requests()")
     include_catalog = MemoryType.CATALOG in plan.memory_types
-    visible = visibility_filter(plan.user_id, include_catalog, plan.include_superseded)
+    visible = visibility_filter(plan.user_id, include_catalog, plan.include_superseded, plan.time)
     params = priors_params(layout, policy, now)
     fused = {
         "rrf": {
@@ -242,8 +297,9 @@ def branch_requests(plan: RecallPlan, layout: IndexLayout) -> list[SearchRequest
     """The BM25 and dense branches of a recall without server-side rerank, raw scores kept (no
     priors: the service applies the multipliers after ranking, as for the embedded engine)."""
     include_catalog = MemoryType.CATALOG in plan.memory_types
-    visible = visibility_filter(plan.user_id, include_catalog, plan.include_superseded)
+    visible = visibility_filter(plan.user_id, include_catalog, plan.include_superseded, plan.time)
     indices = tuple(layout.aliases(plan.memory_types))
+    branches = (lexical_query(plan), dense_query(plan)) if plan.dense else (lexical_query(plan),)
     return [
         SearchRequest(
             indices,
@@ -254,7 +310,7 @@ def branch_requests(plan: RecallPlan, layout: IndexLayout) -> list[SearchRequest
                 "track_total_hits": False,
             },
         )
-        for query in (lexical_query(plan), dense_query(plan))
+        for query in branches
     ]
 
 
@@ -285,6 +341,8 @@ def list_page_request(
     since: datetime | None = None,
     oldest_first: bool = False,
     after: Sequence[Any] | None = None,
+    about: str | None = None,
+    expired_by: datetime | None = None,
 ) -> SearchRequest:
     """One page of a listing over a point in time, newest first by when it happened
     (``oldest_first``: by creation, for consolidation). ``_shard_doc`` makes the order total,
@@ -292,6 +350,10 @@ def list_page_request(
     query = visibility_filter(user_id, user_id is None, include_superseded)
     if since is not None:
         query["bool"]["filter"].append({"range": {"created_us": {"gt": micros(since)}}})
+    if about is not None:
+        query["bool"]["filter"].append(term("about", about))
+    if expired_by is not None:
+        query["bool"]["filter"].append(_range("expires_at", lte=expired_by))
     if oldest_first:
         sort = [{"created_us": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}]
     else:
@@ -318,7 +380,10 @@ STATS_MAX_USERS = 10_000
 
 def stats_request(layout: IndexLayout) -> SearchRequest:
     """Counts per memory type and owner (and how many are superseded), in one aggregation."""
-    superseded = {"superseded": {"filter": {"exists": {"field": "superseded_by"}}}}
+    superseded = {
+        "superseded": {"filter": {"exists": {"field": "superseded_by"}}},
+        "expiring": {"filter": {"exists": {"field": "expires_at"}}},
+    }
     body = {
         "size": 0,
         "track_total_hits": True,

@@ -76,6 +76,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("language-from-undated-text", _language_from_undated_text),
     Migration("drop-unread-fts-index", _schema(schema.drop_unread_fts_index)),
     Migration("audit-trail", _schema(audit_log.create)),
+    Migration("valid-time-and-expiry", _schema(schema.valid_time_and_expiry)),
 )
 LEGACY_STEPS = 8  # the migrations stores counted in ``PRAGMA user_version``
 # What a store recorded in ``meta`` for the language routing once it was applied.

@@ -243,6 +243,24 @@ def use_counts_per_owner(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE owner_versions ADD COLUMN uses INTEGER NOT NULL DEFAULT 0")
 
 
+_TIME_COLUMNS = ("about", "valid_from", "valid_to", "expires_at")
+
+
+def valid_time_and_expiry(conn: sqlite3.Connection) -> None:
+    """What a fact is about (the agent's key), when it was true, and when a memory expires.
+    Rows written before keep NULL: a fact without ``valid_from`` is true from its writing."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(memories)")}
+    for column in _TIME_COLUMNS:
+        if column not in present:  # a store rolled back to an older version keeps its columns
+            conn.execute(f"ALTER TABLE memories ADD COLUMN {column} TEXT")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS memories_by_about ON memories (user_id, about) WHERE about IS NOT NULL"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL"
+    )
+
+
 def lexical_columns(search_text: str) -> dict[str, str]:
     """The two analysed columns FTS5 indexes for a row (its tokenizer then only splits on spaces)."""
     analysis = analyse(search_text)

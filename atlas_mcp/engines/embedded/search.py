@@ -24,7 +24,7 @@ from ...domain.model import Memory, MemoryType
 from ...domain.similarity import on_one_scale, query_backgrounds, relevance_cosine
 from ...inference.embedder import ModelChoice, embed_query
 from ..base import Candidate, RecallPlan
-from . import slots, store, versions
+from . import slots, store, timing, versions
 from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
@@ -70,6 +70,8 @@ class Search:
         The snapshot (one read transaction) means the owners' indexes and the rows loaded at
         the end agree even while other processes write.
         """
+        if not plan.dense:
+            return self._lexical_candidates(plan)
         # The model runs beside the pending-row check and BM25 (both release the GIL): on
         # 2 cores that hides most of the query embedding, the largest single stage. It embeds
         # the query in each space this process last saw the owners' rows use (no I/O); a space
@@ -163,6 +165,15 @@ class Search:
         embedder = self.models.embedder(self._index.spaces[code])
         return SpaceQuery(embed_query(embedder, query), embedder.cosine_background)
 
+    def _lexical_candidates(self, plan: RecallPlan) -> list[Candidate]:
+        """The BM25 branch alone, with no query embedding (a write looking for what it repeats)."""
+        with self._store.snapshot() as conn:
+            visible = self._visible(conn, plan)
+            lexical = self._bm25(plan, visible)
+            fused = reciprocal_rank_fusion([[i for i, _ in lexical], []], plan.rank_constant, plan.window)
+            memories = self._load(conn, visible, [f.id for f in fused])
+        return candidates_from_fused(fused, memories, dict(lexical), {})
+
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
         with self._store.snapshot() as conn:
@@ -174,6 +185,8 @@ class Search:
         for owner in self._owners(plan):
             index = self._index.get(conn, owner)
             allowed = index.allowed(types, plan.include_superseded)
+            if plan.time.active and owner != CATALOG_OWNER:  # the catalog has no history
+                allowed &= timing.rows_in_time(conn, owner, index.rowids, index.size, plan.time)
             out.append(OwnerRows(owner, index, allowed, index.vectors.ready, versions.stamp(conn, owner)))
         return out
 

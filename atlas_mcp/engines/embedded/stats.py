@@ -14,10 +14,10 @@ _STORE_SUFFIXES = ("", "-wal", "-shm")
 
 def store_stats(conn: sqlite3.Connection, path: Path) -> StoreStats:
     found = conn.execute(
-        "SELECT user_id, memory_type, COUNT(*), COUNT(superseded_by) FROM memories "
+        "SELECT user_id, memory_type, COUNT(*), COUNT(superseded_by), COUNT(expires_at) FROM memories "
         "GROUP BY user_id, memory_type ORDER BY user_id IS NOT NULL, user_id, memory_type"
     ).fetchall()
-    counts = tuple(TypeCount(r[0], MemoryType(r[1]), r[2], r[3]) for r in found)
+    counts = tuple(TypeCount(r[0], MemoryType(r[1]), r[2], r[3], r[4]) for r in found)
     pending = conn.execute("SELECT COUNT(*) FROM pending_embeddings").fetchone()[0]
     return StoreStats(
         counts=counts, size_bytes=_size_on_disk(path), location=str(path), awaiting_embedding=pending

@@ -169,12 +169,16 @@ def upsert_catalog(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
 
 
 def mark_superseded(conn: sqlite3.Connection, memory: Memory, ids: Sequence[str]) -> None:
+    """Each target replaced by ``memory``; a fact's validity closes where the new one's starts."""
+    start = iso(memory.valid_from)
     for target in ids:
         cursor = conn.execute(
-            "UPDATE memories SET superseded_by = ?, superseded_at = ? WHERE id = ? "
-            "AND user_id = ? AND memory_type = ? AND superseded_by IS NULL",
-            (memory.id, iso(memory.created_at), target, memory.user_id, memory.memory_type.value),
-        )
+            "UPDATE memories SET superseded_by = ?, superseded_at = ?, valid_to = CASE "
+            "WHEN ? IS NOT NULL AND (valid_to IS NULL OR valid_to > ?) THEN ? ELSE valid_to END "
+            "WHERE id = ? AND user_id = ? AND memory_type = ? AND superseded_by IS NULL",
+            (memory.id, iso(memory.created_at), start, start, start, target, memory.user_id,
+             memory.memory_type.value),
+        )  # fmt: skip
         if cursor.rowcount != 1:  # raced with another writer: roll the whole write back
             raise changed_meanwhile([target])
 
@@ -257,6 +261,12 @@ def page(conn: sqlite3.Connection, query: ListQuery) -> list[Memory]:
         params.extend(sorted(t.value for t in query.memory_types))
     if not query.include_superseded:
         clauses.append("superseded_by IS NULL")
+    if query.about is not None:
+        clauses.append("about = ?")
+        params.append(query.about)
+    if query.expired_by is not None:
+        clauses.append("expires_at IS NOT NULL AND expires_at <= ?")
+        params.append(iso(query.expired_by))
     order = (
         "created_at ASC, rowid ASC"
         if query.oldest_first

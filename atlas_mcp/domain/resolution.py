@@ -1,0 +1,212 @@
+"""Recall resolves what the agent left unresolved: facts about the same thing, newest first.
+
+An agent that never passes ``supersedes_id`` leaves "lives in Leeds" and "moved to Glasgow"
+both live. ``resolve`` looks at the facts a recall is about to show and at the newer facts
+in its candidate pool: facts that ``domain.sameness`` finds are about the same thing form a
+group. In a group, restatements of one value are copies (the best-ranked one is shown, the
+others are not repeated), and the newest value is the current one: it is shown at least as
+high as any older value of the group ranked, and each older value comes after it, marked as
+probably outdated by it. Facts about different things are never grouped.
+
+Pure: memories and their scores in, an order and marks out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+
+from .gist import gist, normal_key
+from .model import Memory, MemoryType
+from .sameness import Kind, related
+
+PAIRING_DEPTH = 2  # hops from a shown fact along "about the same thing" within the pool
+POOL_DEPTH = 50  # candidates past what a recall shows that may hold a newer value
+MAX_PARTNERS = 12  # the best-ranked facts sharing a word with a fact that it is compared with
+MAX_CHECKS = 240  # comparisons one recall may make (~20 µs each)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    order: list[int]  # indices into the candidates, best first (hidden copies left out)
+    outdated_by: dict[int, int] = field(default_factory=dict)  # older value → current value
+    why: dict[int, str] = field(default_factory=dict)  # why an index is marked outdated
+    copies: dict[int, tuple[int, ...]] = field(default_factory=dict)  # shown copy → hidden copies
+    lifted: dict[int, int] = field(default_factory=dict)  # current value → the older value it outranks
+
+
+def resolve(memories: Sequence[Memory], ranked: Sequence[int], shown: int) -> Resolution:
+    """``ranked``: candidate indices, best first; ``shown``: how many the recall may return.
+
+    The first ``shown`` facts (and the facts among the next ``POOL_DEPTH`` candidates they are
+    grouped with) are resolved; the rest of the order is kept as it is.
+    """
+    # Replacements rank near what they replace (they are about the same thing): the facts among
+    # the pool's best are compared, not all ~300 candidates.
+    facts = [i for i in ranked[: shown + POOL_DEPTH] if _resolvable(memories[i])]
+    if len(facts) < 2:
+        return Resolution(list(ranked))
+    position = {i: p for p, i in enumerate(ranked)}
+    index = _Index(memories, facts)
+    groups = _groups(memories, ranked[:shown], index)
+    if not groups:
+        return Resolution(list(ranked))
+    return _ordered(memories, ranked, position, groups)
+
+
+def _resolvable(memory: Memory) -> bool:
+    return memory.memory_type is MemoryType.SEMANTIC and not memory.is_superseded
+
+
+def since(memory: Memory) -> datetime:
+    """When a fact became true: its validity start, else when it was written."""
+    return memory.valid_from or memory.created_at
+
+
+class _Index:
+    """The pool's facts by the words that could make two of them about the same thing."""
+
+    def __init__(self, memories: Sequence[Memory], facts: list[int]) -> None:
+        self.memories = memories
+        self.position = {i: p for p, i in enumerate(facts)}  # facts come best-ranked first
+        self.by_key: dict[str, list[int]] = {}
+        self.keys: dict[int, set[str]] = {}
+        for i in facts:
+            keys = _keys(memories[i])
+            self.keys[i] = keys
+            for key in keys:
+                self.by_key.setdefault(key, []).append(i)
+
+    def partners(self, i: int) -> list[int]:
+        """Facts sharing a word or a concept with ``i``, best-ranked first, at most MAX_PARTNERS."""
+        found = {j for key in self.keys.get(i, ()) for j in self.by_key.get(key, ())}
+        found.discard(i)
+        return sorted(found, key=self.position.__getitem__)[:MAX_PARTNERS]
+
+
+def _keys(memory: Memory) -> set[str]:
+    g = gist(memory.text)
+    # Not the names a fact opens with: "Nora ..." would pair each of Nora's facts with all others.
+    keys = {
+        _anchor(w) if w.startswith("<") else w
+        for w in g.words
+        if w not in g.name_words and not any(c.isdigit() for c in w)
+    }
+    if g.concept:
+        keys.add(f"<{g.concept}>")
+    about = normal_key(memory.about)
+    if about:
+        keys.add(f"about:{about}")
+    return keys
+
+
+def _anchor(word: str) -> str:
+    """A concept anchor without the value it carries ("<diet:vegan>" → "<diet>")."""
+    return f"<{word[1:-1].split(':')[0]}>"
+
+
+def _groups(memories: Sequence[Memory], head: Sequence[int], index: _Index) -> list[_Group]:
+    """Connected facts, starting from the shown ones, through same-thing relations."""
+    seen: set[int] = set()
+    groups = []
+    budget = [MAX_CHECKS]
+    for start in head:
+        if start in seen or start not in index.keys:
+            continue
+        group = _Group()
+        frontier = [start]
+        group.members.add(start)
+        for _ in range(PAIRING_DEPTH):
+            following = []
+            for i in frontier:
+                for j in index.partners(i):
+                    if j in group.members and (min(i, j), max(i, j)) in group.checked:
+                        continue
+                    if budget[0] <= 0:
+                        break
+                    budget[0] -= 1
+                    group.checked.add((min(i, j), max(i, j)))
+                    kind = _relation(memories[i], memories[j])
+                    if kind is Kind.DISTINCT:
+                        continue
+                    group.edges.append((i, j, kind))
+                    if j not in group.members:
+                        group.members.add(j)
+                        following.append(j)
+            frontier = following
+        if len(group.members) > 1:
+            seen |= group.members
+            groups.append(group)
+    return groups
+
+
+@dataclass(slots=True)
+class _Group:
+    members: set[int] = field(default_factory=set)
+    edges: list[tuple[int, int, Kind]] = field(default_factory=list)
+    checked: set[tuple[int, int]] = field(default_factory=set)
+
+
+def _relation(a: Memory, b: Memory) -> Kind:
+    older, newer = sorted((a, b), key=lambda m: (since(m), m.created_at))
+    return _kind(older.text, newer.text, older.about, newer.about)
+
+
+@lru_cache(maxsize=1 << 16)  # the same pairs come back recall after recall
+def _kind(older: str, newer: str, older_about: str | None, newer_about: str | None) -> Kind:
+    return related(older, newer, older_about, newer_about).kind
+
+
+def _ordered(
+    memories: Sequence[Memory], ranked: Sequence[int], position: dict[int, int], groups: list[_Group]
+) -> Resolution:
+    placement = {i: float(-p) for i, p in position.items()}  # higher first
+    outdated_by: dict[int, int] = {}
+    why: dict[int, str] = {}
+    copies: dict[int, tuple[int, ...]] = {}
+    lifted: dict[int, int] = {}
+    hidden: set[int] = set()
+    for group in groups:
+        classes = _value_classes(group)
+        newest = max(group.members, key=lambda i: (since(memories[i]), memories[i].created_at))
+        best = {c: min(members, key=position.__getitem__) for c, members in classes.items()}
+        for c, members in classes.items():
+            rest = tuple(sorted(members - {best[c]}, key=position.__getitem__))
+            if rest:
+                copies[best[c]] = rest
+                hidden.update(rest)
+        current_class = next(c for c, members in classes.items() if newest in members)
+        current = best[current_class]
+        top = max(placement[i] for i in group.members)
+        if top > placement[current]:
+            lifted[current] = max(group.members, key=placement.__getitem__)
+            placement[current] = top + 0.5  # takes the place of the best-ranked older value
+        for c, rep in best.items():
+            if c == current_class:
+                continue
+            outdated_by[rep] = current
+            why[rep] = f"a newer fact about the same thing: {memories[current].text[:80]}"
+            placement[rep] = min(placement[rep], placement[current] - 0.25)
+    order = sorted((i for i in ranked if i not in hidden), key=lambda i: (-placement[i], position[i]))
+    return Resolution(order, outdated_by, why, copies, lifted)
+
+
+def _value_classes(group: _Group) -> dict[int, set[int]]:
+    """Members joined by SAME edges (restatements of one value), keyed by a representative."""
+    parent = {i: i for i in group.members}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j, kind in group.edges:
+        if kind is Kind.SAME:
+            parent[root(i)] = root(j)
+    classes: dict[int, set[int]] = {}
+    for i in group.members:
+        classes.setdefault(root(i), set()).add(i)
+    return classes

@@ -1,0 +1,226 @@
+"""Are two facts about the same thing? And if so, the same value, or a newer one?
+
+``relation(older, newer)`` compares two facts' gists (``domain.gist``) and their ``about``
+keys:
+
+- **same key**: two facts with the same ``about`` key are about the same thing; different
+  keys, different things. Only without a key on either side do the rules below decide.
+- **different subjects**: "Nora's sister Claire lives in Dublin" and "Nora lives in Leeds"
+  are about different people; so are "my son Leo ..." and "my daughter Ava ...".
+- **same attribute**: the same single-valued concept ("lives in Leeds" / "moved to Glasgow"),
+  or a shared attribute word ("yoga", "firmware") with the values differing in one place.
+  Facts that differ in two places ("aisle seats on flights" / "window seats on trains"), or
+  in a word before the concept ("work email" / "personal email"), are about two things.
+  Multi-valued concepts (languages, allergies, likes) never replace each other.
+- **same value**: nothing value-like differs (numbers, names, dates); the rest is wording.
+
+The answer is ``SAME`` (a restatement; ``adds_nothing`` when the newer says nothing the
+older does not), ``UPDATE`` (the newer probably replaces the older) or ``DISTINCT``. When
+unsure, distinct: a fact wrongly taken for another's update is hidden behind it, which is
+worse than showing both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from enum import StrEnum
+
+from .attributes import WEEKDAYS_AND_MONTHS
+from .gist import BY_NAME, Gist, gist, normal_key
+
+PREFIX_CHARS = 5  # shortest common prefix that matches a word to its inflection or compound
+MIN_SHARED = 0.5  # share of each fact's words (its own values aside) the two must have in common
+
+
+class Kind(StrEnum):
+    SAME = "same"
+    UPDATE = "update"
+    DISTINCT = "distinct"
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    kind: Kind
+    why: str
+    adds_nothing: bool = False  # SAME, and the newer says nothing the older does not
+
+    @property
+    def same_thing(self) -> bool:
+        return self.kind is not Kind.DISTINCT
+
+
+DISTINCT = Relation(Kind.DISTINCT, "")
+
+
+def related(
+    older_text: str, newer_text: str, older_about: str | None = None, newer_about: str | None = None
+) -> Relation:
+    """How ``newer_text`` relates to ``older_text`` (see the module docstring)."""
+    old_key, new_key = normal_key(older_about), normal_key(newer_about)
+    old, new = gist(older_text), gist(newer_text)
+    if old_key and new_key:
+        return _keyed(old, new, new_key) if old_key == new_key else DISTINCT
+    if _different_subjects(old, new):
+        return DISTINCT
+    return _compare(old, new)
+
+
+def _keyed(old: Gist, new: Gist, key: str) -> Relation:
+    """Two facts the agent said are about the same thing: the same value, or the next one."""
+    a, b, ops, old_d, new_d = _alignment(old, new)
+    if _same_value(old, new, a, b, ops, old_d, new_d):
+        return Relation(Kind.SAME, f"both about {key!r}, same value", _adds_nothing(a, b, old_d, new_d))
+    return Relation(Kind.UPDATE, f"both about {key!r}, another value")
+
+
+def _different_subjects(old: Gist, new: Gist) -> bool:
+    if old.relations != new.relations:
+        if old.relations and new.relations:
+            return True
+        named, other = (old, new) if old.relations else (new, old)
+        return not (named.names and _named(named.names, other.all_words))
+    if old.names and new.names and not _named(old.names, new.names):
+        # "Julia lives in Berlin" / "Nora lives in Leeds": unless one names the other's subject
+        return not (_named(old.names, new.all_words) or _named(new.names, old.all_words))
+    return False
+
+
+def _named(names: frozenset[str], words: frozenset[str]) -> bool:
+    """Does ``words`` hold one of ``names``, also as a possessive without apostrophe ("Anjas")?"""
+    return any(n in words or f"{n}s" in words or (n.endswith("s") and n[:-1] in words) for n in names)
+
+
+def _alignment(old: Gist, new: Gist) -> tuple[list[str], list[str], list, set[str], set[str]]:
+    # Who a fact is about is not what it says: "Nora" opens most of Nora's facts. A word one
+    # fact opens with and the other writes in lower case is a noun ("Gym sessions" / "gym").
+    subject = (old.name_words - new.plain) | (new.name_words - old.plain)
+    a, b = _aligned([w for w in old.words if w not in subject], [w for w in new.words if w not in subject])
+    ops = SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    old_d, new_d = _aligned_set(old.distinctive, new.distinctive)
+    return a, b, ops, old_d, new_d
+
+
+def _compare(old: Gist, new: Gist) -> Relation:
+    a, b, ops, old_d, new_d = _alignment(old, new)
+    values = old_d | new_d
+    single = {g.concept for g in (old, new) if g.concept and not g.multi}
+    if len(single) > 1:
+        return DISTINCT  # "lives in Glasgow" is not an update of "works as an analyst"
+    if old.concept and old.concept == new.concept:
+        if old.qualifier and new.qualifier and old.qualifier != new.qualifier:
+            return DISTINCT  # "work email" / "personal email"
+        why = f"both about {old.concept}"
+        if _same_value(old, new, a, b, ops, old_d, new_d):
+            return Relation(Kind.SAME, f"{why}, same value", _adds_nothing(a, b, old_d, new_d))
+        if not old.multi:
+            return Relation(Kind.UPDATE, f"{why}, another value")
+        # "plays in the team Los Tigres" / "plays in the team Atlético": more than the verb is shared
+    shared = set(a) & set(b)
+    attribute = [w for w in dict.fromkeys(a) if w in shared and _attribute_word(w)]
+    if not attribute or not _covered(a, b, shared, old_d, new_d):
+        return DISTINCT
+    regions = _replaced_regions(ops, a, b, values)
+    if regions > 1:
+        return DISTINCT
+    why = f"both about {' '.join(w.strip('<>') for w in attribute)}"
+    if _same_value(old, new, a, b, ops, old_d, new_d):
+        return Relation(Kind.SAME, f"{why}, same value", _adds_nothing(a, b, old_d, new_d))
+    conflict = bool(old_d - new_d) and bool(new_d - old_d)
+    if regions == 0 and not conflict and (old.negated == new.negated or _each_adds(a, b)):
+        return DISTINCT  # each only adds its own detail: two facts
+    return Relation(Kind.UPDATE, f"{why}, another value")
+
+
+def _each_adds(a: list[str], b: list[str]) -> bool:
+    plain_a = {w for w in a if not _multi_anchor(w)}
+    plain_b = {w for w in b if not _multi_anchor(w)}
+    return bool(plain_a - plain_b) and bool(plain_b - plain_a)
+
+
+def _covered(a: list[str], b: list[str], shared: set[str], old_d: set[str], new_d: set[str]) -> bool:
+    """The shared words are at least half of what each fact says, its own values aside."""
+    for words, own in ((a, old_d - new_d), (b, new_d - old_d)):
+        said = {w for w in words if not _multi_anchor(w)} - own
+        if said and len(said & shared) / len(said) < MIN_SHARED:
+            return False
+    return True
+
+
+def _same_value(
+    old: Gist, new: Gist, a: list[str], b: list[str], ops: list, old_d: set[str], new_d: set[str]
+) -> bool:
+    """Nothing value-like differs, and either only one of them adds detail or the only
+    differences are wording around equal values."""
+    if old.negated != new.negated or (old_d - new_d and new_d - old_d):
+        return False
+    replaced = [(a[i1:i2], b[j1:j2]) for tag, i1, i2, j1, j2 in ops if tag == "replace"]
+    values = old_d | new_d
+    if replaced:
+        return bool(old_d) and old_d == new_d and not any((set(x) | set(y)) & values for x, y in replaced)
+    plain_a = {w for w in a if not _multi_anchor(w)}
+    plain_b = {w for w in b if not _multi_anchor(w)}
+    return plain_a <= plain_b or plain_b <= plain_a or (bool(old_d) and old_d == new_d)
+
+
+def _adds_nothing(a: list[str], b: list[str], old_d: set[str], new_d: set[str]) -> bool:
+    return {w for w in b if not _multi_anchor(w)} <= set(a) and new_d <= old_d
+
+
+def _multi_anchor(word: str) -> bool:
+    return word.startswith("<") and BY_NAME[word[1:-1].split(":")[0]].multi
+
+
+def _attribute_word(word: str) -> bool:
+    """A shared word that says what the facts are about: not a number or a date, not a
+    multi-valued concept ("likes", "speaks"), which many different facts share."""
+    if word.startswith("<"):
+        return not _multi_anchor(word)
+    return not any(c.isdigit() for c in word) and word not in WEEKDAYS_AND_MONTHS
+
+
+def _replaced_regions(ops: list, a: list[str], b: list[str], value_words: set[str]) -> int:
+    """Places where both facts say something different; value parts separated only by
+    shared value words ("14 Elm Grove, Bristol BS6 5TJ") count once."""
+    regions = 0
+    joinable = False
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "replace":
+            is_value = bool(set(a[i1:i2]) & value_words or set(b[j1:j2]) & value_words)
+            if not (joinable and is_value):
+                regions += 1
+            joinable = is_value
+        elif tag == "equal":
+            joinable = joinable and all(w in value_words for w in a[i1:i2])
+    return regions
+
+
+def _aligned(old: Sequence[str], new: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Both word lists with each new word spelt as the old word it matches (inflection,
+    compound: "allerg"/"allergi", "handball"/"handballverein")."""
+    known = list(dict.fromkeys(old))
+    return list(old), [_match(w, known) for w in new]
+
+
+def _aligned_set(old: frozenset[str], new: frozenset[str]) -> tuple[set[str], set[str]]:
+    known = sorted(old)
+    return set(old), {_match(w, known) for w in new}
+
+
+def _match(word: str, known: Sequence[str]) -> str:
+    if word in known or word.startswith("<"):
+        return word
+    for candidate in known:
+        if candidate.startswith("<"):
+            continue
+        short, long = sorted((candidate, word), key=len)
+        if len(short) >= PREFIX_CHARS and long.startswith(short):
+            return candidate
+        if _cjk(short) and short in long:
+            return candidate
+    return word
+
+
+def _cjk(word: str) -> bool:
+    return bool(word) and ord(word[0]) >= 0x3040

@@ -1,0 +1,76 @@
+"""A fact's words as ``domain.gist`` reads them: each with its case, place and whether it
+looks like a name.
+
+Capitals mark names in most languages, not in German, where every noun has one: a German
+capitalised word after an article ("der Termin", "die neue Adresse") is a noun. An acronym
+is a name ("TC Blau-Weiß"); an opening light word is not ("Uses a standing desk").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .attributes import CHANGE_WORDS, LIGHT_WORDS, TITLES
+from .lexical import _TOKEN, has_cjk
+
+# A version, time or amount stays one token ("4.0.1", "9:30", "07700-900412"); else as indexed.
+_WORD = re.compile(r"\d+(?:[.,:/-]\d+)+[a-z]*|" + _TOKEN.pattern)
+POSSESSIVE_SUFFIXES = ("'s", "’s", "'", "’")
+GERMAN_ARTICLES = frozenset(
+    "der die das den dem des ein eine einen einem einer eines beim im am zum zur vom ins kein keine "
+    "mein meine meinen meinem meiner sein seine seinen seinem ihr ihre ihren ihrem unser unsere".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    text: str  # as written
+    word: str  # lower-cased, possessive dropped
+    start: int  # character offset
+    initial: bool  # opens a sentence or a clause
+    name: bool  # capitalised as a name is (not as a German noun or an opening verb)
+
+
+def tokens_of(text: str, language: str) -> list[Token]:
+    out: list[Token] = []
+    previous_end = 0
+    for match in _WORD.finditer(text):
+        raw = match.group()
+        if text[match.end() : match.end() + 1] in ("'", "’"):  # "Lukas' Tochter"
+            raw += "'"
+        between = text[previous_end : match.start()]
+        word = raw.lower()
+        for suffix in POSSESSIVE_SUFFIXES:
+            if word.endswith(suffix) and len(word) > len(suffix) + 1:
+                word = word[: -len(suffix)]
+                break
+        # A full stop after a title ("Dr. Hale") or an ordinal ("am 3. Dezember") ends nothing.
+        not_an_end = (
+            bool(out) and between.strip() == "." and (out[-1].word in TITLES or out[-1].word.isdigit())
+        )
+        initial = not out or (bool(re.search(r"[.!?;:]", between)) and not not_an_end)
+        # the article before a noun, or before the adjective before it ("die neue Adresse")
+        previous = {out[-1].word} if out else set()
+        if len(out) > 1 and not out[-1].text[:1].isupper():
+            previous.add(out[-2].word)
+        out.append(
+            Token(raw, word, match.start(), initial, _name_like(raw, word, initial, previous, language))
+        )
+        previous_end = match.end()
+    return out
+
+
+def _name_like(raw: str, word: str, initial: bool, previous: set[str], language: str) -> bool:
+    if not raw[:1].isupper() or has_cjk(raw) or word in TITLES:
+        return False
+    if len(raw) > 1 and raw.isupper():
+        return True  # an acronym ("TC Altona", "IKEA")
+    if language == "de" and previous & GERMAN_ARTICLES:
+        return False  # "der Termin", "die neue Adresse": a noun, not a name
+    # "Uses a standing desk", "Now ...": an opening word, not a name
+    return not (initial and (word in LIGHT_WORDS or word in CHANGE_WORDS))
+
+
+def is_name(token: Token) -> bool:
+    return token.name

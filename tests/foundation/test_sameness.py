@@ -1,0 +1,119 @@
+"""About the same thing? Pairs of facts an agent writes, and what ``domain.sameness`` says."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from atlas_mcp.domain.gist import gist, normal_key
+from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.resolution import resolve
+from atlas_mcp.domain.sameness import Kind, related
+from atlas_mcp.domain.settling import settle
+
+UPDATES = [
+    ("I live in Porto.", "I moved to Lisbon last spring."),
+    ("User is based in Denver.", "The user relocated to Austin."),
+    ("Works as a nurse at St Mary's hospital.", "Started a new job as a paramedic at the ambulance service."),
+    ("My car is a Honda Civic.", "I now drive a Mazda 3."),
+    ("My dentist is Dr. Ahmed.", "I switched to a new dentist, Dr. Novak."),
+    ("My boss is Karen Lee.", "I report to Tom Becker since the reorg."),
+    ("Ben's girlfriend is called Mia.", "Ben is dating Chloe now."),
+    ("The thermostat runs firmware 1.2.0.", "Thermostat firmware is 1.4.2 after the update."),
+    ("Gym sessions are on Tuesdays.", "My gym sessions moved to Fridays."),
+    ("Her phone number is 0612 345 678.", "Her new phone number is 0687 654 321."),
+    ("Sie wohnt in Bremen.", "Sie ist nach Dresden gezogen."),
+    ("Mi médico de cabecera es la Dra. Ruiz.", "Mi nuevo médico de cabecera es el Dr. Pons."),
+    ("Il est végétarien.", "Il est devenu végan."),
+    ("The team standup is at 9:30.", "The team standup is at 10:00 now."),
+]
+SAME = [
+    ("Ana is allergic to shellfish.", "Ana has a shellfish allergy."),
+    ("User's blood type is A positive.", "The user has A positive blood."),
+    ("Marta takes her coffee black.", "Marta takes her coffee black."),
+    ("Tom supports Everton.", "Tom is an Everton supporter."),
+    ("Lukas spielt Tennis im TC Blau-Weiß.", "Lukas ist im Tennisclub TC Blau-Weiß."),
+]
+DISTINCT = [
+    ("My son Ali plays the violin.", "My daughter Sara plays the flute."),
+    ("My sister Jo lives in Leeds.", "My sister Kate lives in York."),
+    ("My sister Jo lives in Leeds.", "I live in York."),
+    ("I speak Portuguese.", "I speak some Japanese."),
+    ("I am allergic to cats.", "I am allergic to pollen."),
+    ("My work email is a@corp.io.", "My personal email is a@mail.com."),
+    ("Prefers aisle seats on flights.", "Likes window seats on trains."),
+    ("My favourite band is Blur.", "My favourite film is Heat."),
+    ("The home router is a FritzBox.", "The home printer is an HP LaserJet."),
+    ("Dad drives a Volvo.", "Mum drives a Fiat."),
+    ("I play chess on Mondays.", "I play squash on Thursdays."),
+    ("Jo's dog is called Rex.", "Jo's cat is called Tom."),
+    ("Der Termin beim Zahnarzt ist am 3. Mai.", "Meine Zahnärztin ist Dr. Vogel."),
+    ("Does not like horror films.", "Her favourite film is Amélie."),
+    ("The spare key is with the neighbour at number 12.", "Takes the number 38 bus to work."),
+    ("I moved to Lisbon last spring.", "I work as a translator."),
+]
+
+
+@pytest.mark.parametrize(("older", "newer"), UPDATES)
+def test_a_new_value_of_the_same_thing_is_an_update(older, newer):
+    found = related(older, newer)
+    assert found.kind is Kind.UPDATE, found
+
+
+@pytest.mark.parametrize(("older", "newer"), SAME)
+def test_a_restatement_is_the_same_fact(older, newer):
+    assert related(older, newer).kind is Kind.SAME
+
+
+@pytest.mark.parametrize(("older", "newer"), DISTINCT)
+def test_look_alikes_about_different_things_stay_distinct(older, newer):
+    assert related(older, newer).kind is Kind.DISTINCT
+    assert related(newer, older).kind is Kind.DISTINCT
+
+
+def test_about_keys_decide_when_both_facts_have_one():
+    assert related("I drive a Golf.", "My bike is a Brompton.", "car", "Car").kind is Kind.UPDATE
+    assert related("I live in Porto.", "I live in Lisbon.", "home city", "office city").kind is Kind.DISTINCT
+    assert normal_key("  Home   City! ") == "home city"
+
+
+def test_a_denied_old_value_is_not_part_of_the_new_one():
+    assert "12" not in gist("Correction: her birthday is on 21 March, not 12 March.").distinctive
+    assert (
+        related("Her birthday is on 12 March.", "Correction: her birthday is 21 March, not 12 March.").kind
+        is Kind.UPDATE
+    )
+
+
+def _fact(text: str, days: int, about: str | None = None) -> Memory:
+    at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=days)
+    return Memory(
+        f"m{days}-{abs(hash(text))}", MemoryType.SEMANTIC, "u", text, at, about=about, valid_from=at
+    )
+
+
+def test_resolution_puts_the_newest_value_first_and_marks_the_older():
+    old, noise, new = _fact("I live in Porto.", 1), _fact("I like jazz.", 2), _fact("I moved to Lisbon.", 3)
+    resolved = resolve([old, noise, new], [0, 1, 2], shown=2)
+    assert resolved.order == [2, 0, 1] and resolved.outdated_by == {0: 2} and resolved.lifted == {2: 0}
+
+
+def test_resolution_shows_one_copy_of_a_repeated_fact():
+    copies = [_fact("Ana is allergic to shellfish.", d) for d in (1, 2, 3)] + [_fact("Ana likes opera.", 4)]
+    resolved = resolve(copies, [2, 0, 3, 1], shown=3)
+    assert resolved.order == [2, 3] and set(resolved.copies[2]) == {0, 1} and resolved.outdated_by == {}
+
+
+def test_settling_refreshes_a_copy_supersedes_a_key_and_names_earlier_values():
+    stored = _fact("Ana is allergic to shellfish.", 1)
+    assert settle(_fact("Ana has a shellfish allergy.", 9), [stored]).duplicate_of == stored
+    keyed = _fact("I drive a Golf.", 1, about="car")
+    assert settle(_fact("I drive a Tesla.", 9, about="car"), [keyed]).supersede == (keyed.id,)
+    home = _fact("I live in Porto.", 1)
+    found = settle(_fact("I moved to Lisbon.", 9), [home, keyed])
+    assert [r.memory.id for r in found.related] == [home.id] and found.duplicate_of is None
+    # With targets of its own, a repeated fact replaces its copy instead of refreshing it.
+    assert settle(_fact("Ana has a shellfish allergy.", 9), [stored], explicit=["x"]).supersede == (
+        stored.id,
+    )
