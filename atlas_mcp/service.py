@@ -6,7 +6,7 @@ usage statistics. Engines only store and fetch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TextIO
@@ -139,8 +139,9 @@ class MemoryService:
         memory = self._build(
             user_id, kind, text, occurred_at, confidence, fact_type, steps, metadata, name, origin
         )
+        now = memory.created_at if expires_at is None else self.clock()  # an expiry is checked against now
         memory = memory.evolve(
-            **inputs.timing(kind, memory.created_at, self.clock(), about, valid_from, valid_to, expires_at)
+            **inputs.timing(kind, memory.created_at, now, about, valid_from, valid_to, expires_at)
         )
         targets = inputs.memory_ids(supersedes_id, self.limits)
         mode = _contradiction(contradiction)
@@ -158,13 +159,14 @@ class MemoryService:
         memory, redacted = guard.screen(memory, self.guard)
         return PreparedWrite(user_id, memory, targets, playbook, outcome, redacted, actor, mode)
 
-    def store(self, prepared: PreparedWrite) -> WriteResult:
+    def store(self, prepared: PreparedWrite, *, apart_from: Collection[str] = ()) -> WriteResult:
         """Write what ``prepare`` checked (and the playbook outcome it reports). A fact the user
         already has is refreshed instead; facts with its ``about`` key are superseded; what
         looks like an earlier value of it is named (``domain.settling``, against the store as
-        it is now, so a file that repeats a fact imports it once)."""
+        it is now). ``apart_from``: memories never taken for this one's copy (an import keeps
+        the records its source kept apart)."""
         memory, targets, playbook = prepared.memory, prepared.supersedes, prepared.playbook
-        settled = self._settle(prepared.user_id, memory, targets)
+        settled = self._settle(prepared.user_id, memory, targets, apart_from)
         if settled.duplicate_of is not None:
             return self._refresh(prepared.user_id, settled.duplicate_of)
         keyed = tuple(i for i in settled.supersede if i not in targets)
@@ -182,11 +184,14 @@ class MemoryService:
     def _penalised(self, memory: Memory, mode: Contradiction) -> float | None:
         return penalised_confidence(memory.confidence, mode, self.policy.supersession.harsh_confidence_penalty)
 
-    def _settle(self, user_id: str, memory: Memory, explicit: Sequence[str]) -> Settlement:
+    def _settle(
+        self, user_id: str, memory: Memory, explicit: Sequence[str], apart_from: Collection[str] = ()
+    ) -> Settlement:
         """Refresh, supersede by key, or name related facts (``domain.settling``): facts only."""
         if memory.memory_type is not MemoryType.SEMANTIC:
             return Settlement()
-        return settle(memory, self.neighbours(user_id, memory), explicit)
+        neighbours = [m for m in self.neighbours(user_id, memory) if m.id not in apart_from]
+        return settle(memory, neighbours, explicit)
 
     def neighbours(self, user_id: str, memory: Memory) -> list[Memory]:
         """The caller's live facts that may be about the same thing as ``memory``: its words'

@@ -158,7 +158,8 @@ def write(
             if not item.present:
                 added.append(item.write.memory.id)
                 replaced += item.replaces
-                result = service.store(_with_links(item.write, planned))
+                # Records the source kept apart stay apart; a copy of what was stored before is kept once.
+                result = service.store(_with_links(item.write, planned), apart_from=set(added))
                 if result.id != item.write.memory.id:  # the store kept an existing copy instead
                     added.pop()
                     merged += 1

@@ -52,11 +52,11 @@ def test_a_failure_mid_way_leaves_the_store_as_it_was(tmp_path, monkeypatch):
         planned = apply.plan(service, "sarah", source, "mcpm")
         real_store, calls = service.store, []
 
-        def failing_store(prepared):
+        def failing_store(prepared, **options):
             calls.append(prepared.memory.id)
             if len(calls) == 6:
                 raise DiskFull("no space left on device")
-            return real_store(prepared)
+            return real_store(prepared, **options)
 
         monkeypatch.setattr(service, "store", failing_store)
         with pytest.raises(DiskFull):
@@ -86,8 +86,8 @@ def test_an_update_undone_puts_the_old_value_back(tmp_path, monkeypatch):
         assert [p.present for p in planned] == [False, True, False]
         real_store = service.store
 
-        def fail_after_the_update(prepared):
-            result = real_store(prepared)
+        def fail_after_the_update(prepared, **options):
+            result = real_store(prepared, **options)
             if prepared.supersedes:
                 raise DiskFull("no space left on device")
             return result
