@@ -49,11 +49,11 @@ def test_a_failure_mid_way_takes_back_what_was_written(contract_service: MemoryS
     planned = apply.plan(contract_service, "sarah", source, "t")
     real, calls = contract_service.store, []
 
-    def failing(prepared):
+    def failing(prepared, **options):
         calls.append(1)
         if len(calls) == 9:
             raise Interrupted("lost the store")
-        return real(prepared)
+        return real(prepared, **options)
 
     monkeypatch.setattr(contract_service, "store", failing)
     with pytest.raises(Interrupted):
