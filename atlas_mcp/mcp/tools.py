@@ -237,7 +237,9 @@ AsOf = Annotated[
 ]
 Since = Annotated[
     str | None,
-    Field(description="ISO-8601: only memories of this time or later (events that happened, facts true then)."),
+    Field(
+        description="ISO-8601: only memories of this time or later (events that happened, facts true then)."
+    ),
 ]
 Until = Annotated[
     str | None,
