@@ -15,7 +15,7 @@ from atlas_mcp.engines.elasticsearch.transport import Cluster, connect
 
 from .fake_es import ADMIN, WRITER_KEY, FakeElasticsearch, encode_key
 
-USERS = ("u1", "u2", "u3", "alice", "bob", "sarah")
+USERS = ("u1", "u2", "u3", "alice", "bob", "sarah", "james")
 _prefixes = itertools.count(1)
 
 
