@@ -4,11 +4,14 @@ Each persona of ``scenarios/naive.json`` (development split) and ``naive_holdout
 (held out: never tuned on) is one user. Their stories are written through the MCP tools, in
 time order, the way a naive agent writes: the text only, never ``supersedes_id``, never
 ``about``, on top of the mixed suite's background memories. Then the user's questions are
-asked with ``recall_memory`` as the tool's defaults serve them (k = 10).
+asked with ``recall_memory`` (k = 10, ``min_relevance=0``: the rates below judge the order
+facts about the same thing come in, not the relevance floor; ``under floor`` says how often
+the current value came back below the default floor, which the tool's defaults would drop).
 
 - *stale* (``update`` and ``correction`` stories): an outdated value ranks above the current
   one (the last write), or is returned while the current one is not, or the current one is
-  marked probably outdated. ``missed``: neither is returned.
+  marked probably outdated. ``missed``: neither is returned. ``under floor``: the current value
+  is returned, but with a relevance under the default floor.
 - *copies* (``repeat``): how many memories of the one repeated fact are in the top 5.
 - *false merge* (``both-true``, per story): one of the look-alike facts was taken for a
   duplicate or an update of another at write time, ended superseded, is missing from the top
@@ -43,10 +46,12 @@ OUTDATED_FIELD = "probably_outdated_by"
 
 @dataclass(frozen=True, slots=True)
 class Returned:
-    """One memory a recall returned: its id and whether it came marked as probably outdated."""
+    """One memory a recall returned: its id, whether it came marked as probably outdated, and
+    whether its relevance clears the default floor (what the tool's defaults would return)."""
 
     id: str
     outdated: bool
+    cleared: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,9 @@ class Question:
 
     def position(self, memory_id: str) -> int | None:
         return next((i for i, r in enumerate(self.returned) if r.id == memory_id), None)
+
+    def cleared(self, memory_id: str) -> bool:
+        return any(r.id == memory_id and r.cleared for r in self.returned)
 
     def marked(self, memory_id: str) -> bool:
         return any(r.id == memory_id and r.outdated for r in self.returned)
@@ -141,12 +149,13 @@ async def _run(service: MemoryService, clock: ManualClock, split: str, suite: di
         stories += mine
         # A persona's own story wins over a background fact about the same thing.
         skip = set(spec.get("without_background", ()))
+        floor = service.policy.default_min_relevance
         async with Client(build_server(service, persona)) as client:
             background += await _write_history(client, clock, now, suite["background"], mine, skip)
             clock.set(now)
             for story in mine:
                 for query in _queries(story):
-                    story.questions.append(await _ask(client, story, query))
+                    story.questions.append(await _ask(client, story, query, floor))
     verdicts = [v for s in stories for v in judge(s, _live(service, s))]
     facts = sum(1 for _, result in background if result["memory_type"] == "semantic")
     merged = tuple(_background_merged(service, stories, background))
@@ -197,9 +206,12 @@ def _queries(story: Story) -> Iterator[str]:
         yield from story.spec["ask"]
 
 
-async def _ask(client: Client, story: Story, query: str) -> Question:
-    found = await _tool(client, "recall_memory", {"query": query, "k": RECALL_K})
-    returned = tuple(Returned(m["id"], bool(m.get(OUTDATED_FIELD))) for m in found["memories"])
+async def _ask(client: Client, story: Story, query: str, floor: float) -> Question:
+    found = await _tool(client, "recall_memory", {"query": query, "k": RECALL_K, "min_relevance": 0})
+    returned = tuple(
+        Returned(m["id"], bool(m.get(OUTDATED_FIELD)), m.get("relevance", 0.0) >= floor)
+        for m in found["memories"]
+    )
     return Question(story.persona, story.language, story.key, story.kind, query, returned)
 
 
@@ -242,6 +254,8 @@ def _judge_update(story: Story) -> Iterator[Verdict]:
             yield _verdict(story, q.query, True, f"stale: write(s) {where} above the current (at {at})")
         elif at is None:
             yield _verdict(story, q.query, False, "missed: the current value is not returned")
+        elif not q.cleared(current):
+            yield _verdict(story, q.query, False, f"under floor: the current value (at {at}) is below it")
         else:
             yield _verdict(story, q.query, False)
 
@@ -309,6 +323,7 @@ def _row(verdicts: list[Verdict] | tuple[Verdict, ...]) -> dict[str, float]:
     if updates:
         row["stale"] = sum(v.failed for v in updates) / len(updates)
         row["missed"] = sum(v.detail.startswith("missed") for v in updates) / len(updates)
+        row["under floor"] = sum(v.detail.startswith("under floor") for v in updates) / len(updates)
     if repeats:
         row["copies (mean)"] = sum(v.value for v in repeats) / len(repeats)
         row["copies (max)"] = max(v.value for v in repeats)
@@ -323,6 +338,7 @@ COLUMNS = (
     "update questions",
     "stale",
     "missed",
+    "under floor",
     "repeat questions",
     "copies (mean)",
     "copies (max)",
