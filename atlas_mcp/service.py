@@ -182,7 +182,9 @@ class MemoryService:
         return WriteResult(memory.id, memory.memory_type, targets, prepared.redacted, related=settled.related)
 
     def _penalised(self, memory: Memory, mode: Contradiction) -> float | None:
-        return penalised_confidence(memory.confidence, mode, self.policy.supersession.harsh_confidence_penalty)
+        return penalised_confidence(
+            memory.confidence, mode, self.policy.supersession.harsh_confidence_penalty
+        )
 
     def _settle(
         self, user_id: str, memory: Memory, explicit: Sequence[str], apart_from: Collection[str] = ()

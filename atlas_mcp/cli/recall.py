@@ -45,9 +45,7 @@ def recall(
             require_known_user(service, settings.user)
     if as_json:
         views = [
-            recalled_view(
-                h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by
-            )
+            recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by)
             for h in hits
         ]
         echo_json({"memories": views})

@@ -149,7 +149,7 @@ async def _run(service: MemoryService, clock: ManualClock, split: str, suite: di
         stories += mine
         # A persona's own story wins over a background fact about the same thing.
         skip = set(spec.get("without_background", ()))
-        floor = service.policy.default_min_relevance
+        floor = service.policy.calibration.default_min_relevance
         async with Client(build_server(service, persona)) as client:
             background += await _write_history(client, clock, now, suite["background"], mine, skip)
             clock.set(now)

@@ -342,9 +342,7 @@ class MemoryTools:
             )
         )
         views = [
-            recalled_view(
-                h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by
-            )
+            recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by)
             for h in hits
         ]
         return _result(RecallOut.model_validate({"memories": views}))
