@@ -40,7 +40,9 @@ def test_the_view_and_the_result_model_carry_the_same_fields():
     why = _explanation(decay=0.5, time_fit=0.25)
     view = explanation_view(why)
     assert ExplainOut.model_validate(view).model_dump(exclude_unset=True) == view
-    assert set(view) == {n for n in ExplainOut.model_fields if n != "embedding_pending"}
+    rare = {f.name for f, s in declared(Explanation) if s.only_when_set}
+    assert rare == {"embedding_pending", "copies"}
+    assert set(view) == set(ExplainOut.model_fields) - rare
     assert view["multipliers"]["decay_reference"] == T0.isoformat()
     assert view["relevance"] == view["match"] == 0.9  # the match's earlier name, still emitted
     product = math.prod(view["multipliers"][name] for name in FACTORS)
@@ -48,3 +50,8 @@ def test_the_view_and_the_result_model_carry_the_same_fields():
     assert "features" not in view  # kept for calibration, not shown
     pending = explanation_view(dataclasses.replace(why, embedding_pending=True))
     assert pending["embedding_pending"] is True and "embedding_pending" not in view
+    folded = explanation_view(dataclasses.replace(why, copies=("m2", "m3")))
+    assert ExplainOut.model_validate(folded).model_dump(mode="json", exclude_unset=True)["copies"] == [
+        "m2",
+        "m3",
+    ]
