@@ -21,6 +21,7 @@ No message here ever holds the key: they name where it came from, and its length
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 import sqlite3
@@ -33,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 from ...errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     from ...config import Settings
 
 PLAIN_HEADER = b"SQLite format 3\x00"
@@ -124,10 +127,11 @@ def driver(key: StoreKey | None) -> ModuleType:
         return sqlite3
     try:
         import cryptography  # noqa: F401 - seals the saved postings: missing, say so now, not later
-        from sqlcipher3 import dbapi2
+
+        dbapi2 = importlib.import_module("sqlcipher3.dbapi2")
     except ImportError as exc:
         raise ConfigurationError(
-            f"an encryption key is set, but {exc.name or 'SQLCipher'} is not installed: {INSTALL}"
+            f"an encryption key is set, but {(exc.name or 'sqlcipher3').split('.')[0]} is not installed: {INSTALL}"
         ) from exc
     return dbapi2
 
@@ -203,7 +207,7 @@ class FileSealer:
     def __init__(self, key: StoreKey, database: Path) -> None:
         self._key, self._database, self._derived = key, database, b""
 
-    def _aead(self) -> Any:
+    def _aead(self) -> AESGCM:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         if not self._derived:

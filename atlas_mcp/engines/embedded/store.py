@@ -128,7 +128,9 @@ class Store:
 def connect(path: Path, key: StoreKey | None = None) -> sqlite3.Connection:
     """A connection with the store's pragmas and busy timeout, for any thread (``Store.lock``
     serialises them); the standard library's, or SQLCipher's with a key."""
-    conn = cipher.connect(path, key, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    conn: sqlite3.Connection = cipher.connect(
+        path, key, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
     for pragma in schema.PRAGMAS:
         conn.execute(pragma)
     return conn
