@@ -486,13 +486,25 @@ class MemoryService:
     def stats(self) -> StoreStats:
         """Counts per owner and type, store size and embedding model: an operator's view."""
         found = self._engine.stats()
-        expired = upkeep.count_expired(self._engine, found, self.clock())
-        return replace(found, embedding_model=self._engine.info.embedding_model, expired=expired)
+        waiting = upkeep.count_expired(self._engine, found, self.clock())
+        return replace(found, embedding_model=self._engine.info.embedding_model, expired=waiting)
 
-    def prune(self, retention: Retention, *, dry_run: bool = False) -> list[Memory]:
+    def prune(self, retention: Retention, *, dry_run: bool = False, actor: Actor = OPERATOR) -> list[Memory]:
         """Remove what expired and what aged past its type's retention, every user; what went
-        (or, with ``dry_run``, would go). See ``upkeep``."""
-        return upkeep.prune(self._engine, retention, self.clock(), dry_run=dry_run)
+        (or, with ``dry_run``, would go). See ``upkeep``. Each removal is a forget in the audit
+        trail, saying why ("expired" or "retention")."""
+        now = self.clock()
+        gone = upkeep.prune(self._engine, retention, now, dry_run=dry_run)
+        if not dry_run and gone:
+            self._engine.record(
+                [
+                    audit.changed(
+                        "forget", m.user_id, m.id, actor, now, "expired" if expired(m, now) else "retention"
+                    )
+                    for m in gone
+                ]
+            )
+        return gone
 
     def get_state(self, user_id: str, key: str) -> str | None:
         """A small per-user bookkeeping value (the consolidation watermark and journal)."""

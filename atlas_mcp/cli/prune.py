@@ -6,6 +6,7 @@ from collections import Counter
 
 import click
 
+from ..domain.audit import Actor
 from .options import config_option, service_session, settings_from
 from .tables import echo_json, json_option, table
 
@@ -22,7 +23,9 @@ def prune(dry_run: bool, as_json: bool, config_file: str | None) -> None:
     """
     settings = settings_from(config_file)
     with service_session(settings) as service:
-        gone = service.prune(settings.retention.rules(), dry_run=dry_run)
+        gone = service.prune(
+            settings.retention.rules(), dry_run=dry_run, actor=Actor("atlas-mcp prune", "cli")
+        )
     if as_json:
         echo_json(
             {

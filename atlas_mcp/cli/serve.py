@@ -13,6 +13,7 @@ import click
 from .. import scopes
 from ..app import open_service
 from ..config import Settings
+from ..domain.audit import Actor
 from ..errors import ConfigurationError, InvalidInput
 from ..log import configure_logging, get_logger
 from .options import config_option, settings_from, user_option
@@ -107,6 +108,7 @@ def _warm_up_in_background(service, user: str) -> None:
     threading.Thread(target=service.warm, args=(user,), name="atlas-warm-up", daemon=True).start()
 
 
+SWEEP = Actor("atlas-mcp serve (sweep)", "server")  # who the audit trail names for a sweep's removals
 FIRST_SWEEP_S = 60.0  # after start-up: the first recalls should not share the cores with it
 
 
@@ -121,7 +123,7 @@ def _sweep_in_background(service, settings: Settings) -> None:
             time.sleep(wait)
             wait = every
             try:
-                gone = service.prune(rules)
+                gone = service.prune(rules, actor=SWEEP)
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again; serving goes on
                 log.warning("could not remove expired memories", error=str(exc))
                 continue

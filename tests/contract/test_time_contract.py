@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from atlas_mcp.domain.validity import TimeFilter, kept
+from atlas_mcp.domain.audit import Actor
+from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.validity import Retention, TimeFilter, kept
 from atlas_mcp.eval.harness import ManualClock
 from atlas_mcp.service import MemoryService
 
@@ -111,3 +113,22 @@ def test_an_expired_memory_is_not_returned(timed, clock):
     assert code.id in {h.memory.id for h in timed.recall("u1", "gate code", min_relevance=0.0)}
     clock.set(at(8))
     assert code.id not in {h.memory.id for h in timed.recall("u1", "gate code", min_relevance=0.0)}
+
+
+def test_expired_memories_are_counted_then_removed_and_audited(timed, clock):
+    """Expiry on every engine: counted in stats, removed from the store by prune (a dry run
+    removes nothing), each removal a forget in the audit trail that says why."""
+    clock.set(at(0))
+    code = timed.write("u1", "The gate code is 4471.", expires_at=at(7))
+    kept_fact = timed.write("u1", "The user drives a Kia Niro.")
+    clock.set(at(8))
+    stats = timed.stats()
+    assert (sum(c.expiring for c in stats.counts), stats.expired) == (1, 1)
+    nothing = Retention({kind: None for kind in MemoryType})
+    assert [m.id for m in timed.prune(nothing, dry_run=True)] == [code.id]
+    assert {m.id for m in timed.list("u1")} == {code.id, kept_fact.id}
+    assert [m.id for m in timed.prune(nothing, actor=Actor("atlas-mcp prune", "cli"))] == [code.id]
+    assert {m.id for m in timed.list("u1")} == {kept_fact.id}
+    assert timed.stats().expired == 0
+    forgot = [e for e in timed.audit("u1") if e.action == "forget"]
+    assert [(e.memory_id, e.detail, e.via) for e in forgot] == [(code.id, "expired", "atlas-mcp prune")]

@@ -162,3 +162,63 @@ def test_the_cli_migrates_and_its_dry_run_sends_nothing(legacy, fake_es, tmp_pat
     assert sum(line.startswith("migrated ") for line in lines) == 5 and "outdated" not in done.output
     again = CliRunner().invoke(cli, ["bootstrap", "--migrate"]).output.splitlines()
     assert sum(line.startswith("exists ") for line in again) == 5 and "nothing to migrate" in again
+
+
+TIME_FIELDS = ("about", "valid_from", "valid_to", "expires_at")  # what v3 adds to v2
+
+
+@pytest.fixture
+def v2_deployment(fake_es, tmp_path):
+    """A v2 deployment (strict mappings without the fields of valid time and expiry) with a fact."""
+    config = es_config(fake_es.url, index_prefix=fresh_prefix())
+    old = IndexLayout(config.index_prefix, version=2)
+    admin_cluster = Cluster(connect(config, admin=True), config)
+    for kind in ALL_TYPES:
+        body = mapping(kind, INFERENCE)
+        properties = {k: v for k, v in body["properties"].items() if k not in TIME_FIELDS}
+        admin_cluster.client.indices.create(
+            index=old.concrete(kind),
+            mappings={**body, "properties": properties},
+            aliases={old.alias(kind): {"is_write_index": True}},
+        )
+    admin_cluster.client.indices.create(
+        index=old.state_concrete,
+        mappings=state_mapping(),
+        aliases={old.state_alias: {"is_write_index": True}},
+    )
+    leeds = Memory(
+        new_id(), MemoryType.SEMANTIC, "u1", "The user lives in Leeds.", datetime(2025, 1, 5, tzinfo=UTC)
+    )
+    source = {k: v for k, v in docs.to_source(leeds).items() if k not in TIME_FIELDS}
+    writer = Cluster(connect(config), config)
+    operations = [{"index": {"_index": old.alias(MemoryType.SEMANTIC), "_id": leeds.id}}, source]
+    assert not writer.client.bulk(operations=operations, refresh="true")["errors"]
+    keys = KeyStore(tmp_path / "keys.json")
+    admin.add_user(admin_cluster, keys, IndexLayout(config.index_prefix), "u1", None)
+    engine = ElasticsearchEngine(writer, keys)
+    yield engine, admin_cluster, leeds
+    admin_cluster.close()
+    engine.close()
+
+
+def test_v2_indices_refuse_valid_time_until_migrated_to_v3(v2_deployment, fake_es):
+    """A fact carries ``valid_from``, which a v2 index's strict mapping refuses: the write names
+    the fix, nothing is stored, and after ``--migrate`` the old fact is valid from its writing."""
+    engine, admin_cluster, leeds = v2_deployment
+    layout = engine.layout
+    service = MemoryService(engine)
+    with pytest.raises(ConfigurationError, match="bootstrap --migrate"):
+        service.write("u1", "The user drives a Kia Niro.")
+    assert [m.id for m in engine.list(ListQuery("u1"))] == [leeds.id]
+    assert all("outdated" in line for line in admin.bootstrap(admin_cluster, layout, INFERENCE))
+    assert len(migration.migrate(admin_cluster, layout, INFERENCE)) == 5
+    assert f"{layout.prefix}-semantic-v2" in fake_es.indices, "the old index is kept for the operator"
+    glasgow = service.write(
+        "u1", "The user lives in Glasgow.", about="home city", valid_from="2026-02-01T00:00:00Z"
+    )
+    then = service.recall(
+        "u1", "where does the user live", min_relevance=0, touch=False, as_of="2025-06-01T00:00:00Z"
+    )
+    assert [h.memory.id for h in then] == [leeds.id]
+    now = service.recall("u1", "where does the user live", min_relevance=0, touch=False)
+    assert now[0].memory.id == glasgow.id

@@ -1,7 +1,7 @@
 """Index names: a versioned concrete index behind a stable alias, one pair per memory type.
 
 Everything the engine sends addresses the alias (``atlas-semantic``); only bootstrap names
-the concrete index (``atlas-semantic-v2``). A mapping change ships as the next version plus an
+the concrete index (``atlas-semantic-v3``). A mapping change ships as the next version plus an
 alias swap (``bootstrap --migrate``, ``migration``), never as an in-place edit. Painless sees
 concrete names, so it matches their stem.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ...domain.model import MemoryType
 
-INDEX_VERSION = 2  # the mappings' version: every change to them is a new one (`migration`)
+INDEX_VERSION = 3  # the mappings' version: every change to them is a new one (`migration`)
 ALL_TYPES: tuple[MemoryType, ...] = tuple(MemoryType)
 
 
