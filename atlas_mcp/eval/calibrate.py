@@ -32,7 +32,7 @@ from .locomo_run import ASKED_AFTER_LAST_SESSION, ingest
 from .mixed_suite import MixedResult
 
 DEPTH = 20
-FLOORS = (0.0, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
+FLOORS = (0.0, 0.03, 0.04, 0.045, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
 _L2 = 1e-2
 
 
@@ -221,7 +221,7 @@ def sweep_table(questions: Sequence[Question]) -> str:
     head = list(rows[0])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += [
-        "| " + " | ".join(f"{row[h]:.2f}" if h == "floor" else f"{row[h]:.3f}" for h in head) + " |"
+        "| " + " | ".join(f"{row[h]:g}" if h == "floor" else f"{row[h]:.3f}" for h in head) + " |"
         for row in rows
     ]
     return "\n".join(lines)

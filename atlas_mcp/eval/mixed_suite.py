@@ -66,6 +66,26 @@ class Answer:
         """How many times ``other``'s score ``key`` scores (both must be ranked)."""
         return self.scores[self.ranked.index(key)] / self.scores[self.ranked.index(other)]
 
+    def standing(self) -> str:
+        """Where the first expected memory stands against the first result, and why: its rank,
+        its score as a share of the first's, both cosines and its relevance (what a miss is
+        diagnosed from: a weak cosine, or words a false friend shares)."""
+        key = self.expect[0]
+        if key not in self.ranked:
+            return f"{key} not in the top {len(self.ranked)}"
+        at = self.ranked.index(key)
+        share = (
+            f"score {self.scores[at] / self.scores[0]:.2f} of the first's, "
+            if self.scores and self.scores[0]
+            else ""
+        )
+        cosines = (
+            f"cosine {self.features[at].cosine:.2f} (first {self.features[0].cosine:.2f}), "
+            if self.features
+            else ""
+        )
+        return f"{key} at #{at + 1}: {share}{cosines}relevance {self.relevance[at]:.3f}"
+
     @property
     def answerable(self) -> bool:
         return bool(self.expect)
@@ -257,9 +277,13 @@ def misses(result: MixedResult) -> list[str]:
     out = []
     for a in result.answers:
         if a.answerable and (a.broken or not set(a.expect) & set(a.ranked[:KEPT_DEPTH])):
-            out.append(f"miss {a.user}: {a.query!r} → {list(a.ranked[:KEPT_DEPTH])} {a.broken or ''}")
+            out.append(
+                f"miss {a.user}: {a.query!r} → {list(a.ranked[:KEPT_DEPTH])} {a.broken or ''}; {a.standing()}"
+            )
         elif a.answerable and not a.kept:
-            out.append(f"floored {a.user}: {a.query!r} → returned {list(a.returned[:KEPT_DEPTH])}")
+            out.append(
+                f"floored {a.user}: {a.query!r} → returned {list(a.returned[:KEPT_DEPTH])}; {a.standing()}"
+            )
         elif not a.answerable and a.returned:
             out.append(f"not empty {a.user}: {a.query!r} → {list(a.returned[:3])} ({a.relevance[0]:.2f})")
     return out

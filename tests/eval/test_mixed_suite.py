@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
+from atlas_mcp.domain.calibration import Features
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.eval import mixed_suite
 from atlas_mcp.eval.harness import scratch_service
@@ -132,3 +133,23 @@ async def test_an_agent_reports_a_playbook_outcome_with_write_memory():
             assert (view["id"], view["success_count"], view["failure_count"]) == (playbook, 1, 0)
             wrong = await client.call_tool("write_memory", report | {"memory_type": "semantic"})
             assert wrong.is_error and "episodic" in wrong.content[0].text
+
+
+def test_a_miss_says_where_its_answer_stands_and_on_what_cosines():
+    features = [Features(cosine, 0.0, 0.0, False) for cosine in (0.41, 0.26)]
+    answer = mixed_suite.Answer(
+        user="maya",
+        kind="paraphrase",
+        query="What's my husband called?",
+        expect=("m-husband",),
+        ranked=("bg-138", "m-husband"),
+        relevance=(0.057, 0.028),
+        returned=("bg-138",),
+        features=tuple(features),
+        scores=(0.99, 0.93),
+    )
+    assert answer.standing() == (
+        "m-husband at #2: score 0.94 of the first's, cosine 0.26 (first 0.41), relevance 0.028"
+    )
+    unranked = mixed_suite.Answer("maya", "paraphrase", "q", ("m-home",), ("bg-1",), (0.1,), ())
+    assert unranked.standing() == "m-home not in the top 1"
