@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .context_rerank import speaker
@@ -58,6 +58,26 @@ _FIRST_PERSON: dict[str, dict[str, str]] = {
     "pt": {w: "{n}" for w in ("eu", "meu", "minha", "meus", "minhas", "me")},
     "nl": {w: "{n}" for w in ("ik", "mij", "me", "mijn")},
 }
+# The possessive first-person words: a question saying "my partner" may be answered by "Priya,
+# Nora's partner, ...", one saying only "I" or "me" is about the user herself.
+_MY: dict[str, frozenset[str]] = {
+    "en": frozenset(("my", "mine")),
+    "de": frozenset(("mein", "meine", "meinen", "meinem", "meiner", "meines")),
+    "es": frozenset(("mi", "mis")),
+    "fr": frozenset(("mon", "ma", "mes")),
+    "it": frozenset(("mio", "mia", "miei", "mie")),
+    "pt": frozenset(("meu", "minha", "meus", "minhas")),
+    "nl": frozenset(("mijn",)),
+}
+# Whom "<user>'s ..." makes a memory about instead of the user: "Nora's brother Callum lives in
+# Aberdeen" answers where her brother lives, not "which city do I live in?". Only the English
+# possessive needs them ("Nora's" is also "Nora is/has": "Nora's allergic to penicillin").
+_SOMEONE_ELSE = frozenset(
+    "brother brothers sister sisters mum mom mother dad father parents son sons daughter "
+    "daughters kid kids child children partner husband wife boyfriend girlfriend fiance fiancee "
+    "friend friends colleague colleagues boss manager neighbour neighbor cousin aunt uncle "
+    "grandma grandmother grandpa grandfather niece nephew dog dogs cat cats pet pets".split()
+)
 _TOKENS = re.compile(r"[\w'’]+|[^\w'’]+", re.UNICODE)
 
 
@@ -143,10 +163,28 @@ def views(query: str, memories: Sequence[Memory]) -> list[View]:
     if _in_first_person(query):
         name = user_name(m.text for m in memories if not m.is_catalog)
         if name and (text := as_user(query, name)):
-            mentions = re.compile(rf"\b{re.escape(name)}\b")
-            members = tuple(i for i, m in enumerate(memories) if not m.is_catalog and mentions.search(m.text))
+            about = _about_user(name, possessive=_says_my(query))
+            members = tuple(i for i, m in enumerate(memories) if not m.is_catalog and about(m.text))
             out.append(View(text, members))
     return [v for v in out if v.members]
+
+
+def _about_user(name: str, possessive: bool) -> Callable[[str], bool]:
+    """Does a memory name the user as what it is about? Asked "my ..." any mention will do;
+    asked only "I"/"me", a memory that names her only as someone's relative or pet owner
+    ("Nora's brother Callum lives in Aberdeen") is about that someone."""
+    mention = re.compile(rf"\b{re.escape(name)}\b(?:['’]s\s+(\w+))?")
+
+    def about(text: str) -> bool:
+        found = [m.group(1) for m in mention.finditer(text)]
+        return bool(found) and (possessive or any(w is None or w.lower() not in _SOMEONE_ELSE for w in found))
+
+    return about
+
+
+def _says_my(query: str) -> bool:
+    mine = _MY["en"] | _MY.get(detect_language(query), frozenset())
+    return any(t.lower() in mine for t in _TOKENS.findall(query))
 
 
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")

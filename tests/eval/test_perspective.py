@@ -55,6 +55,22 @@ def test_first_person_words_become_the_name_in_several_languages():
     assert perspective.as_user("How tall is Ben Nevis?", "Nora") is None
 
 
+def test_a_memory_naming_the_user_as_someone_s_relative_is_about_that_someone():
+    memories = [
+        memory(0, "Nora's brother Callum lives in Aberdeen."),
+        memory(1, "Nora's allergic to penicillin."),  # "Nora's" as "Nora is": about her
+        memory(2, "Nora's dog Rex and Nora's cat Mochi."),
+        memory(3, "Nora's mum Fiona visited; Nora cooked."),  # named as the subject too
+        memory(4, "Nora ran."),
+        memory(5, "Nora swam."),
+        memory(6, "Nora sang."),
+    ]
+    (view,) = perspective.views("Am I allergic to anything?", memories)
+    assert view.members == (1, 3, 4, 5, 6)
+    (mine,) = perspective.views("¿Qué hace mi hermano?", memories)
+    assert mine.members == (0, 1, 2, 3, 4, 5, 6)
+
+
 def test_a_named_speaker_becomes_first_person():
     assert perspective.as_speaker("What is Caroline's identity?", "Caroline") == "What is my identity?"
     assert perspective.as_speaker("When did Caroline swim?", "Caroline") == "When did I swim?"
@@ -64,7 +80,10 @@ def test_views_apply_to_the_memories_they_are_about():
     memories = [memory(i, t) for i, t in enumerate(NORA)]
     (view,) = perspective.views("Which city do I live in?", memories)
     assert view.text == "Which city do Nora live in?"
-    assert view.members == (0, 1, 2, 3, 4)  # every memory naming her; not the bank visit
+    # The memories about her: not her brother's home nor her partner's job, nor the bank visit.
+    assert view.members == (0, 2, 3)
+    (mine,) = perspective.views("What does my partner do?", memories)
+    assert mine.members == (0, 1, 2, 3, 4)  # "my partner" may be "Nora's partner"
     assert perspective.views("How tall is Ben Nevis?", memories) == []
     turns = [
         memory(1, "Caroline: I went to the support group.", MemoryType.EPISODIC),
