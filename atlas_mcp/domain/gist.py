@@ -70,8 +70,9 @@ class Gist:
 
 
 @lru_cache(maxsize=1 << 15)
-def gist(text: str) -> Gist:
-    language = detect_language(text)
+def gist(text: str, language: str | None = None) -> Gist:
+    """``text`` read in ``language`` (default: the one detected from the text alone)."""
+    language = language or detect_language(text)
     stem_language = language if language in SNOWBALL else "en"
     stop = STOP_WORDS.get(stem_language, frozenset())
     kept = _DENIAL.sub("", text)

@@ -94,15 +94,22 @@ def user_name(texts: Iterable[str]) -> str | None:
     least ``MIN_SUBJECT_STARTS`` of them start with as their subject, twice as often as any
     other. Transcript turns ("Name: ...") are left out: their speaker is not the user. Only
     first words are read, then the few candidates are looked for inside sentences (a recall
-    asks this of ~300 memories; reading every word of them cost ~2 ms)."""
+    asks this of ~300 memories; reading every word of them cost ~2 ms). A word some text
+    starts with as an owner ("Nora's car is ...") is a name too: no verb takes a possessive,
+    and an agent that writes every fact as "Nora ..." may never write her name mid-sentence."""
     kept = [text for text in texts if not speaker(text)]
     subjects: Counter[str] = Counter()
+    owners: set[str] = set()  # names that start a text as owners ("Nora's car"): proper nouns
     for text in kept:
         first = _FIRST_WORD.match(text)
         if first and _NAME.match(first.group(1)) and first.group(1) not in _NOT_NAMES:
             subjects[first.group(1)] += 1  # "Nora's brother" reads as "Nora's": not a subject
+        elif first and (owner := _POSSESSIVE.sub("", first.group(1))) != first.group(1):
+            owners.add(owner)
     joined = "\n".join(kept)
-    ranked = [(name, count) for name, count in subjects.most_common(5) if _inside(name, joined)]
+    ranked = [
+        (name, count) for name, count in subjects.most_common(5) if name in owners or _inside(name, joined)
+    ]
     if not ranked or ranked[0][1] < MIN_SUBJECT_STARTS:
         return None
     if len(ranked) > 1 and ranked[0][1] < 2 * ranked[1][1]:

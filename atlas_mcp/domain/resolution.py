@@ -21,11 +21,13 @@ from functools import lru_cache
 from .gist import gist, normal_key
 from .model import Memory, MemoryType
 from .sameness import Kind, related
+from .stopwords import STOP_WORDS
 
 PAIRING_DEPTH = 2  # hops from a shown fact along "about the same thing" within the pool
 POOL_DEPTH = 50  # candidates past what a recall shows that may hold a newer value
 MAX_PARTNERS = 12  # the best-ranked facts sharing a word with a fact that it is compared with
 MAX_CHECKS = 240  # comparisons one recall may make (~20 µs each)
+_EVERY_STOP_WORD = frozenset().union(*STOP_WORDS.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,9 @@ def _keys(memory: Memory) -> set[str]:
         for w in g.words
         if w not in g.name_words and not any(c.isdigit() for c in w)
     }
+    # And the words as written: a short fact is easily read in the wrong language, and then
+    # stemmed unlike its replacement ("schwimmen" / "schwimm"); ``related`` reads the pair in one.
+    keys |= {f"={w}" for w in g.all_words if len(w) > 3 and w not in g.names and w not in _EVERY_STOP_WORD}
     if g.concept:
         keys.add(f"<{g.concept}>")
     about = normal_key(memory.about)

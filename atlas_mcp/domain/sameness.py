@@ -29,6 +29,7 @@ from enum import StrEnum
 
 from .attributes import WEEKDAYS_AND_MONTHS
 from .gist import BY_NAME, Gist, gist, normal_key
+from .lexical import detect_language
 
 PREFIX_CHARS = 5  # shortest common prefix that matches a word to its inflection or compound
 MIN_SHARED = 0.5  # share of each fact's words (its own values aside) the two must have in common
@@ -60,6 +61,12 @@ def related(
     """How ``newer_text`` relates to ``older_text`` (see the module docstring)."""
     old_key, new_key = normal_key(older_about), normal_key(newer_about)
     old, new = gist(older_text), gist(newer_text)
+    if old.language != new.language:
+        # Two facts about one thing are written in one language; a short one is easily misread
+        # ("Jonas geht dienstags schwimmen" as English), so both are read in the language of the
+        # pair, which the two texts together name more reliably than either alone.
+        language = detect_language(f"{older_text}\n{newer_text}")
+        old, new = gist(older_text, language), gist(newer_text, language)
     if old_key and new_key:
         return _keyed(old, new, new_key) if old_key == new_key else DISTINCT
     if _different_subjects(old, new):

@@ -47,6 +47,14 @@ def test_the_user_is_the_name_most_memories_start_with_as_their_subject():
     assert perspective.user_name(both) is None
 
 
+def test_a_name_that_starts_a_memory_as_an_owner_is_a_name():
+    """An agent that writes every fact as "Sam ..." never writes the name mid-sentence; "Sam's
+    phone ..." shows it is one all the same (no verb takes a possessive)."""
+    facts = ["Sam drives a Kia Niro.", "Sam works at a bakery.", "Sam lives in Leeds."]
+    assert perspective.user_name(facts) is None
+    assert perspective.user_name([*facts, "Sam's dentist is Dr Okafor."]) == "Sam"
+
+
 def test_first_person_words_become_the_name_in_several_languages():
     assert perspective.as_user("Which city do I live in?", "Nora") == "Which city do Nora live in?"
     assert perspective.as_user("When is my birthday?", "Nora") == "When is Nora's birthday?"

@@ -24,6 +24,7 @@ UPDATES = [
     ("Gym sessions are on Tuesdays.", "My gym sessions moved to Fridays."),
     ("Her phone number is 0612 345 678.", "Her new phone number is 0687 654 321."),
     ("Sie wohnt in Bremen.", "Sie ist nach Dresden gezogen."),
+    ("Anna geht montags joggen.", "Anna geht jetzt freitags joggen."),  # the first reads as English alone
     ("Mi médico de cabecera es la Dra. Ruiz.", "Mi nuevo médico de cabecera es el Dr. Pons."),
     ("Il est végétarien.", "Il est devenu végan."),
     ("The team standup is at 9:30.", "The team standup is at 10:00 now."),
@@ -97,6 +98,13 @@ def test_resolution_puts_the_newest_value_first_and_marks_the_older():
     old, noise, new = _fact("I live in Porto.", 1), _fact("I like jazz.", 2), _fact("I moved to Lisbon.", 3)
     resolved = resolve([old, noise, new], [0, 1, 2], shown=2)
     assert resolved.order == [2, 0, 1] and resolved.outdated_by == {0: 2} and resolved.lifted == {2: 0}
+
+
+def test_resolution_pairs_facts_whose_language_is_read_apart():
+    """ "Anna geht montags joggen." alone reads as English, its replacement as German: stemmed
+    apart they share no word, yet they are found and read as one pair."""
+    old, new = _fact("Anna geht montags joggen.", 1), _fact("Anna geht jetzt freitags joggen.", 9)
+    assert resolve([old, new], [0, 1], shown=2).outdated_by == {0: 1}
 
 
 def test_resolution_shows_one_copy_of_a_repeated_fact():
