@@ -16,7 +16,9 @@ in the next, or several turns of one exchange each carry part of it.
 - *episode*: an event gains ``episode_weight`` × z(best score in its episode);
 - *length*: ``length_weight`` × z(log words) of events among events, capped, so short chit-chat
   turns rank lower but a long note cannot win on length;
-- *speaker*: ``speaker_weight`` when the query names the event's speaker ("Sarah: …").
+- *speaker*: ``speaker_weight`` when the query names the event's speaker ("Sarah: …");
+- *attribute*: ``attribute_weight`` when a fact sets what the query asks about, for the same
+  person (``domain.asked``: "what's my husband called?" and "My husband is Daniel").
 
 The result is ``exp((s − s_best) / relevance_temperature)``: 1.0 for the best candidate and a
 gap of ``T·ln(1/m)`` in fused score for a multiplier ``m`` (decay, catalog prior) to overturn.
@@ -33,6 +35,7 @@ from datetime import timedelta
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from .asked import setting_what_is_asked
 from .lexical import word_count
 from .model import Memory, MemoryType
 
@@ -55,6 +58,11 @@ class ContextRerankPolicy(BaseModel):
         0.4, ge=0, description="z(best score in the event's episode): answers cluster in a conversation"
     )
     speaker_weight: float = Field(1.0, ge=0, description="bonus when the query names an event's speaker")
+    attribute_weight: float = Field(
+        1.0,
+        ge=0,
+        description="bonus when a fact sets the attribute the query asks about, for the same person (domain.asked)",
+    )
     episode_gap_minutes: float = Field(
         30.0, ge=0, description="events this close in occurred_at belong to one episode"
     )
@@ -194,4 +202,7 @@ def context_match(query: str, pool: Sequence[Signals], policy: ContextRerankPoli
             name = speaker(memory.text) if memory.memory_type is MemoryType.EPISODIC else None
             if name and named_in(name, query):
                 score[i] += policy.speaker_weight
+    if policy.attribute_weight:
+        for i in setting_what_is_asked(query, memories, np.argsort(-score, kind="stable")):
+            score[i] += policy.attribute_weight
     return [float(x) for x in np.exp((score - score.max()) / policy.relevance_temperature)]

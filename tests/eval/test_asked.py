@@ -1,0 +1,48 @@
+"""A fact that sets what the question asks about (``domain.asked``), on hand-made memories and
+through the real service, engine and MiniLM."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from atlas_mcp.domain import asked
+from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.scoring import ScoringPolicy
+from atlas_mcp.eval import mixed_suite
+from atlas_mcp.service import MemoryService
+
+T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
+
+
+def memory(i: int, text: str, kind: MemoryType = MemoryType.SEMANTIC) -> Memory:
+    return Memory(id=f"m{i}", memory_type=kind, user_id="u", text=text, created_at=T0, occurred_at=T0)
+
+
+def test_the_facts_setting_the_asked_attribute_of_the_same_person():
+    memories = [
+        memory(0, "Prefers to be called by first name at work."),
+        memory(1, "My husband is Daniel; he teaches chemistry at a lycée."),
+        memory(2, "My sister's husband is Marc."),  # her sister's, not hers
+        memory(3, "Met my husband Daniel at a concert.", MemoryType.EPISODIC),  # an event sets nothing
+        memory(4, "I live in Leeds, in a terraced house."),
+    ]
+    everyone = range(len(memories))
+    assert asked.setting_what_is_asked("What's my husband called?", memories, everyone) == [1]
+    assert asked.setting_what_is_asked("Which city do I live in these days?", memories, everyone) == [4]
+    assert asked.setting_what_is_asked("How tall is Ben Nevis?", memories, everyone) == []
+    # Only the best DEPTH candidates are read.
+    assert asked.setting_what_is_asked("Which city do I live in?", memories, [0] * asked.DEPTH + [4]) == []
+
+
+def test_the_fact_that_sets_what_is_asked_outranks_a_word_it_lacks(engine):
+    """Among the mixed suite's background crowd, as there: "called" is a word the answer lacks."""
+    service = MemoryService(engine)
+    plain = MemoryService(engine, ScoringPolicy(attribute_weight=0))
+    husband = "My husband is Daniel; he teaches chemistry at a lycée."
+    for entry in mixed_suite.load()["background"]:
+        if entry["type"] != "procedural":
+            service.write("maya", entry["text"], entry["type"])
+    service.write("maya", husband)
+    question = "What's my husband called?"
+    assert plain.recall("maya", question, 3, min_relevance=0, touch=False)[0].memory.text != husband
+    assert service.recall("maya", question, 3, min_relevance=0, touch=False)[0].memory.text == husband
