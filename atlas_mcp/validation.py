@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 
 def _squashed(name: str) -> str:
@@ -64,7 +65,7 @@ def _clauses(errors: list[dict[str, Any]], depth: int = 0) -> list[str]:
     return [clause for group in groups.values() for clause in _clauses(group, depth + 1)]
 
 
-def clauses(error: ValidationError | list[dict[str, Any]]) -> list[str]:
+def clauses(error: ValidationError | Sequence[ErrorDetails]) -> list[str]:
     """One plain clause per wrong value, e.g. ``k must be less than or equal to 100``."""
     errors = error.errors(include_url=False) if isinstance(error, ValidationError) else error
     return _clauses([dict(e) for e in errors])

@@ -29,7 +29,7 @@ KILL_BURST = 5_000
 REPAIR_TIMEOUT_S = 600.0
 
 
-async def burst(client: Client, writes: list[dict], in_flight: int = IN_FLIGHT) -> list[float]:
+async def burst(client: Client, writes: list[dict[str, Any]], in_flight: int = IN_FLIGHT) -> list[float]:
     """Send ``writes`` with ``in_flight`` calls open at a time; the latency of each, in order of sending."""
     latencies = [0.0] * len(writes)
     limiter = anyio.CapacityLimiter(in_flight)
@@ -117,7 +117,8 @@ async def kill_during_burst(server: measure.ServerRun, seed: int, size: int = KI
 def _count(database: Path, sql: str, key: str | None) -> int:
     conn = connect_file(database, StoreKey(key) if key else None, timeout=30)
     try:
-        return conn.execute(sql).fetchone()[0]
+        counted: int = conn.execute(sql).fetchone()[0]
+        return counted
     finally:
         conn.close()
 

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -81,7 +81,7 @@ class ToolFailed(RuntimeError):
     pass
 
 
-async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[float, dict]:
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     """One timed tool call; a tool error fails the benchmark rather than skewing it."""
     started = time.perf_counter()
     result = await client.call_tool(tool, arguments)
@@ -92,7 +92,7 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[fl
 
 
 @asynccontextmanager
-async def stdio_session(run: ServerRun):
+async def stdio_session(run: ServerRun) -> AsyncIterator[Client]:
     params = StdioServerParameters(command=sys.executable, args=["-m", SERVER_MODULE, "serve"], env=run.env())
     async with Client(params) as client:
         yield client
@@ -106,7 +106,7 @@ async def cold_start(run: ServerRun, query: str) -> float:
         return time.perf_counter() - started
 
 
-async def timed_calls(client: Client, tool: str, argument_list: list[dict]) -> list[float]:
+async def timed_calls(client: Client, tool: str, argument_list: list[dict[str, Any]]) -> list[float]:
     return [(await call(client, tool, arguments))[0] for arguments in argument_list]
 
 
@@ -130,7 +130,7 @@ async def throughput(
 
 
 async def writes_then_recalls(
-    client: Client, writes: list[dict], queries: list[str]
+    client: Client, writes: list[dict[str, Any]], queries: list[str]
 ) -> tuple[list[float], list[float]]:
     """Write latency, and the latency of the recall right after each write.
 
@@ -210,7 +210,8 @@ def server_rss() -> tuple[float, float] | None:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @contextmanager
@@ -244,7 +245,7 @@ def http_server(run: ServerRun) -> Iterator[str]:
 
 
 def wait_healthy(
-    base: str, process: subprocess.Popen, timeout_s: float = 60.0, log: Path | None = None
+    base: str, process: subprocess.Popen[bytes], timeout_s: float = 60.0, log: Path | None = None
 ) -> None:
     """Block until the server at ``base`` answers ``/healthz``; fail saying why if it exits first."""
     import httpx2
@@ -268,7 +269,7 @@ def http_session_factory(url: str) -> Callable[[], Any]:
     from mcp.client.streamable_http import streamable_http_client
 
     @asynccontextmanager
-    async def open_client():
+    async def open_client() -> AsyncIterator[Client]:
         async with (
             httpx2.AsyncClient(timeout=60) as http,
             Client(streamable_http_client(url, http_client=http)) as client,

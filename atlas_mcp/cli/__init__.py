@@ -10,6 +10,7 @@ import difflib
 import importlib
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -50,16 +51,19 @@ class AtlasGroup(click.Group):
         if target is None:
             return None
         module, attribute = target.split(":")
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+        command: click.Command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+        return command
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
         if name and not name.startswith("-") and name not in COMMANDS:
             close = difflib.get_close_matches(name, COMMANDS, n=1)
             ctx.fail(f"no command {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
         return super().resolve_command(ctx, args)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except AtlasError as exc:
@@ -77,7 +81,9 @@ class AtlasGroup(click.Group):
 def cli(ctx: click.Context) -> None:
     """Persistent, per-user long-term memory for AI agents, over MCP."""
     if ctx.invoked_subcommand is None:
-        ctx.invoke(cli.get_command(ctx, "serve"))
+        serve = cli.get_command(ctx, "serve")
+        assert serve is not None  # COMMANDS names it
+        ctx.invoke(serve)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,4 +104,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

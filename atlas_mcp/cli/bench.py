@@ -121,9 +121,22 @@ def _real_text(_ctx: click.Context, _param: click.Parameter, value: str) -> Path
     help="Encrypt every store at rest (a random raw key): the cost of ATLAS_ENCRYPTION_KEY.",
 )
 def bench(
-    memories, tenants, queries, writes, clients, seed, real_text, burst_sizes, kill_burst, http, json_file, plot_file,
-    cache_dir, work_dir, encrypted,
-) -> None:  # fmt: skip
+    memories: tuple[int, ...],
+    tenants: int,
+    queries: int,
+    writes: int,
+    clients: int,
+    seed: int,
+    real_text: Path | None,
+    burst_sizes: tuple[int, ...],
+    kill_burst: int,
+    http: bool,
+    json_file: Path | None,
+    plot_file: Path | None,
+    cache_dir: Path,
+    work_dir: Path | None,
+    encrypted: bool,
+) -> None:
     """Benchmark the embedded engine: latency, throughput, cold start, memory, disk.
 
     Each size gets a fresh store seeded through the engine's bulk path; every number is then

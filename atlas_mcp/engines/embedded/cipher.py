@@ -133,7 +133,8 @@ def driver(key: StoreKey | None) -> ModuleType:
         raise ConfigurationError(
             f"an encryption key is set, but {(exc.name or 'sqlcipher3').split('.')[0]} is not installed: {INSTALL}"
         ) from exc
-    return dbapi2
+    module: ModuleType = dbapi2
+    return module
 
 
 def unlock(conn: Any, key: StoreKey, path: Path) -> None:

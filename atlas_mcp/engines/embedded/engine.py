@@ -14,6 +14,7 @@ recall never sees one half-applied.
 
 from __future__ import annotations
 
+import builtins  # EmbeddedEngine.list shadows the type in the annotations after it
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -189,11 +190,11 @@ class EmbeddedEngine(Engine):
             with self.store.transaction() as tx:
                 audit_log.append(tx.conn, entries)
 
-    def audit(self, query: AuditQuery) -> list[AuditEntry]:
+    def audit(self, query: AuditQuery) -> builtins.list[AuditEntry]:
         with self._lock:
             return audit_log.read(self.store.conn, query)
 
-    def candidates(self, plan: RecallPlan) -> list[Candidate]:
+    def candidates(self, plan: RecallPlan) -> builtins.list[Candidate]:
         return self.search.candidates(plan)
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class OwnerIndex:
     def superseded(self) -> np.ndarray:
         return self._superseded[: self.size]
 
-    def fill(self, rows: Sequence[tuple]) -> None:
+    def fill(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Set the cheap columns (rowid, id, type, superseded) of an empty index, in rowid order."""
         count = len(rows)
         self.ids = [r[1] for r in rows]
@@ -89,7 +90,7 @@ class OwnerIndex:
         """Per row: may a recall return it? (an allowed type and, unless asked, not superseded)."""
         by_code = np.zeros(len(TYPE_CODES), dtype=bool)
         by_code[[TYPE_CODES[t] for t in allowed_types if t in TYPE_CODES]] = True
-        mask = by_code[self.codes]
+        mask: np.ndarray = by_code[self.codes]
         if not include_superseded:
             mask &= ~self.superseded
         return mask
@@ -103,7 +104,7 @@ class OwnerIndex:
             setattr(self, name, new)
 
 
-def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple] | None:
+def _owner_rows(conn: sqlite3.Connection, owner: str) -> tuple[str, tuple[Any, ...]] | None:
     """WHERE clause and parameters for the owner's rows, read in rowid order from its block."""
     block = slots.owner_range(conn, owner)
     if block is None:
@@ -233,7 +234,7 @@ class IndexCache:
         return fresh
 
     def _load_all(
-        self, conn: sqlite3.Connection, owner: str, where: tuple[str, tuple], version: int
+        self, conn: sqlite3.Connection, owner: str, where: tuple[str, tuple[Any, ...]], version: int
     ) -> OwnerIndex:
         """Cold load: one pass over the owner's block, already in rowid order."""
         count = conn.execute(f"SELECT count(*) FROM memories WHERE {where[0]}", where[1]).fetchone()[0]
@@ -243,7 +244,7 @@ class IndexCache:
             f"lexical_terms, lexical_stems FROM memories WHERE {where[0]} ORDER BY rowid",
             where[1],
         )
-        cheap: list[tuple] = []
+        cheap: list[tuple[Any, ...]] = []
         words: list[tuple[str, str]] = []
         while len(cheap) < count and (chunk := cursor.fetchmany(FETCH_CHUNK)):
             chunk = chunk[: count - len(cheap)]  # rows a concurrent writer added wait for the next version

@@ -206,7 +206,7 @@ def mark_misrouted(conn: sqlite3.Connection, models: ModelChoice) -> int:
         f"WHERE length(embedding) > 0 AND embedding_model NOT IN ({members})",
         models.members,
     ).rowcount
-    due = []
+    due: list[tuple[int]] = []
     cursor = conn.execute(
         "SELECT rowid, search_text, embedding_model FROM memories "
         f"WHERE length(embedding) > 0 AND embedding_model IN ({members})",

@@ -67,10 +67,10 @@ class SavedPostings:
             self._sweep()
             with replaced(self.path(owner)) as out:
                 if self.sealer is None:
-                    np.savez(out, **arrays)
+                    np.savez(out, allow_pickle=False, **arrays)
                 else:
                     buffer = io.BytesIO()
-                    np.savez(buffer, **arrays)
+                    np.savez(buffer, allow_pickle=False, **arrays)
                     out.write(self.sealer.seal(buffer.getvalue()))
         except OSError as error:  # a read-only or full disk costs the next start its head start
             log.warning("postings not saved", folder=str(self.folder), error=str(error))

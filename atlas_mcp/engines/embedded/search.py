@@ -131,6 +131,8 @@ class Search:
         similarity = {i: cosine for i, (cosine, _, _) in found.items() if cosine is not None}
         relevance = {}
         for memory_id, (measured, code, _) in found.items():
+            if code is None:  # searched in no space: no cosine to scale
+                continue
             cosine = relevance_cosine(measured, stretch.get(code, 1.0), background.get(code))
             if cosine is not None:
                 relevance[memory_id] = cosine

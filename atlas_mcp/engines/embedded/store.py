@@ -149,9 +149,11 @@ def _make_folder(folder: Path) -> None:
 
 def insert(conn: sqlite3.Connection, row: dict[str, Any]) -> int:
     try:
-        return conn.execute(_INSERT, row).lastrowid
+        rowid = conn.execute(_INSERT, row).lastrowid
     except cipher.errors("IntegrityError") as exc:  # an imported id another memory already holds
         raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
+    assert rowid is not None  # an INSERT always sets it; the DB-API types it Optional
+    return rowid
 
 
 def insert_many(conn: sqlite3.Connection, stored: Sequence[dict[str, Any]]) -> None:
