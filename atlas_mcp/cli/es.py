@@ -7,6 +7,7 @@ so a reviewer (or a user debugging relevance) sees what would be sent.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -71,7 +72,7 @@ def users_add(user_id: str, dry_run: bool, api_key: str | None, config_file: str
         stored = operations.add_user(settings, user_id)
         done = "minted"
     else:
-        encoded = click.get_text_stream("stdin").read().strip() if api_key == "-" else api_key
+        encoded = sys.stdin.read().strip() if api_key == "-" else api_key
         stored = operations.register_user_key(settings, user_id, encoded)
         done = "registered"
     click.echo(f"{done} key {stored.key_id} for {user_id}; stored in {stored.path} (mode 0600)")
@@ -112,7 +113,15 @@ def doctor(config_file: str | None) -> None:
 )
 @click.option("--include-superseded", is_flag=True, help="Show superseded memories too.")
 @config_option
-def es_query(text, user, k, memory_types, no_catalog, include_superseded, config_file) -> None:
+def es_query(
+    text: str,
+    user: str,
+    k: int,
+    memory_types: tuple[str, ...],
+    no_catalog: bool,
+    include_superseded: bool,
+    config_file: str | None,
+) -> None:
     """Print the exact search request(s) recall would send for TEXT (the cluster is not contacted)."""
     from ..domain import ranking
     from ..engines.elasticsearch import operations

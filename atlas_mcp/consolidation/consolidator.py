@@ -30,6 +30,7 @@ from ..domain.audit import Actor
 from ..domain.limits import Limits
 from ..domain.model import Memory, MemoryType, Outcome, iso
 from ..domain.multipliers import outcome_changes
+from ..domain.ranking import Hit
 from ..domain.secrets import find_secrets, redact
 from ..errors import AtlasError, BackendUnavailable, ConfigurationError, InvalidInput, NotFound
 from ..log import get_logger
@@ -171,7 +172,7 @@ class Consolidator:
         playbooks = [m for m in ranked if m.memory_type is MemoryType.PROCEDURAL]
         return facts, playbooks[: self.settings.context_playbooks]
 
-    def _recall(self, user_id: str, text: str, kinds: list[str], k: int):
+    def _recall(self, user_id: str, text: str, kinds: list[str], k: int) -> list[Hit]:
         query = text[: self.service.limits.max_query_chars]
         return self.service.recall(user_id, query, k, memory_types=kinds, include_catalog=False, touch=False)
 

@@ -104,7 +104,8 @@ class Signals:
 
 def zscores(values: np.ndarray, min_spread: float) -> np.ndarray:
     """Standard scores, dividing by at least ``min_spread`` (tiny pools are not stretched)."""
-    return (values - values.mean()) / max(float(values.std()), min_spread)
+    scores: np.ndarray = (values - values.mean()) / max(float(values.std()), min_spread)
+    return scores
 
 
 def speaker(text: str) -> str | None:
@@ -119,16 +120,16 @@ def named_in(name: str, query: str) -> bool:
 
 def episodes(memories: Sequence[Memory], gap: timedelta) -> list[list[int]]:
     """Indices of the events among ``memories``, grouped into episodes, each in time order."""
-    events = [i for i, m in enumerate(memories) if m.memory_type is MemoryType.EPISODIC and m.occurred_at]
-    events.sort(key=lambda i: (memories[i].user_id or "", memories[i].occurred_at, memories[i].created_at))
+    when = {
+        i: m.occurred_at
+        for i, m in enumerate(memories)
+        if m.memory_type is MemoryType.EPISODIC and m.occurred_at
+    }
+    events = sorted(when, key=lambda i: (memories[i].user_id or "", when[i], memories[i].created_at))
     groups: list[list[int]] = []
     for i in events:
         last = groups[-1][-1] if groups else None
-        if (
-            last is None
-            or memories[last].user_id != memories[i].user_id
-            or memories[i].occurred_at - memories[last].occurred_at > gap
-        ):
+        if last is None or memories[last].user_id != memories[i].user_id or when[i] - when[last] > gap:
             groups.append([i])
         else:
             groups[-1].append(i)

@@ -82,7 +82,7 @@ class Multipliers:
 
     @property
     def product(self) -> float:
-        return math.prod(getattr(self, name) for name in FACTORS)
+        return float(math.prod(getattr(self, name) for name in FACTORS))
 
 
 FACTORS = factor_names(Multipliers)
@@ -152,7 +152,7 @@ def order_fits(
     dates = [time_reference(m) for m in memories]
     events = [m.memory_type is MemoryType.EPISODIC for m in memories]
     about_events = any(events[i] and dates[i] is not None for i in best)
-    dated = [dates[i] for i in best if dates[i] is not None and (events[i] or not about_events)]
+    dated = [d for i in best if (d := dates[i]) is not None and (events[i] or not about_events)]
     if not dated:
         return [1.0] * len(memories)
     anchor = max(dated) if order is Order.NEWEST else min(dated)

@@ -65,6 +65,10 @@ class ScoringPolicy(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _sections_from_flat_keys(cls, data: Any) -> Any:
+        return cls.sectioned(data)
+
+    @classmethod
+    def sectioned(cls, data: Any) -> Any:
         """Move every flat knob (and an old table) into the section that declares it; names no
         section declares stay where they are, for the usual "unknown setting" error."""
         if not isinstance(data, Mapping):
@@ -102,7 +106,7 @@ class ScoringPolicy(BaseModel):
     def replaced(self, **changes: Any) -> ScoringPolicy:
         """This policy with ``changes`` (flat knob names or sections), validated."""
         nested = {name: getattr(self, name).model_dump() for name in SECTIONS}
-        for section, values in type(self)._sections_from_flat_keys(changes).items():
+        for section, values in type(self).sectioned(changes).items():
             if isinstance(values, BaseModel):
                 values = values.model_dump()
             known = section in SECTIONS and isinstance(values, Mapping)

@@ -30,7 +30,7 @@ ABLATIONS: dict[str, str] = {
     "use": "no use boost",
     "perspective": "the query is read only as asked, never reworded from a memory's side (domain.perspective)",
 }
-_POLICY = {
+_POLICY: dict[str, dict[str, object]] = {
     "bm25": {"bm25_weight": 0.0},
     "dense": {"dense_weight": 0.0},
     "decay": {"decay_offset_days": 1e9},

@@ -18,18 +18,19 @@ left empty, of answerable ones that keep their answer, on both sources.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..domain import calibration
 from ..domain.calibration import FITTED, CalibrationPolicy, Features
+from ..domain.ranking import Hit
 from ..service import MemoryService
 from .harness import ManualClock
 from .locomo import ANSWERABLE, Conversation
 from .locomo_run import ASKED_AFTER_LAST_SESSION, ingest
-from .mixed_suite import MixedResult
+from .mixed_suite import MixedResult, ranking_features
 
 DEPTH = 20
 FLOORS = (0.0, 0.03, 0.04, 0.045, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
@@ -83,7 +84,7 @@ def locomo_elsewhere(
             out.append(
                 Question(
                     "locomo-elsewhere",
-                    tuple(h.explanation.features for h in hits),
+                    ranking_features(hits),
                     (0,) * len(hits),
                     tuple(h.relevance for h in hits),
                     answerable=False,
@@ -100,10 +101,8 @@ def mixed_questions(result: MixedResult) -> list[Question]:
     ]
 
 
-def _question(source: str, hits, labels) -> Question:
-    return Question(
-        source, tuple(h.explanation.features for h in hits), tuple(labels), tuple(h.relevance for h in hits)
-    )
+def _question(source: str, hits: Sequence[Hit], labels: Iterable[int]) -> Question:
+    return Question(source, ranking_features(hits), tuple(labels), tuple(h.relevance for h in hits))
 
 
 def design(found: Sequence[Features]) -> np.ndarray:

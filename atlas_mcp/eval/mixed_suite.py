@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..domain.calibration import Features
+from ..domain.ranking import Hit
 from ..service import MemoryService
 from .harness import ManualClock
 from .metrics import Ranked, hit_at, reciprocal_rank
@@ -202,7 +203,7 @@ class _Asker:
             relevance=tuple(h.relevance for h in ranking),
             returned=tuple(self.keys.get(h.memory.id, h.memory.id) for h in self.service.likely(served)),
             broken=_broken_rule(question, ranked, [h.memory.memory_type.value for h in ranking]),
-            features=tuple(h.explanation.features for h in ranking),
+            features=ranking_features(ranking),
             scores=tuple(h.score for h in ranking),
         )
 
@@ -313,3 +314,13 @@ def ablation_table(
             + " |"
         )
     return "\n".join(lines)
+
+
+def ranking_features(hits: Iterable[Hit]) -> tuple[Features, ...]:
+    """What calibrated each hit's relevance, in rank order (recall computes it for every hit)."""
+    found = []
+    for hit in hits:
+        if hit.explanation.features is None:
+            raise ValueError(f"memory {hit.memory.id} was ranked without calibration features")
+        found.append(hit.explanation.features)
+    return tuple(found)
