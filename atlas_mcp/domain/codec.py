@@ -5,7 +5,7 @@ A field is declared once: how its value becomes JSON (``Kind``), which memories 
 and where (its view rank), and whether an engine's ``update`` may change it. The SQLite row
 (``engines.embedded.rows``), the Elasticsearch document and mapping
 (``engines.elasticsearch.documents``, ``.mappings``), the export line (``portability``), the
-tool/CLI/inspector view (``views``) and the MCP result model (``mcp.tools``) are all built from
+tool/CLI/inspector view (``views``) and the MCP result model (``mcp.results``) are all built from
 this table, so a field added here reaches every representation at once.
 """
 

@@ -13,7 +13,7 @@ from atlas_mcp.domain.multipliers import Multipliers
 from atlas_mcp.engines.elasticsearch import documents
 from atlas_mcp.engines.elasticsearch.mappings import mapping
 from atlas_mcp.engines.embedded import rows
-from atlas_mcp.mcp.tools import MemoryOut, RecallOut
+from atlas_mcp.mcp.results import MemoryOut, RecallOut
 from atlas_mcp.portability import from_record, to_record
 from atlas_mcp.service import Explanation
 from atlas_mcp.views import memory_view, recalled_view

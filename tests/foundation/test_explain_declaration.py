@@ -11,7 +11,7 @@ from atlas_mcp.cli.recall import EXPLAIN_HEADERS
 from atlas_mcp.domain.explain import declared
 from atlas_mcp.domain.multipliers import FACTORS, Multipliers
 from atlas_mcp.domain.ranking import COLUMNS, FORMULA, Explanation
-from atlas_mcp.mcp.tools import ExplainOut, MultipliersOut
+from atlas_mcp.mcp.results import ExplainOut, MultipliersOut
 from atlas_mcp.views import explanation_view
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
