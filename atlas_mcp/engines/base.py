@@ -8,6 +8,7 @@ entries where asked): engines enforce isolation too, as defence in depth.
 
 from __future__ import annotations
 
+import builtins  # Engine.list shadows the type in the annotations after it
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -143,7 +144,7 @@ class Engine(Protocol):
     def record(self, entries: Sequence[AuditEntry]) -> None:
         """Append to the audit trail; durable once it returns."""
 
-    def audit(self, query: AuditQuery) -> list[AuditEntry]:
+    def audit(self, query: AuditQuery) -> builtins.list[AuditEntry]:
         """One owner's audit entries after ``query.since``, oldest first."""
 
     def stats(self) -> StoreStats:

@@ -211,7 +211,7 @@ def test_listing_and_export_go_past_the_result_window(fake_es, tmp_path, monkeyp
     tiebreaker: memories written in the same instant could repeat or vanish across pages."""
     fake_es.max_result_window = 5
     monkeypatch.setattr("atlas_mcp.engines.elasticsearch.requests.LIST_PAGE", 4)  # pages fit the window
-    monkeypatch.setattr("atlas_mcp.service.NEIGHBOURS", 4)  # so does a write's look for what it repeats
+    monkeypatch.setattr("atlas_mcp.writing.NEIGHBOURS", 4)  # so does a write's look for what it repeats
     engine = bootstrapped_engine(fake_es, tmp_path / "keys.json", users=("u1",))
     at = datetime(2026, 1, 1, tzinfo=UTC)
     service = MemoryService(engine, clock=lambda: at)  # one instant: only the tiebreaker orders them

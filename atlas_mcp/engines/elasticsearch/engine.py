@@ -11,6 +11,7 @@ overwritten. Recall is ``recall``; listings and exports are ``listing``.
 
 from __future__ import annotations
 
+import builtins  # ElasticsearchEngine.list shadows the type in the annotations after it
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -265,7 +266,7 @@ class ElasticsearchEngine(Engine):
     def recall_request(self, plan: RecallPlan) -> rq.SearchRequest:
         return self.recall.request(plan)
 
-    def candidates(self, plan: RecallPlan) -> list[Candidate]:
+    def candidates(self, plan: RecallPlan) -> builtins.list[Candidate]:
         found = self.recall.candidates(plan)
         if self.info.reranks_server_side != self.recall.reranks_server_side:  # the cluster refused it
             self.info = replace(self.info, reranks_server_side=self.recall.reranks_server_side)
@@ -310,7 +311,7 @@ class ElasticsearchEngine(Engine):
         if failed:
             raise item_error(failed[0], "the audit trail was not written")
 
-    def audit(self, query: AuditQuery) -> list[AuditEntry]:
+    def audit(self, query: AuditQuery) -> builtins.list[AuditEntry]:
         return audit_trail.read(self.cluster, self.layout, query)
 
     def stats(self) -> StoreStats:
