@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -32,6 +34,7 @@ from ..eval import (
 from ..eval.harness import scratch_service
 from ..eval.metrics import table
 from .options import OutputFile, config_option, settings_from
+from .tables import progress
 
 LEAK_EXIT_CODE = 2
 GUARD_EXIT_CODE = 3
@@ -47,11 +50,7 @@ def _ks(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, 
     return ks
 
 
-def _progress(length: int, label: str):
-    return click.progressbar(length=length, label=label, file=sys.stderr, show_pos=True)
-
-
-def _write_json(path: Path | None, payload: dict) -> None:
+def _write_json(path: Path | None, payload: dict[str, Any]) -> None:
     if path is not None:
         path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         click.echo(f"wrote {path}", err=True)
@@ -80,11 +79,21 @@ def eval_() -> None:
     help="Also score every single ablation on the same store and print R@k per category.",
 )
 @config_option
-def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_file) -> None:
+def locomo_command(
+    path: Path,
+    ks: tuple[int, ...],
+    json_file: Path | None,
+    ablate: tuple[str, ...],
+    ablation_table: bool,
+    config_file: str | None,
+) -> None:
     """Run the LoCoMo retrieval protocol on PATH (e.g. locomo10.json); see docs/quality.md."""
     conversations = locomo.load(path)
     steps = sum(len(c.turns) + len(c.questions) for c in conversations)
-    with scratch_service(settings_from(config_file)) as (service, clock), _progress(steps, "locomo") as bar:
+    with (
+        scratch_service(settings_from(config_file)) as (service, clock),
+        progress(steps, "locomo", show_pos=True) as bar,
+    ):
         result = locomo_run.run(ablation.ablated(service, ablate), clock, conversations, ks, bar.update)
         variants = {}
         if ablation_table:
@@ -118,7 +127,13 @@ def locomo_command(path: Path, ks, json_file, ablate, ablation_table, config_fil
 )
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
-def madial_command(folder: Path, ks, languages, json_file, config_file) -> None:
+def madial_command(
+    folder: Path,
+    ks: tuple[int, ...],
+    languages: tuple[str, ...],
+    json_file: Path | None,
+    config_file: str | None,
+) -> None:
     """MADial-Bench dev split (FOLDER) in English and Chinese: R@k per language and zh/en ratio."""
     splits = [madial.load(folder, language) for language in languages or madial.LANGUAGES]
     results = {}
@@ -126,7 +141,7 @@ def madial_command(folder: Path, ks, languages, json_file, config_file) -> None:
         steps = len(split.episodes) + len(split.questions)
         with (
             scratch_service(settings_from(config_file)) as (service, clock),
-            _progress(steps, split.language) as bar,
+            progress(steps, split.language, show_pos=True) as bar,
         ):
             results[split.language] = madial.run(service, clock, split, ks, bar.update)
     columns = [f"{m}@{k}" for m in ("R", "Hit") for k in ks] + ["MRR"]
@@ -147,7 +162,7 @@ def madial_command(folder: Path, ks, languages, json_file, config_file) -> None:
 @eval_.command("scenarios")
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
-def scenarios_command(json_file, config_file) -> None:
+def scenarios_command(json_file: Path | None, config_file: str | None) -> None:
     """Run the built-in smart-home scenario suite; reports R@1, Hit@1, R@5 and MRR per kind."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = scenario_suite.run(service, clock)
@@ -162,7 +177,7 @@ def scenarios_command(json_file, config_file) -> None:
     "--ablation-table", is_flag=True, help="Also run the suite once per ablation and print Hit@1 / kept."
 )
 @config_option
-def mixed_command(json_file, ablation_table, config_file) -> None:
+def mixed_command(json_file: Path | None, ablation_table: bool, config_file: str | None) -> None:
     """Run the mixed suite (the memory agents keep; docs/quality.md): ranking, floor, drift."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = mixed_suite.run(service, clock)
@@ -193,7 +208,7 @@ def mixed_command(json_file, ablation_table, config_file) -> None:
 @eval_.command("calibrate")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @config_option
-def calibrate_command(path: Path, config_file) -> None:
+def calibrate_command(path: Path, config_file: str | None) -> None:
     """Refit calibrated relevance on PATH (LoCoMo, also asked of the wrong conversation) and the
     mixed suite; print weights and the floor sweep."""
     settings = settings_from(config_file)
@@ -213,14 +228,18 @@ def calibrate_command(path: Path, config_file) -> None:
 @eval_.command("multilingual")
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
-def multilingual_command(json_file, config_file) -> None:
+def multilingual_command(json_file: Path | None, config_file: str | None) -> None:
     """One household in en, de, es, fr and ja: R@1, R@3 and MRR per language and kind."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         result = multilingual.run(service, clock)
     _report_suite(result, multilingual.COLUMNS, json_file)
 
 
-def _report_suite(result, columns, json_file) -> None:
+def _report_suite(
+    result: scenario_suite.ScenarioResult | multilingual.MultilingualResult,
+    columns: Sequence[str],
+    json_file: Path | None,
+) -> None:
     """A scenario suite's table, its misses, and the JSON file if one was asked for."""
     click.echo(table(result.groups, columns))
     for line in result.failures:
@@ -231,13 +250,13 @@ def _report_suite(result, columns, json_file) -> None:
 @eval_.command("leaks")
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
-def leaks_command(json_file, config_file) -> None:
+def leaks_command(json_file: Path | None, config_file: str | None) -> None:
     """Ask for every user's memories as every other user over MCP; exit 2 on any leak."""
     with scratch_service(settings_from(config_file)) as (service, clock):
         stored = scenario_suite.populate(service, clock, scenario_suite.load(), clock())
         users = {m.user_id for m in stored if m.user_id}
         asked = sum(1 for m in stored if m.user_id) * (len(users) - 1)  # by every other user
-        with _progress(asked, "leak sweep") as bar:
+        with progress(asked, "leak sweep", show_pos=True) as bar:
             report = leaks.sweep(service, stored, bar.update)
     click.echo(
         f"{report.queries} recalls as {report.tenants} users over {report.memories} memories: "
@@ -255,7 +274,9 @@ def leaks_command(json_file, config_file) -> None:
 @click.option("--madial", "madial_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--show", is_flag=True, help="Print every real memory the guard would refuse or flag.")
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
-def guard_command(locomo_file, madial_dir, show, json_file) -> None:
+def guard_command(
+    locomo_file: Path | None, madial_dir: Path | None, show: bool, json_file: Path | None
+) -> None:
     """The write guard: catch rates on the attack suite, false positives on real memories
     (LoCoMo dev with --locomo, MADial with --madial, and the repository's suites); exit 3 when
     more than 0.1% are refused or 0.5% flagged, or an attack is missed."""
@@ -306,7 +327,7 @@ def guard_command(locomo_file, madial_dir, show, json_file) -> None:
 )
 @click.option("--json", "json_file", type=OutputFile(), help="Write results here.")
 @config_option
-def naive_command(split, json_file, config_file) -> None:
+def naive_command(split: str, json_file: Path | None, config_file: str | None) -> None:
     """Naive-agent histories (updates never superseded, repeats, look-alikes) through the MCP
     tools: stale-fact rate, copies of a repeated fact in the top 5, false merges."""
     results = {}

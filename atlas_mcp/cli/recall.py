@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import click
 
 from ..domain.ranking import COLUMNS, FORMULA, Hit
@@ -30,9 +33,19 @@ from .tables import clip, echo_json, json_option, table, type_option
 @config_option
 @user_option
 def recall(
-    query, k, memory_types, include_superseded, min_relevance, explain, as_of, since, until, as_json,
-    config_file, user,
-) -> None:  # fmt: skip
+    query: str,
+    k: int,
+    memory_types: tuple[str, ...],
+    include_superseded: bool,
+    min_relevance: float | None,
+    explain: bool,
+    as_of: str | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+    config_file: str | None,
+    user: str | None,
+) -> None:
     """Recall memories for QUERY as the agent would (use counts are left unchanged)."""
     settings = settings_from(config_file, user=user)
     with service_session(settings) as service:
@@ -62,7 +75,7 @@ def recall(
 EXPLAIN_HEADERS = ["#", *(column.label for column in COLUMNS)]
 
 
-def _result_rows(hits: list[Hit]):
+def _result_rows(hits: list[Hit]) -> Iterator[tuple[Any, ...]]:
     for rank, hit in enumerate(hits, start=1):
         yield (
             rank,
@@ -75,7 +88,7 @@ def _result_rows(hits: list[Hit]):
         )
 
 
-def _explain_rows(hits: list[Hit]):
+def _explain_rows(hits: list[Hit]) -> Iterator[tuple[Any, ...]]:
     for rank, hit in enumerate(hits, start=1):
         values = [(c.kind, c.value(hit.explanation)) for c in COLUMNS]
         yield (rank, *(when(v) if kind == "time" else v for kind, v in values))

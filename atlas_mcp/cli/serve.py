@@ -6,6 +6,7 @@ import errno
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import anyio
 import click
@@ -17,6 +18,9 @@ from ..domain.audit import Actor
 from ..errors import ConfigurationError, InvalidInput
 from ..log import configure_logging, get_logger
 from .options import config_option, settings_from, user_option
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 log = get_logger(__name__)
 
@@ -39,7 +43,15 @@ log = get_logger(__name__)
 )
 @config_option
 @user_option
-def serve(transport, host, port, insecure_no_auth, user_scopes, config_file, user) -> None:
+def serve(
+    transport: str | None,
+    host: str | None,
+    port: int | None,
+    insecure_no_auth: bool | None,
+    user_scopes: str | None,
+    config_file: str | None,
+    user: str | None,
+) -> None:
     """Serve the memory tools (stdio unless --transport http)."""
     settings = settings_from(
         config_file,
@@ -80,7 +92,7 @@ def _scopes_flag(value: str | None) -> list[str] | None:
         raise click.BadParameter(str(exc), param_hint="--scopes") from exc
 
 
-async def _serve_stdio(service, settings: Settings) -> None:
+async def _serve_stdio(service: MemoryService, settings: Settings) -> None:
     from ..mcp.server import build_server
 
     log.info(
@@ -95,14 +107,14 @@ async def _serve_stdio(service, settings: Settings) -> None:
     ).run_stdio_async()
 
 
-def _load_small_store(service, user: str) -> None:
+def _load_small_store(service: MemoryService, user: str) -> None:
     try:
         service.warm_rows(user)
     except Exception as exc:  # noqa: BLE001 - it only speeds up the first recall, which will say what is wrong
         log.warning("could not load the store's caches at start", error=str(exc))
 
 
-def _warm_up_in_background(service, user: str) -> None:
+def _warm_up_in_background(service: MemoryService, user: str) -> None:
     """Load the model session and the stdio user's vectors while the client is still idle,
     so the first recall does not pay for them (~1 s at 100k memories)."""
     threading.Thread(target=service.warm, args=(user,), name="atlas-warm-up", daemon=True).start()
@@ -112,7 +124,7 @@ SWEEP = Actor("atlas-mcp serve (sweep)", "server")  # who the audit trail names 
 FIRST_SWEEP_S = 60.0  # after start-up: the first recalls should not share the cores with it
 
 
-def _sweep_in_background(service, settings: Settings) -> None:
+def _sweep_in_background(service: MemoryService, settings: Settings) -> None:
     """Remove expired and aged-out memories ([retention]) soon after start, then every
     ``every_hours``; a failed sweep is logged and tried again next time."""
     rules, every = settings.retention.rules(), settings.retention.every_hours * 3600
@@ -145,7 +157,7 @@ def _listen(host: str, port: int) -> socket.socket:
         raise ConfigurationError(f"cannot listen on {host}:{port}: {reason}{hint}") from exc
 
 
-async def _serve_http(service, settings: Settings, listener: socket.socket) -> None:
+async def _serve_http(service: MemoryService, settings: Settings, listener: socket.socket) -> None:
     import uvicorn
 
     from ..consolidation import server_scheduler

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import click
 
@@ -45,7 +46,7 @@ def stats(as_json: bool, config_file: str | None) -> None:
         )
 
 
-def stats_view(found: StoreStats) -> dict:
+def stats_view(found: StoreStats) -> dict[str, Any]:
     owners = _by_owner(found)
     return {
         "users": {

@@ -152,7 +152,8 @@ def metadata(value: Any, limits: Limits) -> dict[str, Any]:
     encoded = encoded.encode("utf-8", "replace").decode("utf-8")
     if len(encoded.encode("utf-8")) > limits.max_metadata_bytes:
         raise InvalidInput(f"metadata is larger than {limits.max_metadata_bytes} bytes of JSON")
-    return json.loads(encoded)
+    loaded: dict[str, Any] = json.loads(encoded)
+    return loaded
 
 
 def top_k(value: Any, limits: Limits) -> int:

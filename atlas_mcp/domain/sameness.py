@@ -26,10 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from enum import StrEnum
+from typing import Literal
 
 from .attributes import WEEKDAYS_AND_MONTHS
 from .gist import BY_NAME, Gist, gist, normal_key
 from .lexical import detect_language
+
+Opcode = tuple[Literal["replace", "delete", "insert", "equal"], int, int, int, int]  # difflib's
 
 PREFIX_CHARS = 5  # shortest common prefix that matches a word to its inflection or compound
 MIN_SHARED = 0.5  # share of each fact's words (its own values aside) the two must have in common
@@ -99,7 +102,7 @@ def _named(names: frozenset[str], words: frozenset[str]) -> bool:
     return any(n in words or f"{n}s" in words or (n.endswith("s") and n[:-1] in words) for n in names)
 
 
-def _alignment(old: Gist, new: Gist) -> tuple[list[str], list[str], list, set[str], set[str]]:
+def _alignment(old: Gist, new: Gist) -> tuple[list[str], list[str], list[Opcode], set[str], set[str]]:
     # Who a fact is about is not what it says: "Nora" opens most of Nora's facts. A word one
     # fact opens with and the other writes in lower case is a noun ("Gym sessions" / "gym").
     subject = (old.name_words - new.plain) | (new.name_words - old.plain)
@@ -156,7 +159,7 @@ def _covered(a: list[str], b: list[str], shared: set[str], old_d: set[str], new_
 
 
 def _same_value(
-    old: Gist, new: Gist, a: list[str], b: list[str], ops: list, old_d: set[str], new_d: set[str]
+    old: Gist, new: Gist, a: list[str], b: list[str], ops: list[Opcode], old_d: set[str], new_d: set[str]
 ) -> bool:
     """Nothing value-like differs, and either only one of them adds detail or the only
     differences are wording around equal values."""
@@ -187,7 +190,7 @@ def _attribute_word(word: str) -> bool:
     return not any(c.isdigit() for c in word) and word not in WEEKDAYS_AND_MONTHS
 
 
-def _replaced_regions(ops: list, a: list[str], b: list[str], value_words: set[str]) -> int:
+def _replaced_regions(ops: list[Opcode], a: list[str], b: list[str], value_words: set[str]) -> int:
     """Places where both facts say something different; value parts separated only by
     shared value words ("14 Elm Grove, Bristol BS6 5TJ") count once."""
     regions = 0

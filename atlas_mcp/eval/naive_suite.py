@@ -30,6 +30,7 @@ from typing import Any
 
 import anyio
 from mcp import Client
+from mcp_types import TextContent
 
 from ..mcp.server import build_server
 from ..service import MemoryService
@@ -92,10 +93,12 @@ class Story:
 
     @property
     def kind(self) -> str:
-        return self.spec["kind"]
+        kind: str = self.spec["kind"]
+        return kind
 
     def writes(self) -> list[dict[str, Any]]:
-        return self.spec["facts"] if self.kind == "both-true" else self.spec["writes"]
+        found: list[dict[str, Any]] = self.spec["facts"] if self.kind == "both-true" else self.spec["writes"]
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,19 +132,19 @@ class NaiveResult:
 
 
 def load(split: str = "dev") -> dict[str, Any]:
-    suite = json.loads(SPLITS[split].read_text(encoding="utf-8"))
+    suite: dict[str, Any] = json.loads(SPLITS[split].read_text(encoding="utf-8"))
     suite["background"] = json.loads(BACKGROUND.read_text(encoding="utf-8"))["memories"]
     return suite
 
 
 def run(
-    service: MemoryService, clock: ManualClock, split: str = "dev", suite: dict | None = None
+    service: MemoryService, clock: ManualClock, split: str = "dev", suite: dict[str, Any] | None = None
 ) -> NaiveResult:
     suite = suite or load(split)
     return anyio.run(_run, service, clock, split, suite)
 
 
-async def _run(service: MemoryService, clock: ManualClock, split: str, suite: dict) -> NaiveResult:
+async def _run(service: MemoryService, clock: ManualClock, split: str, suite: dict[str, Any]) -> NaiveResult:
     now = datetime.fromisoformat(suite["now"])
     stories, background = [], []
     for persona, spec in suite["personas"].items():
@@ -166,7 +169,7 @@ async def _write_history(
     client: Client,
     clock: ManualClock,
     now: datetime,
-    background: list[dict],
+    background: list[dict[str, Any]],
     stories: list[Story],
     skip: set[str],
 ) -> list[tuple[str, dict[str, Any]]]:
@@ -218,8 +221,10 @@ async def _ask(client: Client, story: Story, query: str, floor: float) -> Questi
 async def _tool(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(name, arguments)
     if result.is_error:
-        raise RuntimeError(f"{name} failed: {result.content[0].text}")
-    return result.structured_content
+        first = result.content[0]
+        raise RuntimeError(f"{name} failed: {first.text if isinstance(first, TextContent) else first}")
+    payload: dict[str, Any] = result.structured_content
+    return payload
 
 
 def _live(service: MemoryService, story: Story) -> set[str]:
@@ -245,7 +250,7 @@ def _judge_update(story: Story) -> Iterator[Verdict]:
     outdated = [i for i in dict.fromkeys(story.ids[:-1]) if i != current]
     for q in story.questions:
         at = q.position(current)
-        shown = {i: q.position(i) for i in outdated if q.position(i) is not None}
+        shown = {i: p for i in outdated if (p := q.position(i)) is not None}
         above = [i for i, p in shown.items() if at is None or p < at]
         if q.marked(current):
             yield _verdict(story, q.query, True, "stale: the current value is marked outdated")

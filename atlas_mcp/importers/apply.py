@@ -9,7 +9,7 @@ what this run had added, so an import either happened or did not.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -124,11 +124,11 @@ def _with_revision(draft: Draft) -> dict[str, Any]:
 
 
 def _superseded(
-    write: PreparedWrite, draft: Draft, ids: dict[str, str], created: dict[str, object]
+    write: PreparedWrite, draft: Draft, ids: Mapping[str, str], created: Mapping[str, object]
 ) -> PreparedWrite:
     """A record the source itself replaced arrives already superseded by its replacement."""
     newer = draft.superseded_by
-    if newer not in ids:
+    if newer is None or newer not in ids:
         return write  # its replacement is not in the file (deleted there): keep it current
     when = created[newer]
     memory = write.memory.evolve(superseded_by=ids[newer], superseded_at=when)

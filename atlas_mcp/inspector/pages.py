@@ -8,6 +8,7 @@ Endpoints are plain functions: Starlette runs them in its thread pool, off the e
 from __future__ import annotations
 
 from itertools import groupby
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -98,14 +99,21 @@ class Pages:
         query = request.query_params.get("q", "")
         kinds = [k for k in request.query_params.getlist("type") if k in TYPE_NAMES]
         bounds = {b: request.query_params.get(b, "").strip() or None for b in ("as_of", "since", "until")}
-        context = {
+        context: dict[str, Any] = {
             "query": query, "kinds": TYPE_NAMES, "chosen": kinds, "hits": None, "error": None, "bounds": bounds,
             "columns": COLUMNS, "formula": FORMULA,
         }  # fmt: skip
         if query.strip():
             try:
                 context["hits"] = explain_recall(
-                    self.service, _user(request), query, self._k(request), memory_types=kinds, **bounds
+                    self.service,
+                    _user(request),
+                    query,
+                    self._k(request),
+                    memory_types=kinds,
+                    as_of=bounds["as_of"],
+                    since=bounds["since"],
+                    until=bounds["until"],
                 )
             except InvalidInput as exc:
                 context["error"] = str(exc)
@@ -143,7 +151,8 @@ async def logout(request: Request) -> Response:
 
 
 def _user(request: Request) -> str:
-    return request.scope[SCOPE_USER_KEY]  # set by the bearer middleware, never from the URL
+    user: str = request.scope[SCOPE_USER_KEY]  # set by the bearer middleware, never from the URL
+    return user
 
 
 def _day(memory: Memory) -> str:

@@ -117,12 +117,12 @@ MemoryOut: type[BaseModel] = create_model(
             "prefer it, and supersede this one if it is no longer true",
         ),
     ),
-    explain=(ExplainOut | None, None),
+    explain=(ExplainOut | None, None),  # type: ignore[arg-type]  # ExplainOut is built at import
 )
 
 
 class RecallOut(BaseModel):
-    memories: list[MemoryOut]  # type: ignore[valid-type]
+    memories: list[MemoryOut]
 
 
 class RelatedOut(BaseModel):

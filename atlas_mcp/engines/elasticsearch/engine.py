@@ -140,8 +140,8 @@ class ElasticsearchEngine(Engine):
         for result in updates:
             if ok(result):
                 version = (result["_seq_no"], result["_primary_term"])
-                undone = docs.unsuperseded_doc(before[result["_id"]])
-                undo += rq.bulk_update(alias, result["_id"], undone, version)
+                restored = docs.unsuperseded_doc(before[result["_id"]])
+                undo += rq.bulk_update(alias, result["_id"], restored, version)
         if not undo:
             return
         try:
@@ -342,7 +342,8 @@ class ElasticsearchEngine(Engine):
             )
         except AtlasError:  # Serverless has no index stats; the size is optional
             return None
-        return found.get("_all", {}).get("total", {}).get("store", {}).get("size_in_bytes")
+        size: int | None = found.get("_all", {}).get("total", {}).get("store", {}).get("size_in_bytes")
+        return size
 
     def _location(self) -> str:
         config = self._config

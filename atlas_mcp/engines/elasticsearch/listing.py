@@ -8,7 +8,7 @@ O(n) cost, and a write or a forget during it neither repeats nor drops a memory.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing
 from typing import Any
 
@@ -39,7 +39,7 @@ class Listing:
         what an export reads."""
         return self._scan(query, rq.LIST_PAGE)
 
-    def _scan(self, query: ListQuery, first_page: int) -> Iterator[Memory]:
+    def _scan(self, query: ListQuery, first_page: int) -> Generator[Memory, None, None]:
         kinds = _kinds(query)
         if not kinds:
             return

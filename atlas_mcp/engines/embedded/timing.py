@@ -24,7 +24,7 @@ _START = (
 _END = "CASE memory_type WHEN 'semantic' THEN COALESCE(valid_to, superseded_at) ELSE superseded_at END"
 
 
-def time_clause(window: TimeFilter) -> tuple[str, list[str]]:
+def time_clause(window: TimeFilter) -> tuple[str, list[str | None]]:
     """A WHERE clause (and its parameters) keeping the rows ``window`` keeps."""
     clauses, params = [], []
     if window.as_of is not None:
