@@ -14,10 +14,10 @@ import pytest
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.multipliers import FACTORS
 from atlas_mcp.domain.scoring import ScoringPolicy
-from atlas_mcp.engines.elasticsearch import admin
+from atlas_mcp.engines.elasticsearch import admin, priors
 from atlas_mcp.engines.elasticsearch import requests as rq
 from atlas_mcp.engines.elasticsearch.mappings import CONTENT, SEMANTIC
-from atlas_mcp.engines.elasticsearch.requests import MS_PER_DAY, PRIORS_SCRIPT
+from atlas_mcp.engines.elasticsearch.priors import MS_PER_DAY, PRIORS_SCRIPT
 from atlas_mcp.engines.elasticsearch.scores import describe_endpoint, rerank_relevance
 
 from . import bodies
@@ -183,7 +183,7 @@ def test_every_doc_access_in_the_script_is_guarded():
 
 
 def test_script_params_are_exactly_what_the_script_reads():
-    params = rq.priors_params(bodies.LAYOUT, ScoringPolicy(), bodies.NOW)
+    params = priors.priors_params(bodies.LAYOUT, ScoringPolicy(), bodies.NOW)
     used = set(re.findall(r"params\.([a-z_]+)", PRIORS_SCRIPT))
     assert used == set(params)
 
@@ -191,10 +191,10 @@ def test_script_params_are_exactly_what_the_script_reads():
 def test_every_multiplier_is_in_the_priors_script_or_left_out_with_a_reason():
     """The script picks the reranker's window under the same multipliers that rank after it: a
     new factor of ``Multipliers`` must be computed here too, or say why it cannot be."""
-    assert set(FACTORS) == set(rq.PRIORS_FACTORS) | set(rq.PRIORS_LEAVE_OUT)
-    assert not set(rq.PRIORS_FACTORS) & set(rq.PRIORS_LEAVE_OUT)
+    assert set(FACTORS) == set(priors.PRIORS_FACTORS) | set(priors.PRIORS_LEAVE_OUT)
+    assert not set(priors.PRIORS_FACTORS) & set(priors.PRIORS_LEAVE_OUT)
     used = set(re.findall(r"params\.([a-z_]+)", PRIORS_SCRIPT))
-    for factor, names in rq.PRIORS_FACTORS.items():
+    for factor, names in priors.PRIORS_FACTORS.items():
         assert set(names) <= used, f"the priors script does not compute {factor}"
 
 
@@ -208,7 +208,7 @@ def test_script_params_come_from_the_one_scoring_policy():
         track_record_prior=4,
         track_record_weight=0.1,
     )
-    params = rq.priors_params(bodies.LAYOUT, policy, bodies.NOW)
+    params = priors.priors_params(bodies.LAYOUT, policy, bodies.NOW)
     assert params["decay_offset_ms"] == 10 * MS_PER_DAY and params["decay_scale_ms"] == 20 * MS_PER_DAY
     assert (params["decay_value"], params["use_count_weight"], params["catalog_prior"]) == (0.25, 0.3, 0.7)
     assert (params["track_record_prior"], params["track_record_weight"]) == (4, 0.1)
