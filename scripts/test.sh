@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 say() { echo "scripts/test.sh: $*" >&2; }
 
 say "installing into .venv/: this package (editable) and its test extras (pytest, hypothesis,"
-say "  the elasticsearch client, jsonschema, selenium, pyyaml, ruff, and SQLCipher (sqlcipher3-binary)"
-say "  with cryptography for the encryption-at-rest tests), from the package index"
+say "  the elasticsearch client, jsonschema, selenium, pyyaml, ruff, mypy and stubs, and SQLCipher"
+say "  (sqlcipher3-binary) with cryptography for the encryption-at-rest tests), from the package index"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
