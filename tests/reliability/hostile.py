@@ -158,6 +158,13 @@ def check_call(
         for memory in payload["memories"]:
             owner = after[memory["id"]]["user_id"]
             assert owner in (attacker, None), f"recall leaked a memory of {owner!r}"
+    elif tool == "write_memory" and payload.get("duplicate"):
+        # A fact the caller already has is refreshed (its use recorded), never copied.
+        assert not added and not removed and changed <= {payload["id"]}
+        assert before[payload["id"]]["user_id"] == attacker, "a duplicate of another user's memory"
+        for memory_id in changed:
+            diff = {k for k in after[memory_id] if after[memory_id][k] != before[memory_id][k]}
+            assert diff <= {"last_used_at", "use_count"}, f"a refresh changed {diff}"
     elif tool == "write_memory":
         assert added == {payload["id"]} and not removed
         assert changed == set(payload["superseded"])
