@@ -9,11 +9,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from mcp import Client
 
 from atlas_mcp.domain.audit import Actor
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.validity import Retention, TimeFilter, kept
 from atlas_mcp.eval.harness import ManualClock
+from atlas_mcp.mcp.server import build_server
 from atlas_mcp.service import MemoryService
 
 START = datetime(2026, 1, 1, 9, tzinfo=UTC)
@@ -132,3 +134,50 @@ def test_expired_memories_are_counted_then_removed_and_audited(timed, clock):
     assert timed.stats().expired == 0
     forgot = [e for e in timed.audit("u1") if e.action == "forget"]
     assert [(e.memory_id, e.detail, e.via) for e in forgot] == [(code.id, "expired", "atlas-mcp prune")]
+
+
+async def test_the_time_fields_work_through_the_mcp_tools(timed: MemoryService, clock: ManualClock) -> None:
+    """The arguments and results of issue 28 through a real MCP client session, on every engine."""
+    async with Client(build_server(timed, "u1")) as client:
+
+        async def call(tool: str, **arguments):
+            result = await client.call_tool(tool, arguments)
+            return result
+
+        first = (
+            await call("write_memory", text="Nora drives a Ford Fiesta.", about="car")
+        ).structured_content
+        clock.set(clock() + timedelta(days=40))
+        second = (
+            await call("write_memory", text="Nora drives a Toyota Yaris.", about="car")
+        ).structured_content
+        assert second["superseded"] == [first["id"]] and second["related"] == []
+        again = (await call("write_memory", text="Nora drives a Toyota Yaris.")).structured_content
+        assert (again["id"], again["duplicate"]) == (second["id"], True)
+        clock.set(clock() + timedelta(days=1))
+        as_of = (START + timedelta(days=10)).isoformat()
+        recalled = (
+            await call("recall_memory", query="what car do I drive", as_of=as_of, min_relevance=0)
+        ).structured_content
+        (view,) = recalled["memories"]
+        assert view["id"] == first["id"] and view["valid_to"] and view["about"] == "car"
+        expiring = await call(
+            "write_memory",
+            text="Parking permit P-221 is valid this month.",
+            expires_at=(clock() + timedelta(days=20)).isoformat(),
+        )
+        assert not expiring.is_error
+        refused = await call(
+            "recall_memory", query="car", since="2026-05-01T00:00:00Z", until="2026-04-01T00:00:00Z"
+        )
+        assert refused.is_error and "since" in refused.content[0].text
+        bad = await call(
+            "write_memory", text="x", valid_from="2026-02-01T00:00:00Z", valid_to="2026-01-01T00:00:00Z"
+        )
+        assert bad.is_error and "Nothing was written" in bad.content[0].text
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name in ("as_of", "since", "until"):
+            assert name in tools["recall_memory"].input_schema["properties"]
+        for name in ("about", "valid_from", "valid_to", "expires_at"):
+            assert name in tools["write_memory"].input_schema["properties"]
+        assert "related" in tools["write_memory"].description
