@@ -121,6 +121,12 @@ class CalibrationPolicy(BaseModel):
     time_evidence: float = Field(
         0.8, ge=0, le=1, description="relevance a named period lends the one memory that falls in it"
     )
+    attribute_evidence: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="relevance that setting the attribute a question asks about lends the one fact that sets it (domain.asked)",
+    )
     relevance_floor: float = Field(
         0.05,
         ge=0,
@@ -298,6 +304,17 @@ def calibrated(
             continue
         own = _sigmoid(model.bias + model.cosine * f.cosine) if f.topicless else r
         out.append(1 - (1 - own) * (1 - evidence))
+    return out
+
+
+def with_attribute(relevance: list[float], setting: Sequence[int], model: CalibrationPolicy) -> list[float]:
+    """``relevance`` with the facts that set the attribute the question asks about (indices
+    ``setting``, ``domain.asked``) counting that as evidence, as a named period counts: each of
+    the ``n`` such facts gets ``1 − (1 − r)(1 − attribute_evidence / n)``."""
+    out = list(relevance)
+    evidence = model.attribute_evidence / max(len(setting), 1)
+    for i in setting:
+        out[i] = 1 - (1 - out[i]) * (1 - evidence)
     return out
 
 

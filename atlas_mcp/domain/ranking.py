@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import InvalidInput
 from . import calibration, explain, inputs
+from .asked import setting_what_is_asked
 from .calibration import Features
 from .explain import shown
 from .fusion import Candidate
@@ -221,6 +222,9 @@ def rank(
         policy.calibration,
     )
     relevance = calibration.calibrated(found, window, policy.calibration)
+    if policy.calibration.attribute_evidence:
+        setting = setting_what_is_asked(plan.query, memories, order)
+        relevance = calibration.with_attribute(relevance, setting, policy.calibration)
     resolved = resolve(memories, order, plan.k or len(order))
     for current, older in resolved.lifted.items():
         relevance[current] = max(relevance[current], relevance[older])

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from atlas_mcp.domain import asked
+import pytest
+
+from atlas_mcp.domain import asked, calibration
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.eval import mixed_suite
@@ -46,3 +48,15 @@ def test_the_fact_that_sets_what_is_asked_outranks_a_word_it_lacks(engine):
     question = "What's my husband called?"
     assert plain.recall("maya", question, 3, min_relevance=0, touch=False)[0].memory.text != husband
     assert service.recall("maya", question, 3, min_relevance=0, touch=False)[0].memory.text == husband
+    # Setting what is asked is evidence for relevance too: the answer clears the default floor.
+    unaided = MemoryService(engine, ScoringPolicy(attribute_evidence=0))
+    assert husband not in {h.memory.text for h in unaided.recall("maya", question, 3, touch=False)}
+    assert husband in {h.memory.text for h in service.recall("maya", question, 3, touch=False)}
+
+
+def test_the_evidence_is_shared_by_the_facts_that_set_the_attribute():
+    policy = ScoringPolicy().calibration
+    one = calibration.with_attribute([0.02, 0.02], [0], policy)
+    two = calibration.with_attribute([0.02, 0.02], [0, 1], policy)
+    assert one[1] == 0.02 and one[0] == pytest.approx(1 - 0.98 * (1 - policy.attribute_evidence))
+    assert two[0] == two[1] == pytest.approx(1 - 0.98 * (1 - policy.attribute_evidence / 2))
