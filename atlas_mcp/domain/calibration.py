@@ -28,7 +28,10 @@ such queries to learn them:
 - a query that names a period ("last weekend") counts the period as evidence: each of the
   ``n`` candidates from that period gets ``1 − (1 − r)(1 − time_evidence / n)`` (either
   reason suffices; the more memories share the period, the less each is likely the one
-  asked about), a candidate from outside it ``r × window fit``.
+  asked about), a candidate from outside it ``r × window fit``;
+- a fact that sets the attribute the query asks about, for the same person (``domain.asked``:
+  "What's my husband called?" and "My husband is Daniel"), counts that as evidence the same
+  way: ``1 − (1 − r)(1 − attribute_evidence / n)`` for each of the ``n`` such facts.
 """
 
 from __future__ import annotations
