@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TextIO
 
 from . import portability, upkeep
-from .domain import audit, codec, guard, inputs, perspective, profile, ranking
+from .domain import audit, codec, guard, inputs, profile, ranking
 from .domain.audit import OPERATOR, Actor, AuditEntry
 from .domain.guard import GuardPolicy
 from .domain.limits import Limits
@@ -26,7 +26,7 @@ from .domain.model import (
 from .domain.ranking import EngineReranked, Explanation, Hit, RecallPlan, RecallQuery, Reranker
 from .domain.scoring import ScoringPolicy
 from .domain.validity import Retention, expired
-from .engines.base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, StoreStats
+from .engines.base import AuditQuery, Engine, EngineInfo, ListQuery, StoreStats
 from .errors import InvalidInput, NotFound
 from .inference.reranker import ContextReranker
 from .writing import WRITABLE_TYPES, Origin, PreparedWrite, WriteResult, Writing
@@ -116,37 +116,15 @@ class MemoryService(Writing):
             inputs.time_filter(as_of, since, until),
         )
         plan = ranking.plan(self.policy, self.limits, asked, now)
-        found = ranking.admitted(plan, self._engine.candidates(plan), now)
-        candidates = self._from_their_side(plan, found)
-        hits = ranking.rank(self.policy, self._reranker, plan, candidates, now)
+        pool = ranking.admitted(plan, ranking.pool_of(self._engine.candidates(plan)), now)
+        pool = ranking.from_their_side(self.policy, plan, pool, self._engine.cosines)
+        hits = ranking.rank(self.policy, self._reranker, plan, pool, now)
         used = ranking.earned_uses(self.policy, hits, user_id) if touch else []
         if not used:
             return hits
         at = self.clock()
         self._engine.touch(user_id, used, at)
         return ranking.after_use(hits, used, at)
-
-    def _from_their_side(self, plan: RecallPlan, candidates: list[Candidate]) -> list[Candidate]:
-        """Each candidate's cosine, heard also with the query reworded from its side
-        (``domain.perspective``: a speaker's turns, facts that name the user)."""
-        weight = self.policy.retrieval.perspective_weight
-        if not weight or not candidates:
-            return candidates
-        out = list(candidates)
-        for view in perspective.views(plan.query, [c.memory for c in candidates]):
-            seen = self._engine.cosines(plan, view.text, [out[i].memory.id for i in view.members])
-            for i in view.members:
-                candidate = out[i]
-                other = seen.get(candidate.memory.id)
-                if candidate.dense_similarity is not None and other is not None:
-                    cosine = perspective.blended(candidate.dense_similarity, other, weight)
-                    # Relevance asks whether the memory bears on the question at all, so it
-                    # reads the better of the two readings (the mean is for ordering).
-                    heard = candidate.relevance_similarity
-                    if heard is None:
-                        heard = max(candidate.dense_similarity, other)
-                    out[i] = replace(candidate, dense_similarity=cosine, relevance_similarity=heard)
-        return out
 
     def recall_plan(self, query: RecallQuery) -> RecallPlan:
         """What ``recall`` asks of the engine, now (validated)."""

@@ -38,18 +38,15 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_right
-from collections import Counter
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from itertools import accumulate
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .context_rerank import episodes
 from .lexical import cjk_words, detect_language, has_cjk
-from .model import Memory
+from .pool import Pool
 from .query import lexical_query
 from .stopwords import CJK_QUESTION_CHARACTERS, CJK_STOP_CHARACTERS, CJK_STOP_WORDS, STOP_WORDS
 from .when import TimeIntent
@@ -183,56 +180,6 @@ def _normal(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _bags(texts: Sequence[str], words: Sequence[str]) -> list[set[str]]:
-    """Per text, the ``words`` it holds (``_words_in``), without tokenising the texts: each
-    word is looked for with ``str.find`` in all the texts joined and lower-cased (C speed,
-    where a regex scan cost ~3 ms a recall), and each place it occurs is kept if the whole
-    token there is the word or its plural, as ``tokens`` reads it; a Chinese or Japanese word
-    counts wherever it occurs. A newline between texts keeps each text's word boundaries."""
-    bags: list[set[str]] = [set() for _ in texts]
-    if not words or not texts:
-        return bags
-    joined = "\n".join(texts)
-    lowered = joined.lower()
-    if len(lowered) != len(joined):  # a letter whose lower case is longer ("İ"): offsets move
-        return [_words_in(text, words) for text in texts]
-    starts = list(accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
-    for word in set(words):
-        anywhere = has_cjk(word)
-        at = lowered.find(word)
-        while at != -1:
-            if anywhere or _is_token(lowered, at, word):
-                bags[bisect_right(starts, at) - 1].add(word)
-            at = lowered.find(word, at + 1)
-    return bags
-
-
-def _words_in(text: str, words: Iterable[str]) -> set[str]:
-    """The ``words`` ``text`` holds: a word as one of its ``tokens``, a Chinese or Japanese
-    word (a bigram or a character) anywhere in it."""
-    lowered = text.lower()
-    found = set(tokens(text))
-    return {w for w in words if (w in lowered if has_cjk(w) else w in found)}
-
-
-def _is_token(text: str, at: int, word: str) -> bool:
-    """Is the token that starts at ``at`` (if one does) ``word`` once ``tokens`` has read it?"""
-    if at > 0 and _continues(text[at - 1]):
-        return False
-    end = at + len(word)
-    if end < len(text) and _continues(text[end]):  # the plural, or a longer word
-        end += 1
-        if end < len(text) and _continues(text[end]):
-            return False
-    return end - at >= 2 and _normal(text[at:end]) == word  # text[at:end] is one lower-case token
-
-
-def _continues(character: str) -> bool:
-    """Does ``character`` continue a word? (Chinese and Japanese ones start their own.)"""
-    # Every Chinese or Japanese character sits at U+3040 or above: most need no regex.
-    return character.isalnum() and (character < "\u3040" or not has_cjk(character))
-
-
 def topic_words(query: str, intent: TimeIntent) -> list[str]:
     """The query's content words, without its time phrases: what a memory must be about."""
     content = lexical_query(intent.without_phrases(query))
@@ -248,35 +195,51 @@ def _cjk_grammar(word: str) -> bool:
     return has_cjk(word) and (word in CJK_STOP_WORDS or any(c in _CJK_GRAMMAR for c in word))
 
 
-def coverages(words: list[str], memories: Sequence[Memory]) -> list[float]:
-    """Rarity-weighted share of ``words`` each memory contains; rarity is counted in the pool."""
-    if not words or not memories:
-        return [0.0] * len(memories)
-    bags = _bags([m.search_text() for m in memories], words)
-    counts = Counter(w for bag in bags for w in words if w in bag)
-    weight = {w: math.log(1 + len(bags) / (1 + counts[w])) for w in words}
-    total = sum(weight.values())
-    return [sum(weight[w] for w in words if w in bag) / total for bag in bags]
+def coverages(words: list[str], pool: Pool) -> np.ndarray:
+    """Rarity-weighted share of ``words`` each candidate contains; rarity is counted in the pool."""
+    if not words or not len(pool):
+        return np.zeros(len(pool))
+    # Every query word is one run of letters or a CJK word (``tokens``), so each memory's
+    # ``coverage_words`` answer whether it holds it.
+    held = np.array([[w in bag for w in words] for bag in pool.words], dtype=bool)
+    counts = held.sum(axis=0)
+    weight = [math.log(1 + len(pool) / (1 + int(c))) for c in counts]
+    total = sum(weight)
+    covered = np.zeros(len(pool))
+    for j, w in enumerate(weight):  # word by word, so each sum adds in the query's order
+        covered += np.where(held[:, j], w, 0.0)
+    return covered / total
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFeatures:
+    """``Features`` of every candidate, as columns."""
+
+    cosine: np.ndarray
+    coverage: np.ndarray
+    context: np.ndarray
+    topicless: bool
+
+    def row(self, i: int) -> Features:
+        return Features(
+            float(self.cosine[i]), float(self.coverage[i]), float(self.context[i]), self.topicless
+        )
 
 
 def features(
-    query: str,
-    memories: Sequence[Memory],
-    cosines: Sequence[float | None],
-    intent: TimeIntent,
-    episode_gap: timedelta,
-    model: CalibrationPolicy,
-) -> list[Features]:
+    query: str, pool: Pool, intent: TimeIntent, episode_gap: timedelta, model: CalibrationPolicy
+) -> PoolFeatures:
     words = topic_words(query, intent)
-    cover = coverages(words, memories)
-    cos = [model.unknown_cosine if c is None else max(c, 0.0) for c in cosines]
-    own = [_own(c, v, model) for c, v in zip(cos, cover, strict=True)]
-    neighbour = [0.0] * len(memories)
-    for group in episodes(memories, episode_gap):
-        for position, i in enumerate(group):
-            near = [own[group[p]] for p in (position - 1, position + 1) if 0 <= p < len(group)]
-            neighbour[i] = max(near, default=0.0)
-    return [Features(cos[i], cover[i], neighbour[i], not words) for i in range(len(memories))]
+    cover = coverages(words, pool)
+    cos = np.where(
+        np.isnan(pool.relevance_cosine), model.unknown_cosine, np.maximum(pool.relevance_cosine, 0.0)
+    )
+    own = _sigmoids(model.bias + model.cosine * cos + model.coverage * cover)
+    found = episodes(pool, episode_gap)
+    best, has = found.neighbour_best(own)
+    neighbour = np.zeros(len(pool))
+    neighbour[found.order] = np.where(has, best, 0.0)
+    return PoolFeatures(cos, cover, neighbour, not words)
 
 
 def _own(cosine: float, coverage: float, model: CalibrationPolicy) -> float:
@@ -289,32 +252,33 @@ def relevance(f: Features, model: CalibrationPolicy) -> float:
     return max(_own(f.cosine, f.coverage, model), model.context * f.context)
 
 
-def calibrated(
-    found: Sequence[Features], window: Sequence[float] | None, model: CalibrationPolicy
-) -> list[float]:
-    """One absolute relevance in [0, 1] per memory, the period the query names included:
-    ``window`` is each memory's fit to that period (``multipliers.window_fits``), None if none."""
-    base = [relevance(f, model) for f in found]
+def calibrated(found: PoolFeatures, window: np.ndarray | None, model: CalibrationPolicy) -> np.ndarray:
+    """One absolute relevance in [0, 1] per candidate, the period the query names included:
+    ``window`` is each candidate's fit to that period (``multipliers.window_fits``), None if none."""
+    plain = _sigmoids(model.bias + model.cosine * found.cosine)
+    if found.topicless:
+        base = model.small_talk_factor * plain
+    else:
+        own = _sigmoids(model.bias + model.cosine * found.cosine + model.coverage * found.coverage)
+        base = np.maximum(own, model.context * found.context)
     if window is None:
         return base
-    fits = window
-    inside = sum(1 for fit in fits if fit == 1.0)
+    inside = int((window == 1.0).sum())
     evidence = model.time_evidence / max(inside, 1)  # one of n memories from that period
-    out = []
-    for f, r, fit in zip(found, base, fits, strict=True):
-        if fit < 1.0:
-            out.append(r * fit)
-            continue
-        own = _sigmoid(model.bias + model.cosine * f.cosine) if f.topicless else r
-        out.append(1 - (1 - own) * (1 - evidence))
-    return out
+    own = plain if found.topicless else base
+    return np.where(window < 1.0, base * window, 1 - (1 - own) * (1 - evidence))
 
 
-def with_attribute(relevance: list[float], setting: Sequence[int], model: CalibrationPolicy) -> list[float]:
+def _sigmoids(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return np.where(x > -500, 1.0 / (1.0 + np.exp(-x)), 0.0)
+
+
+def with_attribute(relevance: np.ndarray, setting: Sequence[int], model: CalibrationPolicy) -> np.ndarray:
     """``relevance`` with the facts that set the attribute the question asks about (indices
     ``setting``, ``domain.asked``) counting that as evidence, as a named period counts: each of
     the ``n`` such facts gets ``1 − (1 − r)(1 − attribute_evidence / n)``."""
-    out = list(relevance)
+    out = np.array(relevance, dtype=np.float64)
     evidence = model.attribute_evidence / max(len(setting), 1)
     for i in setting:
         out[i] = 1 - (1 - out[i]) * (1 - evidence)

@@ -26,9 +26,8 @@ gap of ``T·ln(1/m)`` in fused score for a multiplier ``m`` (decay, catalog prio
 
 from __future__ import annotations
 
-import math
+import itertools
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -36,8 +35,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .asked import setting_what_is_asked
-from .lexical import word_count
-from .model import Memory, MemoryType
+from .pool import EPISODIC, MICROSECOND, NO_TIME, Pool
 
 
 class ContextRerankPolicy(BaseModel):
@@ -90,120 +88,136 @@ class ContextRerankPolicy(BaseModel):
         return timedelta(minutes=self.episode_gap_minutes)
 
 
-_SPEAKER = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
-
-
-@dataclass(frozen=True, slots=True)
-class Signals:
-    """What retrieval knows about one candidate; ``None`` = not in that branch's window."""
-
-    memory: Memory
-    dense: float | None
-    bm25: float | None
-
-
 def zscores(values: np.ndarray, min_spread: float) -> np.ndarray:
     """Standard scores, dividing by at least ``min_spread`` (tiny pools are not stretched)."""
     scores: np.ndarray = (values - values.mean()) / max(float(values.std()), min_spread)
     return scores
 
 
-def speaker(text: str) -> str | None:
-    """The speaker of a transcript-style memory ("Name: what they said"), if it has one."""
-    match = _SPEAKER.match(text)
-    return match.group(1) if match else None
-
-
 def named_in(name: str, query: str) -> bool:
     return re.search(rf"\b{re.escape(name)}\b", query, re.IGNORECASE) is not None
 
 
-def episodes(memories: Sequence[Memory], gap: timedelta) -> list[list[int]]:
-    """Indices of the events among ``memories``, grouped into episodes, each in time order."""
-    when = {
-        i: m.occurred_at
-        for i, m in enumerate(memories)
-        if m.memory_type is MemoryType.EPISODIC and m.occurred_at
-    }
-    events = sorted(when, key=lambda i: (memories[i].user_id or "", when[i], memories[i].created_at))
-    groups: list[list[int]] = []
-    for i in events:
-        last = groups[-1][-1] if groups else None
-        if last is None or memories[last].user_id != memories[i].user_id or when[i] - when[last] > gap:
-            groups.append([i])
-        else:
-            groups[-1].append(i)
-    return groups
+@dataclass(frozen=True, slots=True)
+class Episodes:
+    """The pool's events grouped into episodes: events of one owner whose ``occurred_at`` lie
+    within the gap of the previous one, in time order (then write order)."""
+
+    order: np.ndarray  # the events' pool indices, episode by episode, each in time order
+    starts: np.ndarray  # per entry of ``order``: does a new episode start there?
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Per entry of ``order``, how many events its episode holds."""
+        group = np.cumsum(self.starts) - 1
+        return np.bincount(group)[group] if len(group) else group
+
+    def neighbour_best(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry of ``order``: the best of ``values`` of the events next to it in its
+        episode, and whether it has such a neighbour."""
+        ordered = values[self.order]
+        count = len(ordered)
+        before = np.zeros(count, dtype=bool)
+        before[1:] = ~self.starts[1:]
+        after = np.zeros(count, dtype=bool)
+        after[:-1] = ~self.starts[1:]
+        previous = np.full(count, -np.inf)
+        previous[1:] = ordered[:-1]
+        following = np.full(count, -np.inf)
+        following[:-1] = ordered[1:]
+        best = np.maximum(np.where(before, previous, -np.inf), np.where(after, following, -np.inf))
+        return best, before | after
+
+    def groups(self) -> list[list[int]]:
+        """The episodes as lists of pool indices."""
+        bounds = [*np.flatnonzero(self.starts), len(self.order)]
+        return [[int(i) for i in self.order[a:b]] for a, b in itertools.pairwise(bounds)]
 
 
-def fused_scores(pool: Sequence[Signals], policy: ContextRerankPolicy) -> np.ndarray:
+def episodes(pool: Pool, gap: timedelta) -> Episodes:
+    events = np.flatnonzero((pool.kind == EPISODIC) & (pool.occurred != NO_TIME))
+    owners = (
+        np.unique(np.array(pool.owners, dtype=object)[events], return_inverse=True)[1]
+        if len(events)
+        else events
+    )
+    order = events[np.lexsort((pool.created[events], pool.occurred[events], owners))]
+    owner_of = np.empty(len(pool), dtype=np.int64)
+    owner_of[events] = owners
+    starts = np.ones(len(order), dtype=bool)
+    if len(order) > 1:
+        apart = np.diff(pool.occurred[order]) > gap // MICROSECOND
+        starts[1:] = apart | (np.diff(owner_of[order]) != 0)
+    return Episodes(order, starts)
+
+
+def fused_scores(pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:
     """The fused score of every candidate (higher is better), before context."""
-    present = [s.dense for s in pool if s.dense is not None]
-    floor = min(present) if present else 0.0
-    dense = np.array([floor if s.dense is None else s.dense for s in pool], dtype=np.float64)
-    bm25 = np.array([s.bm25 or 0.0 for s in pool], dtype=np.float64)
+    present = ~np.isnan(pool.cosine)
+    floor = float(pool.cosine[present].min()) if present.any() else 0.0
+    dense = np.where(present, pool.cosine, floor)
+    bm25 = np.nan_to_num(pool.bm25, nan=0.0)
     score = policy.dense_weight * zscores(dense, policy.dense_min_spread)
     score += policy.bm25_weight * zscores(bm25, policy.bm25_min_spread)
-    events = np.array([s.memory.memory_type is MemoryType.EPISODIC for s in pool])
+    events = pool.kind == EPISODIC
     if events.any() and policy.length_weight:
         # Events only, among events: a chat turn of one word ("ok!") rarely answers, while a
         # fact or playbook was written to be short and complete (on facts, the prior put "Lena
         # prefers green tea to coffee" above "Lena is allergic to hazelnuts" for "which foods
         # should Lena avoid?"). Capped, so a long note gains at most length_weight × cap.
-        words = np.array(
-            [math.log1p(word_count(s.memory.text)) for s, e in zip(pool, events) if e]
-        )  # CJK-fair
+        words = pool.log_words[events]
         z = np.clip(zscores(words, policy.length_min_spread), -policy.length_z_floor, policy.length_z_cap)
         score[events] += policy.length_weight * z
     return score
 
 
-def with_context(
-    score: np.ndarray, groups: list[list[int]], policy: ContextRerankPolicy, standalone: Sequence[int] = ()
-) -> np.ndarray:
+def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:
     """Neighbour smoothing within each episode, then the episode's own strength.
 
-    ``standalone`` memories (facts, playbooks, catalog entries) answer on their own: they are
-    their own neighbour and their own episode, so the context bonus events earn from a good
-    conversation is not a bonus facts can never have.
+    With ``standalone_context``, facts, playbooks and catalog entries, and events with no other
+    turn of their episode in the pool, answer on their own: they are their own neighbour and
+    their own episode, so the context bonus events earn from a good conversation is not a
+    bonus they can never have.
     """
+    found = episodes(pool, policy.episode_gap)
+    sizes = found.sizes
+    standalone = np.zeros(0, dtype=np.int64)
+    grouped = np.ones(len(found.order), dtype=bool)
+    if policy.standalone_context:
+        grouped = sizes > 1
+        others = np.flatnonzero(pool.kind != EPISODIC)
+        standalone = np.concatenate([others, found.order[~grouped]])
+    members = found.order[grouped]
     out = score.copy()
-    for group in groups:
-        for position, i in enumerate(group):
-            neighbours = [score[group[p]] for p in (position - 1, position + 1) if 0 <= p < len(group)]
-            if neighbours:
-                out[i] += policy.context_weight * max(neighbours)
-    for i in standalone:
-        out[i] += policy.context_weight * score[i]
-    units = [*groups, *([i] for i in standalone)]
-    if units and policy.episode_weight:
-        members = [i for unit in units for i in unit]
-        best = np.array([max(out[j] for j in unit) for unit in units for _ in unit])
-        z = np.clip(zscores(best, policy.fused_min_spread), -policy.episode_z_cap, policy.episode_z_cap)
-        out[members] += policy.episode_weight * z
+    best, has = found.neighbour_best(score)
+    near = grouped & has
+    out[found.order[near]] += policy.context_weight * best[near]
+    out[standalone] += policy.context_weight * score[standalone]
+    if (len(members) or len(standalone)) and policy.episode_weight:
+        starts = np.flatnonzero(found.starts[grouped])
+        unit_best = (
+            np.repeat(np.maximum.reduceat(out[members], starts), np.diff([*starts, len(members)]))
+            if len(members)
+            else members
+        )
+        strength = np.concatenate([unit_best, out[standalone]])
+        z = np.clip(zscores(strength, policy.fused_min_spread), -policy.episode_z_cap, policy.episode_z_cap)
+        out[np.concatenate([members, standalone])] += policy.episode_weight * z
     return out
 
 
-def context_match(query: str, pool: Sequence[Signals], policy: ContextRerankPolicy) -> list[float]:
+def context_match(query: str, pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:
     """One match in (0, 1] per candidate, in the pool's order; the best scores 1.0."""
-    if not pool:
-        return []
-    memories = [s.memory for s in pool]
-    score = fused_scores(pool, policy)
-    groups = episodes(memories, policy.episode_gap)
-    standalone: list[int] = []
-    if policy.standalone_context:
-        # A lone event (no other turn of its episode in the pool) answers on its own, like a fact.
-        standalone = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.EPISODIC]
-        standalone += [group[0] for group in groups if len(group) == 1]
-        groups = [group for group in groups if len(group) > 1]
-    score = with_context(score, groups, policy, standalone)
+    if not len(pool):
+        return np.zeros(0)
+    score = with_context(fused_scores(pool, policy), pool, policy)
     if policy.speaker_weight:
-        for i, memory in enumerate(memories):
-            name = speaker(memory.text) if memory.memory_type is MemoryType.EPISODIC else None
-            if name and named_in(name, query):
-                score[i] += policy.speaker_weight
+        named = {name: named_in(name, query) for name in set(pool.speakers) if name}
+        if any(named.values()):
+            lifted = np.fromiter((named.get(name, False) for name in pool.speakers), bool, len(pool))
+            score[lifted] += policy.speaker_weight
     if policy.attribute_weight:
-        for i in setting_what_is_asked(query, memories, np.argsort(-score, kind="stable")):
+        for i in setting_what_is_asked(query, pool.memories, np.argsort(-score, kind="stable")):
             score[i] += policy.attribute_weight
-    return [float(x) for x in np.exp((score - score.max()) / policy.relevance_temperature)]
+    matches: np.ndarray = np.exp((score - score.max()) / policy.relevance_temperature)
+    return matches

@@ -37,6 +37,7 @@ _HIRAGANA = "\u3040-\u309f"
 _KATAKANA = "\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
 _HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
 _CJK = _HAN + _HIRAGANA + _KATAKANA
+CJK_CHARACTERS = _CJK  # as a regex character class body: Han, hiragana, katakana
 # One token: a run of one CJK script, a Hangul word, or a word (apostrophes inside kept, so
 # "what's" and "l'homme" can be split by language, not into a stray "s" or "l").
 _TOKEN = re.compile(

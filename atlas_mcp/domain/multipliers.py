@@ -18,10 +18,14 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict, Field
 
 from .explain import factor_names, shown
+from .fusion import Candidate
 from .model import Memory, MemoryType
+from .pool import CATALOG, EPISODIC, NO_TIME, PROCEDURAL, SEMANTIC, Pool, microseconds
 from .when import Order, TimeIntent, window_fit
 
 SECONDS_PER_DAY = 86_400.0
@@ -88,24 +92,24 @@ class Multipliers:
 FACTORS = factor_names(Multipliers)
 
 
-def gaussian_decay(age_days: float, policy: MultiplierPolicy) -> float:
+def gaussian_decay(age_days: ArrayLike, policy: MultiplierPolicy) -> np.ndarray:
     """Elasticsearch-style ``gauss`` decay: 1.0 until ``offset``, ``decay_value`` at offset+scale."""
-    effective = age_days - policy.decay_offset_days
-    if effective <= 0:
-        return 1.0
+    effective = np.asarray(age_days, dtype=np.float64) - policy.decay_offset_days
     sigma_sq = policy.decay_scale_days**2 / (2.0 * math.log(1.0 / policy.decay_value))
-    return math.exp(-(effective**2) / (2.0 * sigma_sq))
+    aged = effective > 0
+    return np.where(aged, np.exp(-(np.where(aged, effective, 0.0) ** 2) / (2.0 * sigma_sq)), 1.0)
 
 
-def use_boost(use_count: int, policy: MultiplierPolicy) -> float:
+def use_boost(use_count: ArrayLike, policy: MultiplierPolicy) -> np.ndarray:
     """Saturating: the first uses say a memory matters, the hundredth says nothing more."""
-    return 1.0 + policy.use_count_weight * (1.0 - math.exp(-max(use_count, 0) / policy.use_saturation))
+    uses = np.maximum(np.asarray(use_count), 0)
+    return 1.0 + policy.use_count_weight * (1.0 - np.exp(-uses / policy.use_saturation))
 
 
-def track_record(successes: int, failures: int, policy: MultiplierPolicy) -> float:
+def track_record(successes: ArrayLike, failures: ArrayLike, policy: MultiplierPolicy) -> np.ndarray:
     """Smoothed success rate, so one lucky run is not a proof: 0 runs → 1.0."""
     a = policy.track_record_prior
-    rate = (successes + a / 2) / (successes + failures + a)
+    rate = (np.asarray(successes) + a / 2) / (np.asarray(successes) + np.asarray(failures) + a)
     return 1.0 + policy.track_record_weight * (2 * rate - 1)
 
 
@@ -136,9 +140,18 @@ def time_reference(memory: Memory) -> datetime | None:
     return memory.occurred_at or memory.created_at
 
 
-def order_fits(
-    memories: list[Memory], match: list[float], order: Order, policy: MultiplierPolicy
-) -> list[float]:
+def _time_references(pool: Pool) -> np.ndarray:
+    """``time_reference`` of every candidate (microseconds, NO_TIME)."""
+    dated = np.where(pool.occurred != NO_TIME, pool.occurred, pool.created)
+    return np.where(pool.kind == CATALOG, NO_TIME, dated)
+
+
+def _days_between(later: np.ndarray | int, earlier: np.ndarray) -> np.ndarray:
+    """(later − earlier) in days, as ``timedelta.total_seconds() / SECONDS_PER_DAY`` reads it."""
+    return ((later - earlier) / 1e6) / SECONDS_PER_DAY
+
+
+def order_fits(pool: Pool, match: np.ndarray, order: Order, policy: MultiplierPolicy) -> np.ndarray:
     """'Most recent X' / 'first X': the newest (oldest) of the best matches fits 1.0, the others less.
 
     Only the ``time_order_pool`` best-matching memories set the anchor, so "my most recent trip
@@ -146,81 +159,98 @@ def order_fits(
     events are among those matches, the question is about something that happened: a fact's
     date only says when it was learnt, so facts then fit as the opposite end does.
     """
-    if not memories:
-        return []
-    best = sorted(range(len(memories)), key=lambda i: -match[i])[: policy.time_order_pool]
-    dates = [time_reference(m) for m in memories]
-    events = [m.memory_type is MemoryType.EPISODIC for m in memories]
-    about_events = any(events[i] and dates[i] is not None for i in best)
-    dated = [d for i in best if (d := dates[i]) is not None and (events[i] or not about_events)]
-    if not dated:
-        return [1.0] * len(memories)
-    anchor = max(dated) if order is Order.NEWEST else min(dated)
-    fits = []
-    for when, event in zip(dates, events, strict=True):
-        if when is None:
-            fits.append(1.0)
-            continue
-        if about_events and not event:
-            fits.append(policy.time_order_floor)
-            continue
-        days = abs((anchor - when).total_seconds()) / SECONDS_PER_DAY
-        fits.append(
-            policy.time_order_floor + (1 - policy.time_order_floor) * math.exp(-days / policy.time_order_days)
-        )
+    fits = np.ones(len(pool))
+    if not len(pool):
+        return fits
+    best = np.argsort(-match, kind="stable")[: policy.time_order_pool]
+    dates = _time_references(pool)
+    dated = dates != NO_TIME
+    events = pool.kind == EPISODIC
+    about_events = bool((events[best] & dated[best]).any())
+    anchors = best[dated[best] & (events[best] | (not about_events))]
+    if not len(anchors):
+        return fits
+    anchor = dates[anchors].max() if order is Order.NEWEST else dates[anchors].min()
+    floor = policy.time_order_floor
+    days = np.abs(_days_between(anchor, np.where(dated, dates, anchor)))
+    fits = np.where(dated, floor + (1 - floor) * np.exp(-days / policy.time_order_days), 1.0)
+    if about_events:
+        fits = np.where(dated & ~events, floor, fits)
     return fits
 
 
-def window_fits(memories: list[Memory], intent: TimeIntent, policy: MultiplierPolicy) -> list[float] | None:
-    """How well each memory's date fits the period the query names; None when it names none."""
+def window_fits(pool: Pool, intent: TimeIntent, policy: MultiplierPolicy) -> np.ndarray | None:
+    """How well each candidate's date fits the period the query names; None when it names none."""
     if intent.window is None:
         return None
-    return [window_fit(time_reference(m), intent.window, policy.time_window_floor) for m in memories]
+    return window_fit(_time_references(pool), intent.window, policy.time_window_floor)
 
 
 def time_fits(
-    memories: list[Memory],
-    match: list[float],
+    pool: Pool,
+    match: np.ndarray,
     intent: TimeIntent,
     policy: MultiplierPolicy,
-    window: list[float] | None = None,
-) -> list[float]:
-    """The period and order a query names, as one bounded multiplier per memory (1.0: none named).
+    window: np.ndarray | None = None,
+) -> np.ndarray:
+    """The period and order a query names, as one bounded multiplier per candidate (1.0: none named).
 
     A period only reorders when some candidate falls inside it: when none does (nothing was
     stored then, or the words meant something else) the ranking is left as the text decided.
     ``window`` is ``window_fits``' answer when the caller already has it.
     """
-    fits = [1.0] * len(memories)
-    window = window if window is not None else window_fits(memories, intent, policy)
-    if window is not None and any(f == 1.0 for f in window):
+    fits = np.ones(len(pool))
+    window = window if window is not None else window_fits(pool, intent, policy)
+    if window is not None and (window == 1.0).any():
         fits = window
     if intent.order is not None:
-        fits = [a * b for a, b in zip(fits, order_fits(memories, match, intent.order, policy), strict=True)]
+        fits = fits * order_fits(pool, match, intent.order, policy)
     return fits
+
+
+def factors(
+    pool: Pool, now: datetime, policy: MultiplierPolicy, time_fit: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Every factor of ``Multipliers`` for every candidate, by name."""
+    kind = pool.kind
+    uses, last_used = pool.used()
+    wins, losses = pool.track_records()
+    events, facts = kind == EPISODIC, kind == SEMANTIC
+    happened = np.where(pool.occurred != NO_TIME, pool.occurred, pool.created)
+    learnt = np.where(last_used != NO_TIME, last_used, pool.created)
+    references = np.where(events, happened, np.where(facts, learnt, NO_TIME))
+    now_us = microseconds(now)
+    ages = _days_between(now_us, np.where(references == NO_TIME, now_us, references))
+    return {
+        "decay": np.where(references != NO_TIME, gaussian_decay(ages, policy), 1.0),
+        "use_boost": np.where(pool.tracks_usage, use_boost(uses, policy), 1.0),
+        "catalog_prior": np.where(kind == CATALOG, policy.catalog_prior, 1.0),
+        "track_record": np.where(kind == PROCEDURAL, track_record(wins, losses, policy), 1.0),
+        "time_fit": time_fit,
+    }
+
+
+def product(found: dict[str, np.ndarray]) -> np.ndarray:
+    """The factors multiplied, in their declared order (as ``Multipliers.product``)."""
+    out = np.ones(len(next(iter(found.values()))))
+    for name in FACTORS:
+        out = out * found[name]
+    return out
+
+
+def explained(found: dict[str, np.ndarray], i: int, memory: Memory) -> Multipliers:
+    """The ``i``-th candidate's factors as one ``Multipliers`` (for what a recall returns)."""
+    return Multipliers(
+        decay_reference=decay_reference(memory), **{name: float(found[name][i]) for name in FACTORS}
+    )
 
 
 def multipliers(
     memory: Memory, now: datetime, policy: MultiplierPolicy, time_fit: float = 1.0
 ) -> Multipliers:
-    reference = decay_reference(memory)
-    decay = 1.0
-    if reference is not None:
-        age_days = (now - reference).total_seconds() / SECONDS_PER_DAY
-        decay = gaussian_decay(age_days, policy)
-    boost = use_boost(memory.use_count, policy) if memory.tracks_usage else 1.0
-    prior = policy.catalog_prior if memory.is_catalog else 1.0
-    record = 1.0
-    if memory.memory_type is MemoryType.PROCEDURAL:
-        record = track_record(memory.success_count, memory.failure_count, policy)
-    return Multipliers(
-        decay=decay,
-        decay_reference=reference,
-        use_boost=boost,
-        catalog_prior=prior,
-        track_record=record,
-        time_fit=time_fit,
-    )
+    """One memory's factors (the same arithmetic as a recall's, on a pool of one)."""
+    found = factors(Pool.of([Candidate(memory, None)]), now, policy, np.array([time_fit]))
+    return explained(found, 0, memory)
 
 
 def final_score(match: float, factors: Multipliers) -> float:

@@ -20,9 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from .context_rerank import speaker
 from .lexical import detect_language
 from .model import Memory, MemoryType
+from .pool import speaker
 
 # A sentence that starts with a name followed by a verb is about that person ("Nora has
 # moved"); one that starts with "Nora's brother" is about the brother. A word counts as a name

@@ -13,20 +13,24 @@ for every engine, and ``atlas-mcp es-query`` prints the plan recall itself uses.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from ..errors import InvalidInput
-from . import calibration, explain, inputs
+from . import calibration, explain, inputs, perspective
 from .asked import setting_what_is_asked
 from .calibration import Features
 from .explain import shown
 from .fusion import Candidate
 from .limits import Limits
 from .model import USER_MEMORY_TYPES, Memory, MemoryType
-from .multipliers import Multipliers, final_score, multipliers, time_fits, window_fits
+from .multipliers import Multipliers, explained, factors, product, time_fits, window_fits
+from .pool import Pool
 from .query import lexical_query
 from .resolution import Resolution, resolve
 from .scoring import ScoringPolicy
@@ -120,11 +124,11 @@ class Hit:
 
 @runtime_checkable
 class Reranker(Protocol):
-    """The rerank stage: one match in [0, 1] per candidate, in the candidates' order."""
+    """The rerank stage: one match in [0, 1] per candidate, in the pool's order."""
 
     name: str
 
-    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]: ...
+    def match(self, query: str, pool: Pool) -> np.ndarray: ...
 
 
 class EngineReranked:
@@ -132,8 +136,8 @@ class EngineReranked:
 
     name = "engine"
 
-    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
-        return [c.rerank_score or 0.0 for c in candidates]
+    def match(self, query: str, pool: Pool) -> np.ndarray:
+        return np.nan_to_num(pool.rerank, nan=0.0)
 
 
 def plan(policy: ScoringPolicy, limits: Limits, query: RecallQuery, now: datetime) -> RecallPlan:
@@ -183,17 +187,51 @@ def _recall_types(memory_types: Iterable[str] | None, include_catalog: bool) -> 
     return frozenset(kinds)
 
 
-def admitted(plan: RecallPlan, candidates: Sequence[Candidate], now: datetime) -> list[Candidate]:
+def admitted(plan: RecallPlan, pool: Pool, now: datetime) -> Pool:
     """The candidates the plan's time bounds keep and that have not expired by ``now`` (the
     engines filter the same way; this is the one definition, exact to the instant)."""
-    return [c for c in candidates if kept(c.memory, plan.time, now)]
+    keep = [kept(memory, plan.time, now) for memory in pool.memories]
+    return pool if all(keep) else pool.subset(np.flatnonzero(keep))
+
+
+def pool_of(candidates: Pool | Sequence[Candidate]) -> Pool:
+    """``candidates`` as a pool (an engine that keeps its rows' facts returns one already)."""
+    return candidates if isinstance(candidates, Pool) else Pool.of(candidates)
+
+
+def from_their_side(
+    policy: ScoringPolicy,
+    plan: RecallPlan,
+    pool: Pool,
+    cosines: Callable[[RecallPlan, str, Sequence[str]], Mapping[str, float]],
+) -> Pool:
+    """Each candidate's cosine, heard also with the query reworded from its side
+    (``domain.perspective``: a speaker's turns, facts that name the user); ``cosines`` is the
+    engine's measure of another wording against some of the pool."""
+    weight = policy.retrieval.perspective_weight
+    if not weight or not len(pool):
+        return pool
+    cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
+    own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
+    for view in perspective.views(plan.query, pool.memories):
+        seen = cosines(plan, view.text, [pool.ids[i] for i in view.members])
+        for i in view.members:
+            other = seen.get(pool.ids[i])
+            if math.isnan(cosine[i]) or other is None:
+                continue
+            # Relevance asks whether the memory bears on the question at all, so it reads the
+            # better of the two readings (the mean is for ordering).
+            if own[i]:
+                heard[i], own[i] = max(float(cosine[i]), other), False
+            cosine[i] = perspective.blended(float(cosine[i]), other, weight)
+    return replace(pool, cosine=cosine, relevance_cosine=heard)
 
 
 def rank(
     policy: ScoringPolicy,
     reranker: Reranker,
     plan: RecallPlan,
-    candidates: Sequence[Candidate],
+    candidates: Pool | Sequence[Candidate],
     now: datetime,
 ) -> list[Hit]:
     """The best ``plan.k`` candidates whose relevance reaches ``plan.min_relevance``, best first.
@@ -203,37 +241,29 @@ def rank(
     one fact are shown once (``copies``). The newest value answers what the older one matched,
     so its relevance is at least the older one's.
 
-    Scores are computed for the whole pool, but a Hit, with its explanation, only for what
-    is returned: building one for each of ~300 candidates cost more than ranking them.
+    The whole pool is ranked as arrays; a Hit, with its explanation, is made only for what is
+    returned.
     """
-    match = reranker.match(plan.query, candidates)
-    memories = [c.memory for c in candidates]
-    window = window_fits(memories, plan.intent, policy.multipliers)
-    fits = time_fits(memories, match, plan.intent, policy.multipliers, window)
-    factors = [multipliers(m, now, policy.multipliers, t) for m, t in zip(memories, fits, strict=True)]
-    scores = [final_score(x, f) for x, f in zip(match, factors, strict=True)]
-    order = sorted(range(len(memories)), key=lambda i: (-scores[i], memories[i].id))
-    found = calibration.features(
-        plan.query,
-        memories,
-        [c.relevance_cosine for c in candidates],
-        plan.intent,
-        policy.context_rerank.episode_gap,
-        policy.calibration,
+    pool = pool_of(candidates)
+    match = np.asarray(reranker.match(plan.query, pool), dtype=np.float64)
+    window = window_fits(pool, plan.intent, policy.multipliers)
+    fits = time_fits(pool, match, plan.intent, policy.multipliers, window)
+    found = factors(pool, now, policy.multipliers, fits)
+    scores = match * product(found)
+    order = np.lexsort((_id_ranks(pool.ids), -scores))  # best first; ties by id
+    features = calibration.features(
+        plan.query, pool, plan.intent, policy.context_rerank.episode_gap, policy.calibration
     )
-    relevance = calibration.calibrated(found, window, policy.calibration)
+    relevance = calibration.calibrated(features, window, policy.calibration)
     if policy.calibration.attribute_evidence:
-        setting = setting_what_is_asked(plan.query, memories, order)
+        setting = setting_what_is_asked(plan.query, pool.memories, order.tolist())
         relevance = calibration.with_attribute(relevance, setting, policy.calibration)
-    resolved = resolve(memories, order, plan.k or len(order))
+    resolved = resolve(pool.memories, order.tolist(), plan.k or len(order))
     for current, older in resolved.lifted.items():
         relevance[current] = max(relevance[current], relevance[older])
     returned = [i for i in resolved.order if relevance[i] >= plan.min_relevance][: plan.k or None]
-    hits = [
-        _hit(candidates[i], match[i], reranker.name, factors[i], scores[i], found[i], relevance[i])
-        for i in returned
-    ]
-    return [_resolved(h, i, resolved, memories) for h, i in zip(hits, returned, strict=True)]
+    hits = [_hit(pool, i, match, reranker.name, found, scores, features, relevance) for i in returned]
+    return [_resolved(h, i, resolved, pool.memories) for h, i in zip(hits, returned, strict=True)]
 
 
 def _resolved(hit: Hit, i: int, resolved: Resolution, memories: Sequence[Memory]) -> Hit:
@@ -249,28 +279,36 @@ def _resolved(hit: Hit, i: int, resolved: Resolution, memories: Sequence[Memory]
     )
 
 
+def _id_ranks(ids: list[str]) -> np.ndarray:
+    ranks = np.empty(len(ids), dtype=np.int64)
+    ranks[np.argsort(np.array(ids, dtype=str), kind="stable")] = np.arange(len(ids))
+    return ranks
+
+
 def _hit(
-    candidate: Candidate,
-    match: float,
+    pool: Pool,
+    i: int,
+    match: np.ndarray,
     reranker: str,
-    factors: Multipliers,
-    score: float,
-    found: Features,
-    relevance: float,
+    found: dict[str, np.ndarray],
+    scores: np.ndarray,
+    features: calibration.PoolFeatures,
+    relevance: np.ndarray,
 ) -> Hit:
+    candidate = pool.candidate(i)
     why = Explanation(
         bm25_rank=candidate.bm25_rank,
         dense_rank=candidate.dense_rank,
         rrf_score=candidate.rrf_score,
         dense_similarity=candidate.dense_similarity,
-        match=match,
+        match=float(match[i]),
         reranker=reranker,
-        multipliers=factors,
-        score=score,
-        features=found,
+        multipliers=explained(found, i, candidate.memory),
+        score=float(scores[i]),
+        features=features.row(i),
         embedding_pending=candidate.embedding_pending,
     )
-    return Hit(candidate.memory, score, why, relevance)
+    return Hit(candidate.memory, float(scores[i]), why, float(relevance[i]))
 
 
 def likely(policy: ScoringPolicy, hits: Iterable[Hit]) -> list[Hit]:
@@ -289,12 +327,7 @@ def after_use(hits: Sequence[Hit], used: Iterable[str], at: datetime) -> list[Hi
     """The hits as the caller sees them once ``used`` was recorded at ``at``."""
     touched = set(used)
     return [
-        Hit(
-            h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=at),
-            h.score,
-            h.explanation,
-            h.relevance,
-        )
+        replace(h, memory=h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=at))
         if h.memory.id in touched
         else h
         for h in hits

@@ -22,6 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from enum import StrEnum
 
+import numpy as np
+
+from .pool import MICROSECOND, NO_TIME, microseconds
+
 DAY = timedelta(days=1)
 MONTHS = (
     "january",
@@ -201,13 +205,13 @@ def _next_month(first: datetime) -> datetime:
     )
 
 
-def window_fit(when: datetime | None, window: tuple[datetime, datetime], floor: float) -> float:
-    """1.0 inside the window; outside, falling with the distance (in window lengths) to ``floor``."""
-    if when is None:
-        return floor
-    start, end = window
-    if start <= when < end:
-        return 1.0
-    distance = (start - when) if when < start else (when - end)
-    width = max(end - start, DAY)
-    return max(floor, float(0.5 ** (1 + distance / width)))
+def window_fit(when: np.ndarray, window: tuple[datetime, datetime], floor: float) -> np.ndarray:
+    """Per date (microseconds since 1970, ``NO_TIME`` for none): 1.0 inside the window; outside,
+    falling with the distance (in window lengths) to ``floor``; ``floor`` without a date."""
+    start, end = (microseconds(t) for t in window)
+    undated = when == NO_TIME
+    at = np.where(undated, start, when)
+    width = max(end - start, DAY // MICROSECOND)
+    distance = np.where(at < start, start - at, at - end)
+    fits = np.where((start <= at) & (at < end), 1.0, np.maximum(floor, np.power(0.5, 1 + distance / width)))
+    return np.where(undated, floor, fits)

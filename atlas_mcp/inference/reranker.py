@@ -10,13 +10,13 @@ may point ``[rerank] model_dir`` at a cross-encoder exported to ONNX (``model.on
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..domain.context_rerank import Signals, context_match
-from ..domain.fusion import Candidate, max_rrf_score
+from ..domain.context_rerank import context_match
+from ..domain.fusion import max_rrf_score
+from ..domain.pool import Pool
 from ..domain.ranking import Reranker
 from ..domain.scoring import ScoringPolicy
 from ..errors import ConfigurationError
@@ -33,12 +33,9 @@ class FusedScoreReranker:
         self._dense_weight = policy.retrieval.fused_dense_weight
         self._rrf_max = max_rrf_score(branches, policy.retrieval.rrf_rank_constant)
 
-    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
-        return [self.score(c) for c in candidates]
-
-    def score(self, candidate: Candidate) -> float:
-        rrf = min((candidate.rrf_score or 0.0) / self._rrf_max, 1.0)
-        cosine = max(candidate.dense_similarity or 0.0, 0.0)
+    def match(self, query: str, pool: Pool) -> np.ndarray:
+        rrf = np.minimum(np.nan_to_num(pool.rrf, nan=0.0) / self._rrf_max, 1.0)
+        cosine = np.maximum(np.nan_to_num(pool.cosine, nan=0.0), 0.0)
         return (1 - self._dense_weight) * rrf + self._dense_weight * cosine
 
 
@@ -50,8 +47,7 @@ class ContextReranker:
     def __init__(self, policy: ScoringPolicy) -> None:
         self._policy = policy.context_rerank
 
-    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
-        pool = [Signals(c.memory, c.dense_similarity, c.bm25_score) for c in candidates]
+    def match(self, query: str, pool: Pool) -> np.ndarray:
         return context_match(query, pool, self._policy)
 
 
@@ -81,11 +77,11 @@ class OnnxCrossEncoder:
         self._fallback = fallback
         self._limit = limit
 
-    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
-        head = list(candidates[: self._limit])
-        scores = self._cross_scores(query, [c.memory.search_text() for c in head]) if head else []
-        tail = [0.5 * self._fallback.score(c) for c in candidates[self._limit :]]
-        return [*scores, *tail]
+    def match(self, query: str, pool: Pool) -> np.ndarray:
+        head = min(self._limit, len(pool))
+        scores = self._cross_scores(query, [m.search_text() for m in pool.memories[:head]]) if head else []
+        tail = 0.5 * self._fallback.match(query, pool)[head:]
+        return np.concatenate([np.asarray(scores, dtype=np.float64), tail])
 
     def _cross_scores(self, query: str, texts: list[str]) -> list[float]:
         encodings = self._tokenizer.encode_batch([(query, t) for t in texts])

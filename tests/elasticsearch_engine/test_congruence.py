@@ -20,15 +20,15 @@ scores differ while the targeted memory still ranks first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from atlas_mcp.domain.pool import Pool
 from atlas_mcp.domain.scoring import ScoringPolicy
-from atlas_mcp.engines.base import Candidate
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import Hit, MemoryService, RecallQuery
@@ -79,11 +79,11 @@ class StandInReranker:
     def __init__(self, embed) -> None:
         self._embed = embed
 
-    def match(self, query: str, candidates: Sequence[Candidate]) -> list[float]:
+    def match(self, query: str, pool: Pool) -> np.ndarray:
         vectors = np.asarray(
-            self._embed([query, *(c.memory.search_text() for c in candidates)]), dtype=np.float64
+            self._embed([query, *(m.search_text() for m in pool.memories)]), dtype=np.float64
         )
-        return [rerank_model_score("probability", vectors[0], v) for v in vectors[1:]]
+        return np.array([rerank_model_score("probability", vectors[0], v) for v in vectors[1:]])
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,17 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from atlas_mcp.domain.calibration import _bags, coverages, tokens, topic_words
+from atlas_mcp.domain.calibration import coverages, tokens, topic_words
+from atlas_mcp.domain.fusion import Candidate
 from atlas_mcp.domain.lexical import has_cjk, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.multipliers import use_boost
+from atlas_mcp.domain.pool import Pool, microseconds
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.domain.when import Order, time_intent, window_fit
 from atlas_mcp.errors import InvalidInput, NotFound
@@ -85,11 +88,10 @@ def test_time_phrases_leave_the_topic():
 
 def test_a_window_fit_is_bounded_and_falls_with_distance():
     window = (NOW - timedelta(days=2), NOW)
-    assert window_fit(NOW - timedelta(days=1), window, 0.25) == 1.0
-    near, far = (
-        window_fit(NOW - timedelta(days=3), window, 0.25),
-        window_fit(NOW - timedelta(days=60), window, 0.25),
+    inside, near, far = window_fit(
+        np.array([microseconds(NOW - timedelta(days=d)) for d in (1, 3, 60)]), window, 0.25
     )
+    assert inside == 1.0
     assert 0.25 < near <= 0.5 and far == 0.25
 
 
@@ -130,11 +132,22 @@ def _held(text: str, words: list[str]) -> set[str]:
     return {w for w in words if (w in text.lower() if has_cjk(w) else w in found)}
 
 
+def _scanned(texts: list[str], words: list[str]) -> list[set[str]]:
+    """What coverage finds of ``words`` in each text: the words kept beside each row."""
+    return [{w for w in words if w in bag} for bag in _pool(texts).words]
+
+
+def _pool(texts: list[str]) -> Pool:
+    return Pool.of(
+        [Candidate(Memory(str(i), MemoryType.SEMANTIC, "u", t, NOW), None) for i, t in enumerate(texts)]
+    )
+
+
 @given(st.lists(_PIECES, max_size=12), st.lists(_PIECES, min_size=1, max_size=4), _SEPARATORS)
-def test_the_fast_word_scan_finds_what_tokenising_finds(pieces, asked, separator):
+def test_the_words_kept_per_memory_are_what_tokenising_finds(pieces, asked, separator):
     text = separator.join(pieces)
     words = [w for piece in asked for w in tokens(piece)]
-    assert _bags([text], words)[0] == _held(text, words)
+    assert _scanned([text], words)[0] == _held(text, words)
 
 
 @given(
@@ -142,19 +155,19 @@ def test_the_fast_word_scan_finds_what_tokenising_finds(pieces, asked, separator
     st.lists(_PIECES, min_size=1, max_size=4),
     _SEPARATORS,
 )
-def test_one_scan_of_a_pool_finds_what_tokenising_each_text_finds(texts, asked, separator):
+def test_a_pool_finds_what_tokenising_each_text_finds(texts, asked, separator):
     joined = [separator.join(pieces) for pieces in texts]
     words = [w for piece in asked for w in tokens(piece)]
-    assert _bags(joined, words) == [_held(t, words) for t in joined]
+    assert _scanned(joined, words) == [_held(t, words) for t in joined]
 
 
 _LETTERS = st.text(alphabet="abSsİß猫会议レナの_- \n3", max_size=30)
 
 
 @given(st.lists(_LETTERS, max_size=5), st.lists(_LETTERS, min_size=1, max_size=3))
-def test_one_scan_agrees_with_tokenising_on_any_text(texts, asked):
+def test_the_kept_words_agree_with_tokenising_on_any_text(texts, asked):
     words = [w for piece in asked for w in tokens(piece)]
-    assert _bags(texts, words) == [_held(t, words) for t in texts]
+    assert _scanned(texts, words) == [_held(t, words) for t in texts]
 
 
 @given(st.lists(_PIECES, max_size=12), _SEPARATORS)
@@ -174,7 +187,9 @@ def test_coverage_weights_rare_words_above_common_ones():
             ["my gym locker code is 4471", "my bike lock code is 4417", "code review at 10"]
         )
     ]
-    locker, bike, review = coverages(["gym", "locker", "code"], memories)
+    locker, bike, review = coverages(
+        ["gym", "locker", "code"], Pool.of([Candidate(m, None) for m in memories])
+    )
     assert locker == pytest.approx(1.0)
     assert bike == review < 0.3
 
@@ -201,7 +216,8 @@ def test_a_japanese_question_covers_the_memory_that_names_its_subject():
             ["レナは青い車に乗っている。", "食洗機が夜中にうるさい。", "レナはお茶が好き。"]
         )
     ]
-    car, dishwasher, tea = coverages(topic_words("レナの車は何？", time_intent("x", NOW)), memories)
+    words = topic_words("レナの車は何？", time_intent("x", NOW))
+    car, dishwasher, tea = coverages(words, Pool.of([Candidate(m, None) for m in memories]))
     assert car == pytest.approx(1.0)
     assert dishwasher == 0.0
     assert 0.0 < tea < car

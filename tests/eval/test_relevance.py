@@ -6,9 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from atlas_mcp.domain.context_rerank import ContextRerankPolicy, Signals, context_match, episodes, speaker
+from atlas_mcp.domain.context_rerank import ContextRerankPolicy, context_match, episodes
+from atlas_mcp.domain.fusion import Candidate
 from atlas_mcp.domain.limits import Limits
 from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.pool import Pool, speaker
 from atlas_mcp.domain.query import lexical_query
 from atlas_mcp.domain.ranking import RecallQuery, plan
 from atlas_mcp.domain.scoring import ScoringPolicy
@@ -27,6 +29,11 @@ def event(i: int, text: str, at: datetime, user: str = "sarah") -> Memory:
     )
 
 
+def pool(*signals: tuple[Memory, float | None, float | None]) -> Pool:
+    """A pool of memories with their cosine and BM25 score (None: that branch missed it)."""
+    return Pool.of([Candidate(m, None, dense_similarity=d, bm25_score=b) for m, d, b in signals])
+
+
 def test_events_group_into_episodes_by_time_gap_and_owner():
     later = T0 + timedelta(hours=5)
     memories = [
@@ -35,42 +42,42 @@ def test_events_group_into_episodes_by_time_gap_and_owner():
         event(2, "b", T0 + timedelta(minutes=10)),
         event(4, "d", T0, user="james"),
     ]
-    groups = episodes(memories, timedelta(minutes=30))
+    groups = episodes(pool(*((m, None, None) for m in memories)), timedelta(minutes=30)).groups()
     assert sorted(groups) == sorted([[1, 2], [0], [3]])
 
 
 def test_a_turn_next_to_a_strong_match_outranks_an_equal_stranger():
     # e1 matches the query strongly; e2 (its answer) and e9 (another day) score the same alone.
-    pool = [
-        Signals(event(1, "Sarah: what was the code on the hub?", T0), 0.9, 8.0),
-        Signals(event(2, "Tom: it said E-214 after the swap", T0), 0.3, 0.0),
-        Signals(event(9, "Tom: it said nothing after the dinner", T0 + timedelta(days=9)), 0.3, 0.0),
-        Signals(event(7, "Sarah: the weather is nice", T0 + timedelta(days=20)), 0.1, 0.0),
-    ]
-    relevance = context_match("code on the hub", pool, ContextRerankPolicy())
+    found = pool(
+        (event(1, "Sarah: what was the code on the hub?", T0), 0.9, 8.0),
+        (event(2, "Tom: it said E-214 after the swap", T0), 0.3, 0.0),
+        (event(9, "Tom: it said nothing after the dinner", T0 + timedelta(days=9)), 0.3, 0.0),
+        (event(7, "Sarah: the weather is nice", T0 + timedelta(days=20)), 0.1, 0.0),
+    )
+    relevance = context_match("code on the hub", found, ContextRerankPolicy())
     assert relevance[0] == 1.0
     assert relevance[1] > relevance[2]
-    flat = context_match("code on the hub", pool, ContextRerankPolicy(context_weight=0, episode_weight=0))
+    flat = context_match("code on the hub", found, ContextRerankPolicy(context_weight=0, episode_weight=0))
     assert flat[1] == pytest.approx(flat[2])
 
 
 def test_naming_the_speaker_lifts_their_turns():
-    pool = [
-        Signals(event(1, "Caroline: I painted a lake.", T0), 0.5, 1.0),
-        Signals(event(2, "Melanie: I painted a lake.", T0 + timedelta(days=3)), 0.5, 1.0),
-    ]
-    relevance = context_match("What did melanie paint?", pool, ContextRerankPolicy())
+    found = pool(
+        (event(1, "Caroline: I painted a lake.", T0), 0.5, 1.0),
+        (event(2, "Melanie: I painted a lake.", T0 + timedelta(days=3)), 0.5, 1.0),
+    )
+    relevance = context_match("What did melanie paint?", found, ContextRerankPolicy())
     assert relevance[1] == 1.0 > relevance[0]
     assert speaker("Melanie: hi") == "Melanie"
     assert speaker("note: buy milk") is None
 
 
 def test_relevance_is_one_for_the_best_and_never_above():
-    pool = [Signals(event(i, f"Sarah: turn {i} " + "word " * i, T0), 0.1 * i, float(i)) for i in range(1, 6)]
-    relevance = context_match("turn", pool, ContextRerankPolicy())
+    found = pool(*((event(i, f"Sarah: turn {i} " + "word " * i, T0), 0.1 * i, float(i)) for i in range(1, 6)))
+    relevance = context_match("turn", found, ContextRerankPolicy())
     assert max(relevance) == 1.0
     assert all(0.0 < r <= 1.0 for r in relevance)
-    assert context_match("turn", [], ContextRerankPolicy()) == []
+    assert len(context_match("turn", pool(), ContextRerankPolicy())) == 0
 
 
 def test_the_lexical_query_keeps_content_words_names_and_months():

@@ -1,0 +1,272 @@
+"""A recall's candidate pool as columns: the engine's evidence and each memory's facts.
+
+Ranking reads the same few numbers of every candidate: its branch ranks and scores, and
+facts of the memory that no query changes (its type, dates, length in words, speaker, the
+words coverage looks for). Kept as arrays, the whole pool is ranked by vector operations; a
+Python object per candidate is made only for the few that are returned.
+
+The facts of a memory (``RowFacts``) are computed once per memory: an engine keeps them next
+to its rows (the embedded engine's index), so a recall only gathers them. ``Pool.of`` builds
+a pool from ``Candidate`` objects (the Elasticsearch engine's, tests'), computing the facts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from .fusion import Candidate
+from .lexical import CJK_CHARACTERS, has_cjk, word_count
+from .model import USAGE_TYPES, Memory, MemoryType
+
+NO_TIME = np.iinfo(np.int64).min  # a date a memory does not have
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+KIND_CODES: dict[MemoryType, int] = {t: code for code, t in enumerate(MemoryType)}
+EPISODIC, SEMANTIC, PROCEDURAL, CATALOG = (
+    KIND_CODES[t]
+    for t in (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL, MemoryType.CATALOG)
+)
+USAGE_CODES = [KIND_CODES[t] for t in USAGE_TYPES]
+_SPEAKER = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
+_CJK_CHAR = re.compile(rf"[{CJK_CHARACTERS}]")
+
+
+def microseconds(when: datetime | None) -> int:
+    """A date as whole microseconds since 1970 (exact, so dates compare and subtract as they do)."""
+    return NO_TIME if when is None else (when - EPOCH) // MICROSECOND
+
+
+@dataclass(frozen=True, slots=True)
+class RowFacts:
+    """What ranking reads of one memory that no query and no use changes."""
+
+    kind: int  # ``KIND_CODES``
+    occurred: int  # microseconds, or NO_TIME
+    created: int
+    log_words: float  # log(1 + words): the length prior
+    speaker: str | None  # "Name" of a transcript-style event ("Name: what they said")
+    words: frozenset[str]  # what a query word must be to count as covered (``coverage_words``)
+
+
+def row_facts(memory: Memory) -> RowFacts:
+    text = memory.text
+    event = memory.memory_type is MemoryType.EPISODIC
+    return RowFacts(
+        kind=KIND_CODES[memory.memory_type],
+        occurred=microseconds(memory.occurred_at),
+        created=microseconds(memory.created_at),
+        log_words=math.log1p(word_count(text)),  # CJK-fair
+        speaker=speaker(text) if event else None,
+        words=coverage_words(memory.search_text()),
+    )
+
+
+def speaker(text: str) -> str | None:
+    """The speaker of a transcript-style memory ("Name: what they said"), if it has one."""
+    match = _SPEAKER.match(text)
+    return match.group(1) if match else None
+
+
+def coverage_words(text: str) -> frozenset[str]:
+    """The words coverage finds in ``text``: each run of letters and digits of the lower-cased
+    text (Chinese and Japanese characters end a run), with a plural ``s`` dropped as a query's
+    words are (``calibration.tokens``), and every Chinese or Japanese character and pair of
+    adjacent ones, since a query's CJK words (one or two characters) count wherever they occur."""
+    lowered = text.lower()
+    words: set[str] = set()
+    for run in WORD_RUN.findall(lowered):
+        if len(run) >= 2:
+            words.add(_normal(run))
+    if has_cjk(lowered):
+        for at, character in enumerate(lowered):
+            if _CJK_CHAR.match(character):
+                words.add(character)
+                if at + 1 < len(lowered) and _CJK_CHAR.match(lowered[at + 1]):
+                    words.add(lowered[at : at + 2])
+    return frozenset(words)
+
+
+# A run of characters that continue a word: letters and digits, but not Chinese or Japanese
+# ones (each of those starts its own word).
+WORD_RUN = re.compile(rf"(?:(?![{CJK_CHARACTERS}])[^\W_])+")
+
+
+def _normal(word: str) -> str:
+    """A plural ``s`` dropped, as ``calibration.tokens`` reads a word."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """A recall's candidates, best fused first, one entry per column each.
+
+    Evidence columns hold NaN (scores) or 0 (ranks) where a branch did not find a memory.
+    ``memories`` are the engine's (cached) objects; ranking reads only what changes with use
+    from them (last use, use count, track record), and only of the memories that have it.
+    """
+
+    ids: list[str]
+    memories: Sequence[Memory]
+    owners: list[str]  # user_id, "" for the catalog: events of one owner form episodes
+    rrf: np.ndarray
+    bm25_rank: np.ndarray
+    dense_rank: np.ndarray
+    bm25: np.ndarray
+    cosine: np.ndarray
+    relevance_cosine: np.ndarray  # the cosine calibration reads (``Candidate.relevance_cosine``)
+    rerank: np.ndarray  # an engine reranker's match
+    pending: np.ndarray  # no vector yet: only its words could find it
+    kind: np.ndarray
+    occurred: np.ndarray
+    created: np.ndarray
+    log_words: np.ndarray
+    speakers: list[str | None]
+    words: list[frozenset[str]]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> Candidate:
+        return self.candidate(range(len(self))[i])
+
+    def __iter__(self) -> Iterator[Candidate]:
+        return (self.candidate(i) for i in range(len(self)))
+
+    @classmethod
+    def of(cls, candidates: Sequence[Candidate], facts: Sequence[RowFacts] | None = None) -> Pool:
+        """A pool of ``candidates`` (their memories' facts computed unless given)."""
+        memories = [c.memory for c in candidates]
+        facts = [row_facts(m) for m in memories] if facts is None else facts
+        evidence = np.array(
+            [
+                (
+                    _nan(c.rrf_score),
+                    c.bm25_rank or 0,
+                    c.dense_rank or 0,
+                    _nan(c.bm25_score),
+                    _nan(c.dense_similarity),
+                    _nan(c.relevance_cosine),
+                    _nan(c.rerank_score),
+                    c.embedding_pending,
+                )
+                for c in candidates
+            ],
+            dtype=np.float64,
+        ).reshape(len(candidates), 8)
+        return cls.from_columns(
+            [m.id for m in memories],
+            memories,
+            [m.user_id or "" for m in memories],
+            rrf=evidence[:, 0],
+            bm25_rank=evidence[:, 1].astype(np.int64),
+            dense_rank=evidence[:, 2].astype(np.int64),
+            bm25=evidence[:, 3],
+            cosine=evidence[:, 4],
+            relevance_cosine=evidence[:, 5],
+            rerank=evidence[:, 6],
+            pending=evidence[:, 7].astype(bool),
+            facts=facts,
+        )
+
+    @classmethod
+    def from_columns(
+        cls,
+        ids: list[str],
+        memories: Sequence[Memory],
+        owners: list[str],
+        *,
+        facts: Sequence[RowFacts],
+        **evidence: np.ndarray,
+    ) -> Pool:
+        """A pool of evidence columns and one ``RowFacts`` per candidate."""
+        numbers = np.array([(f.kind, f.occurred, f.created) for f in facts], dtype=np.int64).reshape(-1, 3)
+        return cls(
+            ids=ids,
+            memories=memories,
+            owners=owners,
+            kind=numbers[:, 0].astype(np.uint8),
+            occurred=numbers[:, 1],
+            created=numbers[:, 2],
+            log_words=np.array([f.log_words for f in facts], dtype=np.float64),
+            speakers=[f.speaker for f in facts],
+            words=[f.words for f in facts],
+            **evidence,
+        )
+
+    def subset(self, rows: np.ndarray) -> Pool:
+        """The candidates at ``rows`` (indices, in the order given), every column alike."""
+        picked = rows.tolist()
+        columns = {
+            name: value[rows]
+            for name in self.__dataclass_fields__
+            if isinstance(value := getattr(self, name), np.ndarray)
+        }
+        lists = {
+            name: [getattr(self, name)[i] for i in picked]
+            for name in ("ids", "memories", "owners", "speakers", "words")
+        }
+        return Pool(**lists, **columns)
+
+    def candidate(self, i: int) -> Candidate:
+        """The ``i``-th candidate as one object (for what a recall returns)."""
+        return Candidate(
+            memory=self.memories[i],
+            rrf_score=_none(self.rrf[i]),
+            bm25_rank=int(self.bm25_rank[i]) or None,
+            dense_rank=int(self.dense_rank[i]) or None,
+            bm25_score=_none(self.bm25[i]),
+            dense_similarity=_none(self.cosine[i]),
+            relevance_similarity=_none(self.relevance_cosine[i]) if self.stretched[i] else None,
+            rerank_score=_none(self.rerank[i]),
+            embedding_pending=bool(self.pending[i]),
+        )
+
+    @property
+    def tracks_usage(self) -> np.ndarray:
+        """Per candidate: does recall count its uses (``Memory.tracks_usage``)?"""
+        return np.isin(self.kind, USAGE_CODES)
+
+    @property
+    def stretched(self) -> np.ndarray:
+        """Per candidate: does calibration read another cosine than its own?"""
+        same = (self.cosine == self.relevance_cosine) | (
+            np.isnan(self.cosine) & np.isnan(self.relevance_cosine)
+        )
+        return ~same
+
+    def used(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per candidate, its use count and last use (microseconds, NO_TIME), read from the
+        memories that track use: what changes on every recall is never cached."""
+        counts = np.zeros(len(self), dtype=np.int64)
+        last = np.full(len(self), NO_TIME, dtype=np.int64)
+        for i in np.flatnonzero(self.tracks_usage):
+            memory = self.memories[i]
+            counts[i], last[i] = memory.use_count, microseconds(memory.last_used_at)
+        return counts, last
+
+    def track_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per candidate, its playbook successes and failures (0 for other memories)."""
+        wins = np.zeros(len(self), dtype=np.int64)
+        losses = np.zeros(len(self), dtype=np.int64)
+        for i in np.flatnonzero(self.kind == PROCEDURAL):
+            memory = self.memories[i]
+            wins[i], losses[i] = memory.success_count, memory.failure_count
+        return wins, losses
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _none(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def facts_of(memories: Iterable[Memory]) -> list[RowFacts]:
+    return [row_facts(m) for m in memories]

@@ -1,0 +1,113 @@
+"""The pool ranked as arrays orders every pool as the per-candidate arithmetic does
+(``ranking_reference``): the same order, and match, score and relevance equal within float
+rounding (numpy's exp and pow may differ from the C library's in the last bit)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from atlas_mcp.domain import ranking
+from atlas_mcp.domain.fusion import Candidate
+from atlas_mcp.domain.limits import Limits
+from atlas_mcp.domain.model import Memory, MemoryType, Step
+from atlas_mcp.domain.scoring import ScoringPolicy
+from atlas_mcp.inference.reranker import ContextReranker
+
+from . import ranking_reference as reference
+
+NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
+WORDS = [
+    "hub",
+    "firmware",
+    "Lisbon",
+    "dentist",
+    "birthday",
+    "birthdays",
+    "code",
+    "swap",
+    "paint",
+    "会议",
+    "猫",
+]
+SPEAKERS = ["Sarah: ", "Tom: ", "Melanie: ", ""]
+QUERIES = [
+    "what is the hub firmware code",
+    "what did Tom paint last week",
+    "my most recent dentist visit",
+    "the first birthday in Lisbon",
+    "what happened yesterday",
+    "会议 猫",
+    "hi",
+    "what did Sarah swap 3 days ago",
+]
+
+
+@st.composite
+def memories(draw, position: int) -> Memory:
+    kind = draw(st.sampled_from(list(MemoryType)))
+    text = draw(st.sampled_from(SPEAKERS)) + " ".join(
+        draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8))
+    )
+    created = NOW - timedelta(minutes=draw(st.integers(0, 60 * 24 * 900)))
+    memory = Memory(
+        id=f"m{draw(st.integers(0, 10**6))}-{position}",
+        memory_type=kind,
+        user_id=None if kind is MemoryType.CATALOG else "sarah",
+        text=text,
+        created_at=created,
+    )
+    if kind is MemoryType.EPISODIC:
+        # events close together form episodes: most within minutes of one of a few anchors
+        anchor = draw(st.sampled_from([0, 40, 60 * 24 * 3, 60 * 24 * 400]))
+        when = NOW - timedelta(minutes=anchor + draw(st.integers(0, 45)), seconds=draw(st.integers(0, 59)))
+        return memory.evolve(occurred_at=draw(st.sampled_from([when, None])) or None)
+    if kind is MemoryType.SEMANTIC:
+        used = draw(st.sampled_from([None, NOW - timedelta(days=draw(st.integers(0, 3000)))]))
+        return memory.evolve(use_count=draw(st.integers(0, 40)), last_used_at=used)
+    if kind is MemoryType.PROCEDURAL:
+        return memory.evolve(
+            name="a playbook",
+            steps=(Step(1, "do it"),),
+            use_count=draw(st.integers(0, 9)),
+            success_count=draw(st.integers(0, 6)),
+            failure_count=draw(st.integers(0, 6)),
+        )
+    return memory.evolve(title="an entry")
+
+
+@st.composite
+def pools(draw) -> list[Candidate]:
+    size = draw(st.integers(0, 40))
+    out = []
+    for position in range(size):
+        memory = draw(memories(position))
+        cosine = draw(st.one_of(st.none(), st.floats(-0.2, 0.95)))
+        out.append(
+            Candidate(
+                memory,
+                rrf_score=draw(st.floats(0.001, 0.06)),
+                dense_similarity=cosine,
+                bm25_score=draw(st.one_of(st.none(), st.floats(0.0, 12.0))),
+                relevance_similarity=draw(st.sampled_from([None, 0.3])) if cosine is not None else None,
+            )
+        )
+    return out
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pools(), st.sampled_from(QUERIES), st.booleans())
+def test_the_array_ranking_is_the_per_candidate_ranking(candidates, query, standalone):
+    policy = ScoringPolicy(standalone_context=standalone)
+    plan = ranking.plan(policy, Limits(), ranking.RecallQuery("sarah", query, 100), NOW)
+    hits = ranking.rank(policy, ContextReranker(policy), plan, candidates, NOW)
+    expected = reference.rank(plan.query, candidates, plan.intent, NOW, policy)
+    assert [h.memory.id for h in hits] == [e[0] for e in expected[: len(hits)]]
+    assert len(hits) == min(len(candidates), 100)
+    for hit, (_, match, score, relevance) in zip(hits, expected, strict=False):
+        assert hit.explanation.match == pytest.approx(match, rel=1e-12, abs=1e-15)
+        assert hit.score == pytest.approx(score, rel=1e-12, abs=1e-15)
+        assert hit.relevance == pytest.approx(relevance, rel=1e-9, abs=1e-12)
