@@ -85,6 +85,7 @@ class Analysis:
     stems: tuple[str, ...]  # stems of content words, CJK bigrams and Han characters
 
 
+@lru_cache(maxsize=256)  # a recall reads its query's language three times
 def detect_language(text: str) -> str:
     """ISO 639-1 code of the text's main language (see the module docstring for how)."""
     if _KANA.search(text):
@@ -125,6 +126,11 @@ def analyse(text: str, language: str | None = None, *, drop_stop_words: bool = F
 
 def content_words(text: str) -> list[str]:
     """The words of ``text`` without its language's stop words, in order (CJK runs whole)."""
+    return list(_content_words(text))
+
+
+@lru_cache(maxsize=256)  # a recall's plan and its relevance both read the query's
+def _content_words(text: str) -> tuple[str, ...]:
     language = _latin_language_for(detect_language(text))
     stop = STOP_WORDS.get(language, frozenset())
     out = []
@@ -132,7 +138,7 @@ def content_words(text: str) -> list[str]:
         word = token if _CJK_RUN.match(token) else _strip_clitics(token, language)
         if word and (_CJK_RUN.match(word) or _shouted(word) or word.lower() not in stop):
             out.append(word)
-    return out
+    return tuple(out)
 
 
 def word_count(text: str) -> float:
