@@ -38,6 +38,7 @@ class RealText:
     base: list[MemorySpec]  # every LoCoMo text once, as a memory
     speakers: list[tuple[str, ...]]  # per base item, the names a replica renames
     questions: list[str]
+    turns: list[int]  # the base items that are dialogue turns, in conversation order
 
 
 def default_path() -> Path | None:
@@ -49,13 +50,15 @@ def read(path: Path) -> RealText:
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
     base: list[MemorySpec] = []
     speakers: list[tuple[str, ...]] = []
+    turns: list[int] = []
     for conversation in raw:
         body = conversation["conversation"]
         names = (body["speaker_a"], body["speaker_b"])
-        for key, turns in body.items():
-            if (m := re.fullmatch(r"session_(\d+)", key)) and turns:
+        for key, session in body.items():
+            if (m := re.fullmatch(r"session_(\d+)", key)) and session:
                 age = _age_days(body[f"session_{m.group(1)}_date_time"])
-                base += [MemorySpec(MemoryType.EPISODIC, turn_text(t), age) for t in turns]
+                turns += range(len(base), len(base) + len(session))
+                base += [MemorySpec(MemoryType.EPISODIC, turn_text(t), age) for t in session]
         for key, by_speaker in conversation.get("observation", {}).items():
             age = _age_days(body[key.replace("_observation", "_date_time")])
             for facts in by_speaker.values():
@@ -67,7 +70,7 @@ def read(path: Path) -> RealText:
             base.append(MemorySpec(MemoryType.EPISODIC, summary, age))
         speakers += [names] * (len(base) - len(speakers))
     questions = [q.text for c in load(path) for q in c.questions if q.category in ANSWERABLE]
-    return RealText(base, speakers, questions)
+    return RealText(base, speakers, questions, turns)
 
 
 def _age_days(when: str) -> float:
@@ -89,6 +92,25 @@ def specs(corpus: RealText, count: int) -> tuple[list[MemorySpec], list[int]]:
             origin.append(index)
         replica += 1
     return out, origin
+
+
+CHAT_TURN_SECONDS = 5  # one long chat: a turn every few seconds, all one episode
+
+
+def one_chat(corpus: RealText, count: int) -> tuple[list[MemorySpec], list[int]]:
+    """``count`` dialogue turns as an agent logs one long chat: episodic, dated when written
+    (a few seconds apart, so the whole log is one episode), replicas with renamed speakers."""
+    out, origin = [], []
+    replica = 0
+    while len(out) < count:
+        for index in corpus.turns[: count - len(out)]:
+            spec, names = corpus.base[index], corpus.speakers[index]
+            text = _rename(spec.text, names, replica) if replica else spec.text
+            out.append(MemorySpec(MemoryType.EPISODIC, text, 0.0))
+            origin.append(index)
+        replica += 1
+    step = CHAT_TURN_SECONDS / 86_400
+    return [MemorySpec(s.kind, s.text, (count - n) * step) for n, s in enumerate(out)], origin
 
 
 def queries(corpus: RealText, count: int, seed: int) -> list[str]:

@@ -102,7 +102,7 @@ def pools(draw) -> list[Candidate]:
 @given(pools(), st.sampled_from(QUERIES), st.booleans())
 def test_the_array_ranking_is_the_per_candidate_ranking(candidates, query, standalone):
     policy = ScoringPolicy(standalone_context=standalone)
-    plan = ranking.plan(policy, Limits(), ranking.RecallQuery("sarah", query, 100), NOW)
+    plan = ranking.plan(policy, Limits(), ranking.RecallQuery("sarah", query, 100, min_relevance=0.0), NOW)
     hits = ranking.rank(policy, ContextReranker(policy), plan, candidates, NOW)
     expected = reference.rank(plan.query, candidates, plan.intent, NOW, policy)
     assert [h.memory.id for h in hits] == [e[0] for e in expected[: len(hits)]]
