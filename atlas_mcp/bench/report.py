@@ -43,6 +43,27 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def stage_table(report: dict[str, Any]) -> str:
+    """CPU ms per recall by stage (``stages.py``, in process), one column per corpus and size."""
+    runs = [r for r in report["sizes"] if r.get("profile")]
+    if not runs:
+        return ""
+    heads = [
+        "stage (CPU ms/recall)",
+        *(f"{r.get('corpus', 'template')} {r['memories_per_tenant']:,}" for r in runs),
+    ]
+    stages = list(runs[0]["profile"]["stages_ms"])
+    lines = ["| " + " | ".join(heads) + " |", "|---|" + "---:|" * len(runs)]
+    for stage in stages:
+        lines.append(
+            f"| {stage} | " + " | ".join(f"{r['profile']['stages_ms'][stage]:.2f}" for r in runs) + " |"
+        )
+    lines.append(
+        "| **in-process recall** | " + " | ".join(f"{r['profile']['recall_cpu_ms']:.2f}" for r in runs) + " |"
+    )
+    return "\n".join(lines)
+
+
 def burst_lines(report: dict[str, Any]) -> list[str]:
     """The write-burst scenarios, one line each."""
     found = report.get("bursts") or {}

@@ -20,7 +20,7 @@ from .. import __version__
 from ..engines.embedded.maintenance import EmbeddedEngine, StoreKey, connect_file, synchronous, write_many
 from ..inference.base import Embedder
 from ..log import get_logger
-from . import bursts, corpus, measure, realtext
+from . import bursts, corpus, measure, realtext, stages
 from .bursts import KILL_BURST
 from .corpus import MemorySpec
 from .es_overhead import es_client_overhead
@@ -75,6 +75,16 @@ def real_text_corpus(config: BenchConfig, text: realtext.RealText, size: int) ->
     )  # fmt: skip
 
 
+def one_chat_corpus(config: BenchConfig, text: realtext.RealText, size: int) -> CorpusRun:
+    """LoCoMo's turns as an agent logs one long chat (episodic, dated as written), asked
+    LoCoMo's questions: the whole pool is one conversation, the context rerank's worst case."""
+    items, origin = realtext.one_chat(text, size)
+    return CorpusRun(
+        "one-chat", items, [text.base[i] for i in origin],
+        realtext.queries(text, config.queries, config.seed), realtext.queries(text, WARMUP_RECALLS, config.seed + 100),
+    )  # fmt: skip
+
+
 def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
     report: dict[str, Any] = {
         "conditions": conditions(),
@@ -101,6 +111,7 @@ def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
         report["sizes"].append(run_size(config, embedder, template_corpus(config, size)))
         if text is not None:
             report["sizes"].append(run_size(config, embedder, real_text_corpus(config, text, size)))
+            report["sizes"].append(run_size(config, embedder, one_chat_corpus(config, text, size)))
     if config.bursts or config.kill_burst:
         report["bursts"] = run_bursts(config, embedder)
     report["elasticsearch_client"] = es_client_overhead(config.seed)
@@ -124,6 +135,9 @@ def run_size(config: BenchConfig, embedder: Embedder, run: CorpusRun) -> dict[st
         disk = store_bytes(data_dir, key)
         server = measure.ServerRun(data_dir, corpus.tenant_id(0), encryption_key=config.encryption_key)
         result = anyio.run(_over_mcp, server, config, run)
+        result["profile"] = stages.profile(
+            data_dir, corpus.tenant_id(0), run.queries, run.warmup, config.encryption_key
+        )
         result |= {
             "corpus": run.name,
             "memories_per_tenant": len(run.items),

@@ -80,7 +80,7 @@ def _real_text(_ctx: click.Context, _param: click.Parameter, value: str) -> Path
     default="auto",
     callback=_real_text,
     show_default=True,
-    help="LoCoMo JSON for the real-text corpus; auto: ../shared's dev split if present; none: skip.",
+    help="LoCoMo JSON for the real-text and one-long-chat corpora; auto: ../shared's dev split if present; none: skip.",
 )
 @click.option(
     "--bursts",
@@ -156,6 +156,10 @@ def bench(
     )  # fmt: skip
     result = run(config, default_embedder())
     click.echo(report.table(result))
+    if stages := report.stage_table(result):
+        click.echo(
+            f"\nWhere a recall's CPU goes, in process (the rest of the server CPU above is MCP):\n{stages}"
+        )
     for line in report.burst_lines(result):
         click.echo(line)
     click.echo(f"\n{report.es_line(result)}")
