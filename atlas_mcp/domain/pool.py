@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import overload
 
 import numpy as np
 
@@ -132,7 +133,14 @@ class Pool:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def __getitem__(self, i: int) -> Candidate:
+    @overload
+    def __getitem__(self, i: int) -> Candidate: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Candidate]: ...
+    def __getitem__(self, i: int | slice) -> Candidate | list[Candidate]:
+        """The pool read as the engine's candidate list (one object per item asked for)."""
+        if isinstance(i, slice):
+            return [self.candidate(j) for j in range(len(self))[i]]
         return self.candidate(range(len(self))[i])
 
     def __iter__(self) -> Iterator[Candidate]:

@@ -111,8 +111,10 @@ class Engine(Protocol):
     def get(self, user_id: str, ids: Sequence[str], *, include_catalog: bool = False) -> list[Memory]:
         """The caller's memories among ``ids`` (catalog entries too if asked); unknown ids skipped."""
 
-    def candidates(self, plan: RecallPlan) -> list[Candidate]:
-        """Fused hybrid-retrieval candidates for ``plan``, best first, at most ``plan.window``."""
+    def candidates(self, plan: RecallPlan) -> Sequence[Candidate]:
+        """Fused hybrid-retrieval candidates for ``plan``, best first, at most ``plan.window``: a
+        ``domain.pool.Pool`` where the engine keeps its rows' ranking facts (ranking reads the
+        pool as columns), else a list."""
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The dense similarity of ``text`` (``plan.query`` reworded) with each of ``ids``, on

@@ -23,10 +23,11 @@ from pathlib import Path
 
 from ...domain.audit import AuditEntry
 from ...domain.model import Memory
+from ...domain.pool import Pool
 from ...errors import Conflict
 from ...inference.base import Embedder
 from ...inference.embedder import ModelChoice, as_choice
-from ..base import AuditQuery, Candidate, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
+from ..base import AuditQuery, Engine, EngineInfo, ListQuery, RecallPlan, StoreStats
 from . import audit_log, migrations, pending, rows, schema, slots, store, versions
 from .cipher import FileSealer, StoreKey
 from .index import IndexCache
@@ -194,7 +195,7 @@ class EmbeddedEngine(Engine):
         with self._lock:
             return audit_log.read(self.store.conn, query)
 
-    def candidates(self, plan: RecallPlan) -> builtins.list[Candidate]:
+    def candidates(self, plan: RecallPlan) -> Pool:
         return self.search.candidates(plan)
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:

@@ -8,6 +8,11 @@ whoever made the change. This process's own changes advance the stamp in place (
 exactly what changed): a recall's touch, a write (its superseded targets dropped), an update
 or a forget (that memory dropped), stored vectors (no memory changes). So an agent that writes
 between recalls keeps the cache, and only another process's change empties it.
+
+Beside each memory the cache keeps its ranking facts (``domain.pool.RowFacts``: dates, length,
+speaker, the words coverage matches), worked out the first time a recall ranks it and kept as
+long as the memory is: they do not change with a use, so a recall gathers them, it does not
+recompute them.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ...domain.model import Memory
+from ...domain.pool import RowFacts, row_facts
 from .versions import Change, Stamp
 
 CAPACITY = 20_000  # decoded memories kept (~1 KB each with LoCoMo-sized texts)
@@ -37,6 +43,7 @@ class MemoryCache:
         self._lock = threading.Lock()
         self._generations: dict[str, _Generation] = {}
         self._entries: OrderedDict[str, tuple[_Generation, Memory]] = OrderedDict()
+        self._facts: dict[str, tuple[Memory, RowFacts]] = {}  # by id, for the memory it was read from
 
     def get(self, owner: str, stamp: Stamp, ids: Iterable[str]) -> dict[str, Memory]:
         """The cached memories among ``ids``, if the owner's rows are as they were at ``stamp``."""
@@ -58,7 +65,22 @@ class MemoryCache:
                 self._entries[memory.id] = (generation, memory)
                 self._entries.move_to_end(memory.id)
             while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+                gone, _ = self._entries.popitem(last=False)
+                self._facts.pop(gone, None)
+
+    def facts(self, memories: Sequence[Memory]) -> list[RowFacts]:
+        """Each memory's ranking facts: kept ones where they were read from the same memory
+        (or one that differs only by its uses), else worked out now and kept with it."""
+        out = []
+        with self._lock:
+            for memory in memories:
+                kept = self._facts.get(memory.id)
+                if kept is None or not _same_text_and_dates(kept[0], memory):
+                    kept = (memory, row_facts(memory))
+                    if memory.id in self._entries:
+                        self._facts[memory.id] = kept
+                out.append(kept[1])
+        return out
 
     def advance(self, change: Change, dropped: Sequence[str] = ()) -> None:
         """Apply this process's committed change, which changed no cached memory but ``dropped``."""
@@ -69,6 +91,7 @@ class MemoryCache:
             generation.stamp = change.after
             for memory_id in dropped:
                 self._entries.pop(memory_id, None)
+                self._facts.pop(memory_id, None)
 
     def record_use(self, change: Change, ids: Sequence[str], at: datetime) -> None:
         """Apply this process's committed use update to the cached memories, as the UPDATE did
@@ -100,3 +123,15 @@ class MemoryCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _same_text_and_dates(kept: Memory, memory: Memory) -> bool:
+    """Whether ``memory`` has the facts worked out for ``kept``: the very object, or one that
+    a use evolved (ranking facts read no use)."""
+    return kept is memory or (
+        kept.memory_type is memory.memory_type
+        and kept.text == memory.text
+        and kept.occurred_at == memory.occurred_at
+        and kept.created_at == memory.created_at
+        and kept.search_text() == memory.search_text()
+    )
