@@ -5,6 +5,7 @@ No timing assertions: the smoke run only checks that the report is complete and 
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -141,3 +142,18 @@ def test_real_text_corpus_replicates_locomo_with_renamed_speakers():
     kinds = Counter(b.kind for b in text.base)
     assert kinds[MemoryType.EPISODIC] and kinds[MemoryType.SEMANTIC]
     assert len(realtext.queries(text, 50, seed=1)) == 50
+
+
+def test_one_chat_is_locomo_turns_logged_seconds_apart_as_one_episode():
+    path = SHARED / "eval/data/locomo/locomo10-dev.json"
+    if not path.exists():
+        pytest.skip("the LoCoMo dev split is read from ../shared, which is absent here")
+    text = realtext.read(path)
+    count = len(text.turns) + 50
+    items, origin = realtext.one_chat(text, count)
+    assert len(items) == count and {i.kind for i in items} == {MemoryType.EPISODIC}
+    assert [i.text for i in items[:5]] == [text.base[t].text for t in text.turns[:5]]
+    assert all(": " in text.base[t].text for t in text.turns)  # turns, not session summaries
+    gaps = [(a.age_days - b.age_days) * 86_400 for a, b in itertools.pairwise(items)]
+    assert max(gaps) == pytest.approx(realtext.CHAT_TURN_SECONDS) and min(gaps) > 0  # one episode, in order
+    assert origin[len(text.turns)] == text.turns[0] and items[len(text.turns)].text != items[0].text

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.engines.embedded import search as search_module
 from atlas_mcp.engines.embedded import store as store_module
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.memory_cache import MemoryCache
@@ -154,3 +155,53 @@ def test_own_supersede_update_and_forget_are_seen_through_the_cache(pair):
     assert old.id not in [h.memory.id for h in service.recall(USER, "where do I work")]
     assert _hit(service, "where do I work", old.id, include_superseded=True).superseded_by == new.id
     _updated_then_forgotten_is_seen(service, service)
+
+
+def test_ranking_facts_are_worked_out_once_per_memory_and_follow_its_text(monkeypatch):
+    from atlas_mcp.engines.embedded import memory_cache
+
+    worked: list[str] = []
+    real = memory_cache.row_facts
+
+    def counting(memory: Memory):
+        worked.append(memory.id)
+        return real(memory)
+
+    monkeypatch.setattr(memory_cache, "row_facts", counting)
+    cache = MemoryCache(capacity=10)
+    now = datetime.now(UTC)
+    memory = Memory(
+        id="m1", memory_type=MemoryType.EPISODIC, user_id=USER, text="Tom: the dentist is on Friday",
+        created_at=now, occurred_at=now,
+    )  # fmt: skip
+    cache.put(USER, Stamp(1, 0), [memory])
+    first = cache.facts([memory])[0]
+    assert first == real(memory) and first.speaker == "Tom"
+    used = memory.evolve(use_count=3, last_used_at=now)  # a use changes no ranking fact
+    assert cache.facts([used]) == [first] and worked == ["m1"]
+    edited = memory.evolve(text="Anna: the dentist moved to Monday")
+    assert cache.facts([edited])[0].speaker == "Anna" and worked == ["m1", "m1"]
+    cache.advance(Change(USER, Stamp(1, 0), Stamp(2, 0)), dropped=["m1"])
+    stranger = Memory(id="m2", memory_type=MemoryType.SEMANTIC, user_id=USER, text="x", created_at=now)
+    cache.facts([stranger])  # not cached: worked out, not kept
+    cache.facts([stranger])
+    assert worked.count("m2") == 2
+
+
+def test_a_recall_of_the_same_words_reuses_the_query_vector(pair, monkeypatch):
+    service, _ = pair
+    service.write(USER, "Ines's dentist is Dr. Moreau on Rue Oberkampf")
+    embedded: list[str] = []
+    real = search_module.embed_query
+
+    def counting(embedder, text):
+        embedded.append(text)
+        return real(embedder, text)
+
+    monkeypatch.setattr(search_module, "embed_query", counting)
+    first = [h.memory.id for h in service.recall(USER, "who is my dentist", touch=False)]
+    asked = len(embedded)
+    again = [h.memory.id for h in service.recall(USER, "who is my dentist", touch=False)]
+    assert again == first and asked >= 1 and len(embedded) == asked
+    service.recall(USER, "where is the dentist", touch=False)
+    assert embedded.count("where is the dentist") == 1
