@@ -9,12 +9,13 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from atlas_mcp.bench import corpus, realtext
+from atlas_mcp.bench import corpus, realtext, stages
 from atlas_mcp.bench.seed import memory_vectors
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.engines.base import ListQuery
@@ -157,3 +158,23 @@ def test_one_chat_is_locomo_turns_logged_seconds_apart_as_one_episode():
     gaps = [(a.age_days - b.age_days) * 86_400 for a, b in itertools.pairwise(items)]
     assert max(gaps) == pytest.approx(realtext.CHAT_TURN_SECONDS) and min(gaps) > 0  # one episode, in order
     assert origin[len(text.turns)] == text.turns[0] and items[len(text.turns)].text != items[0].text
+
+
+def test_every_profiled_stage_is_a_function_of_the_recall_path():
+    for stage, owner, name in stages.STAGES:
+        assert callable(getattr(owner, name, None)), f"{stage}: {owner.__name__}.{name} is gone"
+
+
+def test_a_stage_counts_its_own_cpu_not_the_stages_it_calls():
+    clock = stages.StageClock()
+
+    def spin(seconds: float) -> None:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    inner = clock.wrap("inner", lambda: spin(0.02))
+    outer = clock.wrap("outer", lambda: (spin(0.01), inner()))
+    outer()
+    assert clock.seconds["inner"] == pytest.approx(0.02, abs=0.005)
+    assert clock.seconds["outer"] == pytest.approx(0.01, abs=0.005)
