@@ -1,6 +1,6 @@
-"""The ranking arithmetic one candidate at a time, as it was written before the pool became
-arrays: the specification ``test_ranking_arrays`` holds the array version to (same order,
-scores within float rounding). Kept only as a test oracle."""
+"""The ranking arithmetic one candidate at a time, in plain Python: the specification
+``test_ranking_arrays`` holds the array version to (same order, scores within float rounding).
+A test oracle only: every line here reads as the arithmetic's definition, not as fast code."""
 
 from __future__ import annotations
 
