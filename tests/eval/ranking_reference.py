@@ -19,6 +19,7 @@ from atlas_mcp.domain.lexical import has_cjk, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.multipliers import SECONDS_PER_DAY, MultiplierPolicy, Multipliers
 from atlas_mcp.domain.pool import speaker
+from atlas_mcp.domain.resolution import resolve
 from atlas_mcp.domain.when import DAY, Order, TimeIntent
 
 
@@ -334,8 +335,9 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x > -500 else 0.0
 
 
-def rank(query, candidates, intent, now, policy) -> list[tuple[str, float, float, float]]:
-    """(id, match, score, relevance) of every candidate, best first, ties by id."""
+def rank(query, candidates, intent, now, policy, shown) -> list[tuple[str, float, float, float]]:
+    """(id, match, score, relevance) of every candidate, best first, ties by id, then facts about
+    the same thing resolved as recall resolves them (``domain.resolution``, for ``shown``)."""
     memories = [c.memory for c in candidates]
     pool = [Signals(c.memory, c.dense_similarity, c.bm25_score) for c in candidates]
     match = context_match(query, pool, policy.context_rerank)
@@ -353,4 +355,7 @@ def rank(query, candidates, intent, now, policy) -> list[tuple[str, float, float
     )
     relevant = calibrated(found, window, policy.calibration)
     order = sorted(range(len(memories)), key=lambda i: (-scores[i], memories[i].id))
-    return [(memories[i].id, match[i], scores[i], relevant[i]) for i in order]
+    resolved = resolve(memories, order, shown)
+    for current, older in resolved.lifted.items():
+        relevant[current] = max(relevant[current], relevant[older])
+    return [(memories[i].id, match[i], scores[i], relevant[i]) for i in resolved.order]

@@ -104,9 +104,9 @@ def test_the_array_ranking_is_the_per_candidate_ranking(candidates, query, stand
     policy = ScoringPolicy(standalone_context=standalone)
     plan = ranking.plan(policy, Limits(), ranking.RecallQuery("sarah", query, 100, min_relevance=0.0), NOW)
     hits = ranking.rank(policy, ContextReranker(policy), plan, candidates, NOW)
-    expected = reference.rank(plan.query, candidates, plan.intent, NOW, policy)
+    expected = reference.rank(plan.query, candidates, plan.intent, NOW, policy, plan.k)
     assert [h.memory.id for h in hits] == [e[0] for e in expected[: len(hits)]]
-    assert len(hits) == min(len(candidates), 100)
+    assert len(hits) == min(len(expected), 100)  # restated facts are shown once
     for hit, (_, match, score, relevance) in zip(hits, expected, strict=False):
         assert hit.explanation.match == pytest.approx(match, rel=1e-12, abs=1e-15)
         assert hit.score == pytest.approx(score, rel=1e-12, abs=1e-15)
