@@ -100,7 +100,8 @@ CHAT_TURN_SECONDS = 5  # one long chat: a turn every few seconds, all one episod
 def one_chat(corpus: RealText, count: int) -> tuple[list[MemorySpec], list[int]]:
     """``count`` dialogue turns as an agent logs one long chat: episodic, dated when written
     (a few seconds apart, so the whole log is one episode), replicas with renamed speakers."""
-    out, origin = [], []
+    out: list[MemorySpec] = []
+    origin: list[int] = []
     replica = 0
     while len(out) < count:
         for index in corpus.turns[: count - len(out)]:

@@ -214,7 +214,9 @@ def context_match(query: str, pool: Pool, policy: ContextRerankPolicy) -> np.nda
     if policy.speaker_weight:
         named = {name: named_in(name, query) for name in set(pool.speakers) if name}
         if any(named.values()):
-            lifted = np.fromiter((named.get(name, False) for name in pool.speakers), bool, len(pool))
+            lifted = np.array(
+                [name is not None and named.get(name, False) for name in pool.speakers], dtype=bool
+            )
             score[lifted] += policy.speaker_weight
     if policy.attribute_weight:
         for i in setting_what_is_asked(query, pool.memories, np.argsort(-score, kind="stable")):

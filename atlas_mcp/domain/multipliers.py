@@ -103,14 +103,16 @@ def gaussian_decay(age_days: ArrayLike, policy: MultiplierPolicy) -> np.ndarray:
 def use_boost(use_count: ArrayLike, policy: MultiplierPolicy) -> np.ndarray:
     """Saturating: the first uses say a memory matters, the hundredth says nothing more."""
     uses = np.maximum(np.asarray(use_count), 0)
-    return 1.0 + policy.use_count_weight * (1.0 - np.exp(-uses / policy.use_saturation))
+    boost: np.ndarray = 1.0 + policy.use_count_weight * (1.0 - np.exp(-uses / policy.use_saturation))
+    return boost
 
 
 def track_record(successes: ArrayLike, failures: ArrayLike, policy: MultiplierPolicy) -> np.ndarray:
     """Smoothed success rate, so one lucky run is not a proof: 0 runs → 1.0."""
     a = policy.track_record_prior
     rate = (np.asarray(successes) + a / 2) / (np.asarray(successes) + np.asarray(failures) + a)
-    return 1.0 + policy.track_record_weight * (2 * rate - 1)
+    record: np.ndarray = 1.0 + policy.track_record_weight * (2 * rate - 1)
+    return record
 
 
 def outcome_changes(playbook: Memory, success: bool, at: datetime) -> dict[str, object]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def _normal(word: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Pool:
+class Pool(Sequence[Candidate]):
     """A recall's candidates, best fused first, one entry per column each.
 
     Evidence columns hold NaN (scores) or 0 (ranks) where a branch did not find a memory.
@@ -210,16 +210,15 @@ class Pool:
     def subset(self, rows: np.ndarray) -> Pool:
         """The candidates at ``rows`` (indices, in the order given), every column alike."""
         picked = rows.tolist()
-        columns = {
+        changes: dict[str, Any] = {
             name: value[rows]
             for name in self.__dataclass_fields__
             if isinstance(value := getattr(self, name), np.ndarray)
         }
-        lists = {
-            name: [getattr(self, name)[i] for i in picked]
-            for name in ("ids", "memories", "owners", "speakers", "words")
-        }
-        return Pool(**lists, **columns)
+        for name in ("ids", "memories", "owners", "speakers", "words"):
+            column = getattr(self, name)
+            changes[name] = [column[i] for i in picked]
+        return replace(self, **changes)
 
     def candidate(self, i: int) -> Candidate:
         """The ``i``-th candidate as one object (for what a recall returns)."""
@@ -238,12 +237,13 @@ class Pool:
     @property
     def tracks_usage(self) -> np.ndarray:
         """Per candidate: does recall count its uses (``Memory.tracks_usage``)?"""
-        return np.isin(self.kind, USAGE_CODES)
+        usage: np.ndarray = np.isin(self.kind, USAGE_CODES)
+        return usage
 
     @property
     def stretched(self) -> np.ndarray:
         """Per candidate: does calibration read another cosine than its own?"""
-        same = (self.cosine == self.relevance_cosine) | (
+        same: np.ndarray = (self.cosine == self.relevance_cosine) | (
             np.isnan(self.cosine) & np.isnan(self.relevance_cosine)
         )
         return ~same
@@ -253,7 +253,7 @@ class Pool:
         memories that track use: what changes on every recall is never cached."""
         counts = np.zeros(len(self), dtype=np.int64)
         last = np.full(len(self), NO_TIME, dtype=np.int64)
-        for i in np.flatnonzero(self.tracks_usage):
+        for i in np.flatnonzero(self.tracks_usage).tolist():
             memory = self.memories[i]
             counts[i], last[i] = memory.use_count, microseconds(memory.last_used_at)
         return counts, last
@@ -262,7 +262,7 @@ class Pool:
         """Per candidate, its playbook successes and failures (0 for other memories)."""
         wins = np.zeros(len(self), dtype=np.int64)
         losses = np.zeros(len(self), dtype=np.int64)
-        for i in np.flatnonzero(self.kind == PROCEDURAL):
+        for i in np.flatnonzero(self.kind == PROCEDURAL).tolist():
             memory = self.memories[i]
             wins[i], losses[i] = memory.success_count, memory.failure_count
         return wins, losses

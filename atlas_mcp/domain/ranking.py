@@ -137,7 +137,8 @@ class EngineReranked:
     name = "engine"
 
     def match(self, query: str, pool: Pool) -> np.ndarray:
-        return np.nan_to_num(pool.rerank, nan=0.0)
+        matches: np.ndarray = np.nan_to_num(pool.rerank, nan=0.0)
+        return matches
 
 
 def plan(policy: ScoringPolicy, limits: Limits, query: RecallQuery, now: datetime) -> RecallPlan:

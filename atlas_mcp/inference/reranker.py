@@ -36,7 +36,8 @@ class FusedScoreReranker:
     def match(self, query: str, pool: Pool) -> np.ndarray:
         rrf = np.minimum(np.nan_to_num(pool.rrf, nan=0.0) / self._rrf_max, 1.0)
         cosine = np.maximum(np.nan_to_num(pool.cosine, nan=0.0), 0.0)
-        return (1 - self._dense_weight) * rrf + self._dense_weight * cosine
+        matches: np.ndarray = (1 - self._dense_weight) * rrf + self._dense_weight * cosine
+        return matches
 
 
 class ContextReranker:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from atlas_mcp.domain.asked import setting_what_is_asked
 from atlas_mcp.domain.calibration import CalibrationPolicy, Features, tokens, topic_words
 from atlas_mcp.domain.context_rerank import ContextRerankPolicy, zscores
 from atlas_mcp.domain.lexical import has_cjk, word_count
@@ -139,6 +140,9 @@ def context_match(query: str, pool: Sequence[Signals], policy: ContextRerankPoli
             name = speaker(memory.text) if memory.memory_type is MemoryType.EPISODIC else None
             if name and named_in(name, query):
                 score[i] += policy.speaker_weight
+    if policy.attribute_weight:
+        for i in setting_what_is_asked(query, memories, np.argsort(-score, kind="stable")):
+            score[i] += policy.attribute_weight
     return [float(x) for x in np.exp((score - score.max()) / policy.relevance_temperature)]
 
 
