@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from atlas_mcp.domain.asked import setting_what_is_asked
-from atlas_mcp.domain.calibration import CalibrationPolicy, Features, tokens, topic_words
+from atlas_mcp.domain.calibration import CalibrationPolicy, Features, tokens, topic_words, with_attribute
 from atlas_mcp.domain.context_rerank import ContextRerankPolicy, zscores
 from atlas_mcp.domain.lexical import has_cjk, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
@@ -359,6 +359,9 @@ def rank(query, candidates, intent, now, policy, shown) -> list[tuple[str, float
     )
     relevant = calibrated(found, window, policy.calibration)
     order = sorted(range(len(memories)), key=lambda i: (-scores[i], memories[i].id))
+    if policy.calibration.attribute_evidence:
+        setting = setting_what_is_asked(query, memories, order)
+        relevant = [float(r) for r in with_attribute(np.array(relevant), setting, policy.calibration)]
     resolved = resolve(memories, order, shown)
     for current, older in resolved.lifted.items():
         relevant[current] = max(relevant[current], relevant[older])
