@@ -292,3 +292,31 @@ def normal_key(about: str | None) -> str | None:
         return None
     key = " ".join(re.sub(r"[^\w\s]", " ", about.casefold()).split())
     return key or None
+
+
+@lru_cache(maxsize=1 << 12)
+def asked_concept(question: str) -> str | None:
+    """The attribute a question asks about. A question names the attribute but not its value
+    ("Where do I live now?", "Wo arbeite ich?", "Who is my therapist?"), so a cue counts here
+    without the value it must name, and without the function words a statement puts after it
+    ("lives *in*"; not "current *account*"): a whole cue first, else such a cue's first word.
+    Chinese and Japanese read as in a fact."""
+    read = gist(question).concept
+    if read is not None or has_cjk(question):
+        return read
+    language = detect_language(question)
+    glue = STOP_WORDS.get(language if language in SNOWBALL else "en", frozenset())
+    tokens = tokens_of(question, language)
+    whole, first = [], []
+    for i, token in enumerate(tokens):
+        cues = _BY_FIRST_WORD.get(token.word, [])
+        near = _BY_FIRST_PREFIX.get(token.word[:PREFIX_KEY])
+        if near:
+            cues = cues + [cue for prefix, cue in near if token.word.startswith(prefix)]
+        for cue in cues:
+            if _rest_matches(tokens, i + 1, cue.slots[1:]) is not None:
+                whole.append((cue.order, cue.concept.name))
+            elif all(words and words <= glue and not prefixes for words, prefixes in cue.slots[1:]):
+                first.append((cue.order, cue.concept.name))
+    found = min(whole or first, default=None)
+    return found[1] if found else None

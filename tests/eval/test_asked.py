@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from atlas_mcp.domain import asked, calibration
+from atlas_mcp.domain import asked, calibration, gist
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.eval import mixed_suite
@@ -34,6 +34,18 @@ def test_the_facts_setting_the_asked_attribute_of_the_same_person():
     assert asked.setting_what_is_asked("How tall is Ben Nevis?", memories, everyone) == []
     # Only the best DEPTH candidates are read.
     assert asked.setting_what_is_asked("Which city do I live in?", memories, [0] * asked.DEPTH + [4]) == []
+
+
+def test_a_question_names_the_attribute_without_its_value():
+    assert gist.asked_concept("Where do I work?") == "job"
+    assert gist.asked_concept("¿Dónde vivo?") == "residence"
+    assert gist.asked_concept("Who is my manager?") == "manager"  # no one named after it
+    assert gist.asked_concept("Which city do I live in these days?") == "residence"
+    # Only function words may be missing after a cue's first word: "current" alone is not
+    # "current account", and "a living" is not where anyone lives.
+    assert gist.asked_concept("What's my current role?") != "bank"
+    assert gist.asked_concept("What do I do for a living?") is None
+    assert gist.asked_concept("How tall is Ben Nevis?") is None
 
 
 def test_the_fact_that_sets_what_is_asked_outranks_a_word_it_lacks(engine):
