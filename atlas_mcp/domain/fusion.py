@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .model import Memory
 
 
@@ -72,6 +74,38 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rank_constant: int
         order.append((score, best, doc_id, rs))
     order.sort()
     return [Fused(doc_id, -score, tuple(rs)) for score, _, doc_id, rs in order[:window]]
+
+
+@dataclass(frozen=True, slots=True)
+class FusedColumns:
+    """``reciprocal_rank_fusion``'s result as columns: the ids, best first, their scores and
+    their 1-based rank in each input list (0: absent), one row per id."""
+
+    ids: list[str]
+    score: np.ndarray  # float64
+    ranks: np.ndarray  # (ids, lists) int64
+
+
+def fused_columns(rankings: Sequence[Sequence[str]], rank_constant: int, window: int) -> FusedColumns:
+    """``reciprocal_rank_fusion`` over arrays: the same scores (the same float operations, in
+    the same order) and the same order, with no object per document (a recall fuses two lists
+    of 300 on every call)."""
+    columns = [np.array(list(ranking[:window]), dtype=str) for ranking in rankings]
+    every = np.concatenate(columns) if columns else np.array([], dtype=str)
+    ids, inverse = np.unique(every, return_inverse=True)  # sorted: the ids' order is the last tie-break
+    ranks = np.zeros((len(ids), len(columns)), dtype=np.int64)
+    score = np.zeros(len(ids), dtype=np.float64)
+    start = 0
+    for position, column in enumerate(columns):
+        # an id's first occurrence in a list is its rank there
+        slots, first = np.unique(inverse[start : start + len(column)], return_index=True)
+        start += len(column)
+        ranks[slots, position] = first + 1
+        present = ranks[:, position] > 0
+        score[present] -= 1.0 / (rank_constant + ranks[present, position])
+    best = np.where(ranks > 0, ranks, window + 1).min(axis=1, initial=window + 1)
+    order = np.lexsort((np.arange(len(ids)), best, score))[:window]
+    return FusedColumns([str(i) for i in ids[order].tolist()], -score[order], ranks[order])
 
 
 def candidates_from_fused(

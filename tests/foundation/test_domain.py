@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from atlas_mcp.domain.fusion import max_rrf_score, reciprocal_rank_fusion
+from atlas_mcp.domain.fusion import fused_columns, max_rrf_score, reciprocal_rank_fusion
 from atlas_mcp.domain.model import Contradiction, Memory, MemoryType
 from atlas_mcp.domain.multipliers import (
     MultiplierPolicy,
@@ -65,6 +65,21 @@ def test_rrf_is_its_definition(rankings, rank_constant, window):
     fused = reciprocal_rank_fusion(rankings, rank_constant, window)
     assert [f.id for f in fused] == order
     assert all(math.isclose(f.score, expected[f.id][0]) for f in fused)
+
+
+@given(
+    st.lists(st.lists(st.sampled_from("abcdefghij"), max_size=10), min_size=1, max_size=3),
+    st.integers(1, 60),
+    st.integers(1, 12),
+)
+def test_rrf_columns_are_the_fusion_exactly(rankings, rank_constant, window):
+    """The engine's array fusion gives ``reciprocal_rank_fusion``'s ids, order, ranks and
+    scores to the last bit (the same float operations in the same order)."""
+    fused = reciprocal_rank_fusion(rankings, rank_constant, window)
+    columns = fused_columns(rankings, rank_constant, window)
+    assert columns.ids == [f.id for f in fused]
+    assert columns.score.tolist() == [f.score for f in fused]
+    assert columns.ranks.tolist() == [[r or 0 for r in f.ranks] for f in fused]
 
 
 def test_max_rrf_is_first_in_every_branch():

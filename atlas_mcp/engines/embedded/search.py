@@ -18,16 +18,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
-import simsimd
 
-from ...domain.fusion import Fused, candidates_from_fused, reciprocal_rank_fusion
+from ...domain.fusion import FusedColumns, fused_columns
 from ...domain.lexical import detect_language
 from ...domain.model import Memory, MemoryType
 from ...domain.pool import Pool
-from ...domain.similarity import on_one_scale, query_backgrounds, relevance_cosine
+from ...domain.similarity import REFERENCE_BACKGROUND, on_one_scale, query_backgrounds
 from ...inference.embedder import ModelChoice, embed_query
-from ..base import Candidate, RecallPlan
+from ..base import RecallPlan
 from . import slots, store, timing, versions
+from .dense import DenseScan, SpaceQuery, searchable, similarities, top_rows
 from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
@@ -35,12 +35,10 @@ from .postings import bm25
 from .saved_postings import SAVED_MIN_ROWS
 from .slots import CATALOG_OWNER, owner_key
 from .store import Store
-from .vectors import CACHED_DTYPE, RowVectors
 from .versions import Stamp
 from .words import query_words
 
 QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
-PARALLEL_SCAN_ROWS = 50_000
 # Recent queries' vectors, per space: an agent that recalls the user's message, then recalls it
 # again (or the perspective step rewords nothing) skips the model, ~4 ms of a recall.
 RECENT_QUERIES = 64
@@ -97,13 +95,13 @@ class Search:
             queries = {code: future.result() for code, future in guessed.items()}
             queries = self._space_queries(plan.query, self._spaces_of([v.index for v in visible]), queries)
             dense = self._scan(visible, queries)
-            fused = reciprocal_rank_fusion(
+            fused = fused_columns(
                 [[i for i, _ in lexical], [i for i, _ in dense.best(plan.window)]],
                 plan.rank_constant,
                 plan.window,
             )
-            memories = self._load(conn, visible, [f.id for f in fused])
-        return self._candidates(fused, memories, dict(lexical), dense)
+            memories = self._load(conn, visible, fused.ids)
+        return self._candidates(fused, memories, lexical, dense)
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
@@ -125,31 +123,64 @@ class Search:
         return DenseScan(visible, scores, spaces, queries)
 
     def _candidates(
-        self, fused: list[Fused], memories: dict[str, Memory], bm25_scores: dict[str, float], dense: DenseScan
+        self,
+        fused: FusedColumns,
+        memories: dict[str, Memory],
+        lexical: list[tuple[str, float]],
+        dense: DenseScan | None,
     ) -> Pool:
-        """The fused candidates with their dense evidence: each cosine on one scale, the cosine
-        relevance reads where a model's differs (``domain.similarity.relevance_cosine``), and
-        which rows are still without vectors."""
+        """The fused candidates as the pool's columns, with their dense evidence: each cosine
+        on one scale, the cosine relevance reads where a model's differs
+        (``domain.similarity.for_relevance``), and which rows are still without vectors; an
+        id without a memory (forgotten between the search and the load) is left out."""
+        kept = [at for at, memory_id in enumerate(fused.ids) if memory_id in memories]
+        ids = [fused.ids[at] for at in kept]
+        ranks = fused.ranks[kept]
+        lexical_scores = np.array([score for _, score in lexical] + [np.nan], dtype=np.float64)
+        bm25_scores = lexical_scores[np.where(ranks[:, 0] > 0, ranks[:, 0] - 1, len(lexical))]
+        if dense is None:
+            cosine, spaces, pending = (
+                np.full(len(ids), np.nan),
+                np.full(len(ids), -1),
+                np.zeros(len(ids), bool),
+            )
+        else:
+            cosine, spaces, pending = dense.columns(ids)
+        relevance = cosine.copy()
+        if dense is not None:
+            relevance = self._relevance_cosines(dense, cosine, spaces)
+        chosen = [memories[i] for i in ids]
+        return Pool.from_columns(
+            ids,
+            chosen,
+            [m.user_id or "" for m in chosen],
+            facts=self._memories.facts(chosen),
+            rrf=fused.score[kept],
+            bm25_rank=ranks[:, 0],
+            dense_rank=ranks[:, 1] if ranks.shape[1] > 1 else np.zeros(len(ids), dtype=np.int64),
+            bm25=bm25_scores,
+            cosine=cosine,
+            relevance_cosine=relevance,
+            rerank=np.full(len(ids), np.nan),
+            pending=pending,
+        )
+
+    def _relevance_cosines(self, dense: DenseScan, cosine: np.ndarray, spaces: np.ndarray) -> np.ndarray:
+        """Per candidate, the cosine relevance reads: the one on one scale, or, in a space whose
+        model crowds related pairs (a ``relatedness_stretch`` other than 1), that cosine
+        stretched away from this query's background there (``similarity.for_relevance``)."""
         stretch = {
             code: self.models.embedder(self._index.spaces[code]).relatedness_stretch for code in dense.queries
         }
         stretched = [code for code, factor in stretch.items() if factor != 1.0]
+        out = cosine.copy()
+        if not stretched:
+            return out
         background = query_backgrounds(dense.scores, dense.spaces, stretched)
-        found = {f.id: dense.of(f.id) for f in fused if f.id in memories}
-        similarity = {i: cosine for i, (cosine, _, _) in found.items() if cosine is not None}
-        relevance = {}
-        for memory_id, (measured, code, _) in found.items():
-            if code is None:  # searched in no space: no cosine to scale
-                continue
-            cosine = relevance_cosine(measured, stretch.get(code, 1.0), background.get(code))
-            if cosine is not None:
-                relevance[memory_id] = cosine
-        pending = {i for i, (_, _, pending_vector) in found.items() if pending_vector}
-        return self._pool(candidates_from_fused(fused, memories, bm25_scores, similarity, relevance, pending))
-
-    def _pool(self, candidates: list[Candidate]) -> Pool:
-        """The candidates as ranking's columns, with each memory's kept ranking facts."""
-        return Pool.of(candidates, self._memories.facts([c.memory for c in candidates]))
+        for code in stretched:
+            mine = spaces == code
+            out[mine] = REFERENCE_BACKGROUND[0] + stretch[code] * (cosine[mine] - background[code])
+        return out
 
     def _spaces_of(self, owners: list[OwnerIndex]) -> set[int]:
         """The vector spaces (codes) of the owners' rows this process can embed a query in."""
@@ -199,9 +230,9 @@ class Search:
         with self._store.snapshot() as conn:
             visible = self._visible(conn, plan)
             lexical = self._bm25(plan, visible)
-            fused = reciprocal_rank_fusion([[i for i, _ in lexical], []], plan.rank_constant, plan.window)
-            memories = self._load(conn, visible, [f.id for f in fused])
-        return self._pool(candidates_from_fused(fused, memories, dict(lexical), {}))
+            fused = fused_columns([[i for i, _ in lexical], []], plan.rank_constant, plan.window)
+            memories = self._load(conn, visible, fused.ids)
+        return self._candidates(fused, memories, lexical, None)
 
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
@@ -282,99 +313,3 @@ class OwnerRows:
     allowed: np.ndarray
     searched: np.ndarray  # per row: has it a vector in a space the query was embedded in?
     stamp: Stamp  # what the owner's rows were when the snapshot began (``memory_cache.py``)
-
-
-@dataclass(frozen=True, slots=True)
-class DenseScan:
-    """The dense branch over the visible owners: per owner, each row's cosine on one scale and
-    the code of the space it was measured in (-1: none, the row is pending or of a space the
-    query was not embedded in)."""
-
-    owners: list[OwnerRows]  # with ``searched`` set
-    scores: list[np.ndarray]
-    spaces: list[np.ndarray]
-    queries: Mapping[int, SpaceQuery]
-
-    def best(self, window: int) -> list[tuple[str, float]]:
-        """The ``window`` best rows that may return, as (id, cosine), best first."""
-        hits = [
-            (owner.index.ids[row], float(cosines[row]))
-            for owner, cosines in zip(self.owners, self.scores, strict=True)
-            for row in top_rows(cosines, owner.allowed & owner.searched, window)
-        ]
-        hits.sort(key=lambda h: -h[1])
-        return hits[:window]
-
-    def of(self, memory_id: str) -> tuple[float | None, int | None, bool]:
-        """The memory's cosine on one scale (None if the query was not embedded in its space),
-        the space it came from, and whether it is still without vectors (only its words could
-        find it)."""
-        for owner, cosines in zip(self.owners, self.scores, strict=True):
-            row = owner.index.index.get(memory_id)
-            if row is not None:
-                pending_vector = not owner.index.vectors.has_vectors(row)
-                if not owner.searched[row]:
-                    return None, None, pending_vector
-                return float(cosines[row]), int(owner.index.vectors.spaces[row]), pending_vector
-        return None, None, False
-
-
-@dataclass(frozen=True, slots=True)
-class SpaceQuery:
-    """A query embedded in one vector space, and where that space's cosines of unrelated
-    pairs sit (``Embedder.cosine_background``)."""
-
-    vector: np.ndarray
-    background: tuple[float, float]
-
-
-def searchable(vectors: RowVectors, queries: Mapping[int, SpaceQuery]) -> np.ndarray:
-    """Per row: has it a vector in a space the query was embedded in?"""
-    return vectors.ready & np.isin(vectors.spaces, list(queries))
-
-
-def similarities(vectors: RowVectors, queries: Mapping[int, SpaceQuery], threads: int) -> np.ndarray:
-    """Per cached row, the cosine of the (unit) query with its best passage, the query being
-    embedded in the row's own space, as float32 (0 for a row that ``searchable`` rules out:
-    pending, or of a space the query was not embedded in). ``on_one_scale`` then makes the
-    cosines of different spaces comparable."""
-    out = np.zeros(vectors.size, dtype=np.float32)
-    if not vectors.size:
-        return out
-    spaces = vectors.spaces
-    single_space = len(queries) == 1
-    for code, query in queries.items():
-        mine = None if single_space else spaces == code
-        query16 = np.asarray(query.vector, dtype=CACHED_DTYPE)[None, :]
-        scores = _dot(query16, vectors.matrix, threads)
-        if vectors.extra_size:
-            rows, extra = vectors.extra_rows, _dot(query16, vectors.extra, threads)
-            live = rows >= 0
-            np.maximum.at(scores, rows[live], extra[live])
-        if mine is None:
-            out = scores
-        else:
-            out[mine] = scores[mine]
-    return out
-
-
-def _dot(query16: np.ndarray, matrix: np.ndarray, threads: int) -> np.ndarray:
-    # Threads pay off only on big matrices: on a busy 2-core machine a 2-thread scan of 10k
-    # rows took 38 ms against 2.9 ms on one thread (their start-up waits for a free core).
-    threads = threads if len(matrix) >= PARALLEL_SCAN_ROWS else 1
-    scores = simsimd.cdist(query16, matrix, metric="dot", out_dtype="float32", threads=threads)
-    return np.asarray(scores).reshape(-1)
-
-
-def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray:
-    """Indices of the ``window`` best-scoring allowed rows, best first; ties go to the lower row
-    (the older memory), also at the cut-off, so the result never depends on the sort's luck."""
-    candidates = np.flatnonzero(allowed)  # ascending rows
-    negated = -scores[candidates]
-    if candidates.size > window:
-        cutoff = np.partition(negated, window - 1)[window - 1]
-        better = negated < cutoff
-        tied = np.flatnonzero(negated == cutoff)[: window - int(better.sum())]
-        keep = np.concatenate([np.flatnonzero(better), tied])
-        candidates, negated = candidates[keep], negated[keep]
-    return candidates[np.lexsort((candidates, negated))]

@@ -1,0 +1,137 @@
+"""The dense branch's arithmetic: each visible row's cosine with the query, the best rows.
+
+A query is embedded once per vector space (``SpaceQuery``); ``similarities`` takes each cached
+row's cosine in its own space, ``DenseScan`` holds them on one scale per visible owner and
+reads them back by row or by id; ``top_rows`` picks the best rows deterministically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simsimd
+
+from .vectors import CACHED_DTYPE, RowVectors
+
+if TYPE_CHECKING:
+    from .search import OwnerRows
+
+PARALLEL_SCAN_ROWS = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class DenseScan:
+    """The dense branch over the visible owners: per owner, each row's cosine on one scale and
+    the code of the space it was measured in (-1: none, the row is pending or of a space the
+    query was not embedded in)."""
+
+    owners: list[OwnerRows]  # with ``searched`` set
+    scores: list[np.ndarray]
+    spaces: list[np.ndarray]
+    queries: Mapping[int, SpaceQuery]
+
+    def best(self, window: int) -> list[tuple[str, float]]:
+        """The ``window`` best rows that may return, as (id, cosine), best first."""
+        hits = [
+            (owner.index.ids[row], float(cosines[row]))
+            for owner, cosines in zip(self.owners, self.scores, strict=True)
+            for row in top_rows(cosines, owner.allowed & owner.searched, window)
+        ]
+        hits.sort(key=lambda h: -h[1])
+        return hits[:window]
+
+    def columns(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``of`` for each of ``ids``, as columns: the cosine on one scale (NaN: none), the
+        space it came from (-1: none) and whether the row is still without vectors."""
+        cosine = np.full(len(ids), np.nan, dtype=np.float64)
+        spaces = np.full(len(ids), -1, dtype=np.int64)
+        pending = np.zeros(len(ids), dtype=bool)
+        found = np.zeros(len(ids), dtype=bool)
+        for owner, scores in zip(self.owners, self.scores, strict=True):
+            index = owner.index.index
+            rows = np.fromiter((index.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+            mine = (rows >= 0) & ~found  # a memory is the first owner's that holds it
+            found |= mine
+            at, rows = np.flatnonzero(mine), rows[mine]
+            pending[at] = ~owner.index.vectors.ready[rows]
+            searched = owner.searched[rows]
+            cosine[at[searched]] = scores[rows[searched]]
+            spaces[at[searched]] = owner.index.vectors.spaces[rows[searched]]
+        return cosine, spaces, pending
+
+    def of(self, memory_id: str) -> tuple[float | None, int | None, bool]:
+        """The memory's cosine on one scale (None if the query was not embedded in its space),
+        the space it came from, and whether it is still without vectors (only its words could
+        find it)."""
+        for owner, cosines in zip(self.owners, self.scores, strict=True):
+            row = owner.index.index.get(memory_id)
+            if row is not None:
+                pending_vector = not owner.index.vectors.has_vectors(row)
+                if not owner.searched[row]:
+                    return None, None, pending_vector
+                return float(cosines[row]), int(owner.index.vectors.spaces[row]), pending_vector
+        return None, None, False
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceQuery:
+    """A query embedded in one vector space, and where that space's cosines of unrelated
+    pairs sit (``Embedder.cosine_background``)."""
+
+    vector: np.ndarray
+    background: tuple[float, float]
+
+
+def searchable(vectors: RowVectors, queries: Mapping[int, SpaceQuery]) -> np.ndarray:
+    """Per row: has it a vector in a space the query was embedded in?"""
+    return vectors.ready & np.isin(vectors.spaces, list(queries))
+
+
+def similarities(vectors: RowVectors, queries: Mapping[int, SpaceQuery], threads: int) -> np.ndarray:
+    """Per cached row, the cosine of the (unit) query with its best passage, the query being
+    embedded in the row's own space, as float32 (0 for a row that ``searchable`` rules out:
+    pending, or of a space the query was not embedded in). ``on_one_scale`` then makes the
+    cosines of different spaces comparable."""
+    out = np.zeros(vectors.size, dtype=np.float32)
+    if not vectors.size:
+        return out
+    spaces = vectors.spaces
+    single_space = len(queries) == 1
+    for code, query in queries.items():
+        mine = None if single_space else spaces == code
+        query16 = np.asarray(query.vector, dtype=CACHED_DTYPE)[None, :]
+        scores = _dot(query16, vectors.matrix, threads)
+        if vectors.extra_size:
+            rows, extra = vectors.extra_rows, _dot(query16, vectors.extra, threads)
+            live = rows >= 0
+            np.maximum.at(scores, rows[live], extra[live])
+        if mine is None:
+            out = scores
+        else:
+            out[mine] = scores[mine]
+    return out
+
+
+def _dot(query16: np.ndarray, matrix: np.ndarray, threads: int) -> np.ndarray:
+    # Threads pay off only on big matrices: on a busy 2-core machine a 2-thread scan of 10k
+    # rows took 38 ms against 2.9 ms on one thread (their start-up waits for a free core).
+    threads = threads if len(matrix) >= PARALLEL_SCAN_ROWS else 1
+    scores = simsimd.cdist(query16, matrix, metric="dot", out_dtype="float32", threads=threads)
+    return np.asarray(scores).reshape(-1)
+
+
+def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray:
+    """Indices of the ``window`` best-scoring allowed rows, best first; ties go to the lower row
+    (the older memory), also at the cut-off, so the result never depends on the sort's luck."""
+    candidates = np.flatnonzero(allowed)  # ascending rows
+    negated = -scores[candidates]
+    if candidates.size > window:
+        cutoff = np.partition(negated, window - 1)[window - 1]
+        better = negated < cutoff
+        tied = np.flatnonzero(negated == cutoff)[: window - int(better.sum())]
+        keep = np.concatenate([np.flatnonzero(better), tied])
+        candidates, negated = candidates[keep], negated[keep]
+    return candidates[np.lexsort((candidates, negated))]
