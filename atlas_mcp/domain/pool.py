@@ -80,11 +80,17 @@ def coverage_words(text: str) -> frozenset[str]:
     words are (``calibration.tokens``), and every Chinese or Japanese character and pair of
     adjacent ones, since a query's CJK words (one or two characters) count wherever they occur."""
     lowered = text.lower()
-    words: set[str] = set()
-    for run in WORD_RUN.findall(lowered):
-        if len(run) >= 2:
-            words.add(_normal(run))
-    if has_cjk(lowered):
+    cjk = has_cjk(lowered)
+    # Without Chinese or Japanese characters a run is any run of letters and digits, which a
+    # plain character class finds ~3x faster than WORD_RUN's look-ahead per character; each
+    # distinct run is normalised once (``_normal``, inlined: this is most of a memory's facts).
+    runs = WORD_RUN.findall(lowered) if cjk else _PLAIN_RUN.findall(lowered)
+    words = {
+        run[:-1] if len(run) > 3 and run[-1] == "s" and run[-2] != "s" else run
+        for run in set(runs)
+        if len(run) >= 2
+    }
+    if cjk:
         for at, character in enumerate(lowered):
             if _CJK_CHAR.match(character):
                 words.add(character)
@@ -96,6 +102,7 @@ def coverage_words(text: str) -> frozenset[str]:
 # A run of characters that continue a word: letters and digits, but not Chinese or Japanese
 # ones (each of those starts its own word).
 WORD_RUN = re.compile(rf"(?:(?![{CJK_CHARACTERS}])[^\W_])+")
+_PLAIN_RUN = re.compile(r"[^\W_]{2,}")  # WORD_RUN's runs of two or more, in text without CJK
 
 
 def _normal(word: str) -> str:

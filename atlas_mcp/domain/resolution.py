@@ -74,7 +74,7 @@ class _Index:
         self.memories = memories
         self.position = {i: p for p, i in enumerate(facts)}  # facts come best-ranked first
         self.by_key: dict[str, list[int]] = {}
-        self.keys: dict[int, set[str]] = {}
+        self.keys: dict[int, frozenset[str]] = {}
         for i in facts:
             keys = _keys(memories[i])
             self.keys[i] = keys
@@ -88,8 +88,13 @@ class _Index:
         return sorted(found, key=self.position.__getitem__)[:MAX_PARTNERS]
 
 
-def _keys(memory: Memory) -> set[str]:
-    g = gist(memory.text)
+def _keys(memory: Memory) -> frozenset[str]:
+    return _keys_of(memory.text, memory.about)
+
+
+@lru_cache(maxsize=1 << 14)  # the same facts come back recall after recall
+def _keys_of(text: str, about: str | None) -> frozenset[str]:
+    g = gist(text)
     # Not the names a fact opens with: "Nora ..." would pair each of Nora's facts with all others.
     keys = {
         _anchor(w) if w.startswith("<") else w
@@ -101,10 +106,10 @@ def _keys(memory: Memory) -> set[str]:
     keys |= {f"={w}" for w in g.all_words if len(w) > 3 and w not in g.names and w not in _EVERY_STOP_WORD}
     if g.concept:
         keys.add(f"<{g.concept}>")
-    about = normal_key(memory.about)
-    if about:
-        keys.add(f"about:{about}")
-    return keys
+    key = normal_key(about)
+    if key:
+        keys.add(f"about:{key}")
+    return frozenset(keys)
 
 
 def _anchor(word: str) -> str:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from atlas_mcp.domain.lexical import analyse, content_words, detect_language, word_count
+from atlas_mcp.domain.lexical import CJK_CHARACTERS, analyse, content_words, detect_language, word_count
 from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.pool import WORD_RUN, _normal, coverage_words
 from atlas_mcp.domain.query import lexical_query
 from atlas_mcp.engines.base import RecallPlan
 from atlas_mcp.engines.embedded import schema
@@ -127,3 +131,18 @@ def test_a_store_from_before_migration_7_is_analysed_on_open(tmp_path: Path, leg
         assert [i for i, _ in lexical(engine, plan)] == ["m1"]
     finally:
         engine.close()
+
+
+@given(st.text(alphabet=st.sampled_from(list("abcSsé ,.'_-9东京の学Ä\t")), max_size=40))
+def test_coverage_words_are_their_definition(text):
+    """``coverage_words``' fast path (text without CJK) finds exactly the words of its
+    definition: each run of letters and digits (CJK characters end a run) of two or more,
+    plural ``s`` dropped, and every CJK character and pair of adjacent ones."""
+    lowered = text.lower()
+    expected = {_normal(run) for run in WORD_RUN.findall(lowered) if len(run) >= 2}
+    for at, character in enumerate(lowered):
+        if re.match(rf"[{CJK_CHARACTERS}]", character):
+            expected.add(character)
+            if at + 1 < len(lowered) and re.match(rf"[{CJK_CHARACTERS}]", lowered[at + 1]):
+                expected.add(lowered[at : at + 2])
+    assert coverage_words(text) == expected
