@@ -160,13 +160,15 @@ def views(query: str, memories: Sequence[Memory]) -> list[View]:
     in the first person (the memories that name the user). Cheap tests come first: most
     queries name no speaker and the user's name is only looked for when "I" or "my" is there."""
     out = []
+    heads = _turn_heads(memories)
+    present = set(heads)
     named = [
         name
         for name in dict.fromkeys(_POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
-        if any(_speaks(m, name) for m in memories)
+        if name in present
     ]
     if len(named) == 1 and (text := as_speaker(query, named[0])):
-        out.append(View(text, tuple(i for i, m in enumerate(memories) if _speaks(m, named[0]))))
+        out.append(View(text, tuple(i for i, head in enumerate(heads) if head == named[0])))
     if _in_first_person(query):
         name = user_name(m.text for m in memories if not m.is_catalog)
         if name and (text := as_user(query, name)):
@@ -195,6 +197,17 @@ def _says_my(query: str) -> bool:
 
 
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
+
+
+def _turn_heads(memories: Sequence[Memory]) -> list[str | None]:
+    """Per memory, what an event's text says before its first ": " (None: not an event, or no
+    ": "). A name the query writes (no colon, no space) speaks a turn (``_speaks``) exactly
+    when it is that turn's head: one pass over the pool instead of one per name."""
+    heads: list[str | None] = []
+    for memory in memories:
+        at = memory.text.find(": ") if memory.memory_type is MemoryType.EPISODIC else -1
+        heads.append(memory.text[:at] if at >= 0 else None)
+    return heads
 
 
 def _speaks(memory: Memory, name: str) -> bool:

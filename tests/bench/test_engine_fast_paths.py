@@ -12,10 +12,12 @@ import pytest
 
 from atlas_mcp.bench import corpus
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
+from atlas_mcp.engines.embedded.dense import row_similarities
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import IndexCache
 from atlas_mcp.engines.embedded.maintenance import synchronous, write_many
 from atlas_mcp.engines.embedded.search import SpaceQuery, similarities
+from atlas_mcp.engines.embedded.vectors import RowVectors
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
 
@@ -186,3 +188,25 @@ def test_usage_statistics_skip_the_fsync_and_leave_the_store_durable(tmp_path):
             synchronous(engine, "OFF").__enter__()
     finally:
         engine.close()
+
+
+def test_the_rows_of_a_few_memories_read_as_the_whole_scan_reads_them():
+    """The perspective step's cosines of a few memories (``row_similarities``) are the values
+    the whole scan gives those rows, long memories' best passage included."""
+    rng = np.random.default_rng(3)
+    vectors = RowVectors(8)
+
+    def unit(n: int) -> np.ndarray:
+        v = rng.normal(size=(n, 8)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    for row in range(12):
+        vectors.append_pending()
+        if row != 4:  # row 4 is pending
+            vectors.put_passages(row, unit(1 + row % 3), 0)
+    vectors.put_passages(7, unit(1), 0)  # a long memory edited short: its extras dropped
+    query = {0: SpaceQuery(unit(1)[0], REFERENCE_BACKGROUND)}
+    whole = similarities(vectors, query, 1)
+    for rows in ([1, 2, 5], [11, 0, 8, 7], [3], []):
+        picked = np.array(rows, dtype=np.int64)
+        assert row_similarities(vectors, picked, query[0]).tolist() == whole[picked].tolist()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from atlas_mcp.domain import perspective
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy
@@ -118,3 +121,33 @@ def test_a_first_person_question_finds_the_fact_that_names_the_user(engine):
     assert seen[0].memory.text == cat
     assert cosine[cat] > before[cat]  # heard as "What pet does Nora have?" too
     assert written.id not in {h.memory.id for h in seen[:1]}
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(list(MemoryType)),
+            st.text(alphabet=st.sampled_from(list("AnaBo: ’'s-")), max_size=12),
+        ),
+        max_size=8,
+    ),
+    st.text(alphabet=st.sampled_from(list("AnaBo ’'s-?")), max_size=12),
+)
+def test_a_speaker_is_found_in_one_pass_as_turn_by_turn(memories, query):
+    """``views`` finds the speakers a query names from each turn's head: the same names, and
+    the same turns, as asking each memory whether the name speaks it (``_speaks``)."""
+    pool = [
+        Memory(
+            id=f"m{i}",
+            memory_type=kind,
+            user_id="u",
+            text=text or "x",
+            created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+        for i, (kind, text) in enumerate(memories)
+    ]
+    heads = perspective._turn_heads(pool)
+    for name in perspective._CAPITALISED.findall(query):
+        name = perspective._POSSESSIVE.sub("", name)
+        assert (name in set(heads)) == any(perspective._speaks(m, name) for m in pool)
+        assert [h == name for h in heads] == [perspective._speaks(m, name) for m in pool]

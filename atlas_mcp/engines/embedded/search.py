@@ -27,7 +27,7 @@ from ...domain.similarity import REFERENCE_BACKGROUND, on_one_scale, query_backg
 from ...inference.embedder import ModelChoice, embed_query
 from ..base import RecallPlan
 from . import slots, store, timing, versions
-from .dense import DenseScan, SpaceQuery, searchable, similarities, top_rows
+from .dense import DenseScan, SpaceQuery, row_similarities, searchable, similarities, top_rows
 from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
@@ -110,9 +110,31 @@ class Search:
         with self._store.snapshot() as conn:
             visible = self._visible(conn, plan)
         queries = self._space_queries(text, self._spaces_of([v.index for v in visible]), {})
+        if len(queries) == 1:  # one space: each cosine is mapped alone, so only ``ids`` are read
+            return self._member_cosines(visible, queries, ids)
         dense = self._scan(visible, queries)
         found = {memory_id: dense.of(memory_id)[0] for memory_id in ids}
         return {memory_id: cosine for memory_id, cosine in found.items() if cosine is not None}
+
+    def _member_cosines(
+        self, visible: list[OwnerRows], queries: Mapping[int, SpaceQuery], ids: Sequence[str]
+    ) -> dict[str, float]:
+        """``cosines`` in a recall of one vector space: the rows of ``ids`` alone (each the
+        first visible owner's that holds it), the values a whole scan gives them."""
+        ((code, query),) = queries.items()
+        out: dict[str, float] = {}
+        remaining = list(ids)
+        for owner in visible:
+            index, vectors = owner.index.index, owner.index.vectors
+            mine = [(memory_id, index[memory_id]) for memory_id in remaining if memory_id in index]
+            remaining = [memory_id for memory_id in remaining if memory_id not in index]
+            rows = np.array([row for _, row in mine], dtype=np.int64)
+            searched = vectors.ready[rows] & (vectors.spaces[rows] == code) if len(rows) else rows > 0
+            found = row_similarities(vectors, rows[searched], query)
+            (scaled,) = on_one_scale([found], [np.full(len(found), code)], {code: query.background})
+            chosen = [memory_id for (memory_id, _), kept in zip(mine, searched.tolist(), strict=True) if kept]
+            out |= {memory_id: float(value) for memory_id, value in zip(chosen, scaled.tolist(), strict=True)}
+        return out
 
     def _scan(self, visible: list[OwnerRows], queries: Mapping[int, SpaceQuery]) -> DenseScan:
         """Every visible row's cosine with the query embedded in the row's space, on one scale."""
