@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TextIO
 
 from . import portability, upkeep
+from .domain import asked as asked_about
 from .domain import audit, codec, guard, inputs, profile, ranking
 from .domain.audit import OPERATOR, Actor, AuditEntry
 from .domain.guard import GuardPolicy
@@ -118,6 +119,7 @@ class MemoryService(Writing):
         plan = ranking.plan(self.policy, self.limits, asked, now)
         pool = ranking.admitted(plan, ranking.pool_of(self._engine.candidates(plan)), now)
         pool = ranking.from_their_side(self.policy, plan, pool, self._engine.cosines)
+        pool = replace(pool, meaning=self._meaning(plan))
         hits = ranking.rank(self.policy, self._reranker, plan, pool, now)
         used = ranking.earned_uses(self.policy, hits, user_id) if touch else []
         if not used:
@@ -125,6 +127,18 @@ class MemoryService(Writing):
         at = self.clock()
         self._engine.touch(user_id, used, at)
         return ranking.after_use(hits, used, at)
+
+    def _meaning(self, plan: RecallPlan) -> str | None:
+        """The attribute the query's meaning asks about (``domain.asked``), read from the query
+        vector the engine already has; not for a question about when something happened (it
+        asks about an event, even when it names an attribute: "my last trip to the dentist")."""
+        rerank = self.policy.context_rerank
+        if not (rerank.read_meaning and rerank.attribute_weight) or plan.intent.found:
+            return None
+        if not asked_about.reads_meaning(plan.query):
+            return None
+        likeness = self._engine.likeness(plan, asked_about.PROTOTYPE_TEXTS)
+        return asked_about.meaning_of(likeness, rerank.meaning_threshold, rerank.meaning_margin)
 
     def recall_plan(self, query: RecallQuery) -> RecallPlan:
         """What ``recall`` asks of the engine, now (validated)."""

@@ -18,7 +18,9 @@ in the next, or several turns of one exchange each carry part of it.
   turns rank lower but a long note cannot win on length;
 - *speaker*: ``speaker_weight`` when the query names the event's speaker ("Sarah: …");
 - *attribute*: ``attribute_weight`` when a fact sets what the query asks about, for the same
-  person (``domain.asked``: "what's my husband called?" and "My husband is Daniel").
+  person (``domain.asked``: "what's my husband called?" and "My husband is Daniel"); when the
+  query's meaning reads the same attribute (or reads one its words did not name), the best such
+  fact is lifted ``attribute_lead`` above the best candidate, the others by as much.
 
 The result is ``exp((s − s_best) / relevance_temperature)``: 1.0 for the best candidate and a
 gap of ``T·ln(1/m)`` in fused score for a multiplier ``m`` (decay, catalog prior) to overturn.
@@ -34,7 +36,7 @@ from datetime import timedelta
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .asked import setting_what_is_asked
+from .asked import asked, setting
 from .pool import EPISODIC, MICROSECOND, NO_TIME, Pool
 
 
@@ -60,6 +62,24 @@ class ContextRerankPolicy(BaseModel):
         1.0,
         ge=0,
         description="bonus when a fact sets the attribute the query asks about, for the same person (domain.asked)",
+    )
+    attribute_lead: float = Field(
+        0.5,
+        ge=0,
+        description="when the query's meaning reads the attribute too, its best fact ends this far above the best candidate",
+    )
+    read_meaning: bool = Field(
+        True,
+        description="read the attribute an English query asks about from its embedding too (domain.asked)",
+    )
+    meaning_threshold: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="least cosine with an attribute's plain questions for its meaning to count",
+    )
+    meaning_margin: float = Field(
+        0.1, ge=0, le=1, description="lead the nearest attribute needs over the next, in cosine"
     )
     episode_gap_minutes: float = Field(
         30.0, ge=0, description="events this close in occurred_at belong to one episode"
@@ -206,8 +226,24 @@ def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> 
     return out
 
 
+def with_attribute(score: np.ndarray, query: str, pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:
+    """The facts that set what ``query`` asks about gain ``attribute_weight``; on a sure reading
+    (``domain.asked``), enough for the best of them to lead the pool by ``attribute_lead``."""
+    question = asked(query, pool.meaning)
+    found = [] if question is None else setting(question, pool.memories, np.argsort(-score, kind="stable"))
+    if not found:
+        return score
+    out = score.copy()
+    lift = policy.attribute_weight
+    if question is not None and question.sure:
+        lift = max(lift, float(score.max() - score[found].max()) + policy.attribute_lead)
+    out[found] += lift
+    return out
+
+
 def context_match(query: str, pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:
-    """One match in (0, 1] per candidate, in the pool's order; the best scores 1.0."""
+    """One match in (0, 1] per candidate, in the pool's order; the best scores 1.0 (the
+    attribute's meaning, if the engine read it, is ``pool.meaning``)."""
     if not len(pool):
         return np.zeros(0)
     score = with_context(fused_scores(pool, policy), pool, policy)
@@ -219,7 +255,6 @@ def context_match(query: str, pool: Pool, policy: ContextRerankPolicy) -> np.nda
             )
             score[lifted] += policy.speaker_weight
     if policy.attribute_weight:
-        for i in setting_what_is_asked(query, pool.memories, np.argsort(-score, kind="stable")):
-            score[i] += policy.attribute_weight
+        score = with_attribute(score, query, pool, policy)
     matches: np.ndarray = np.exp((score - score.max()) / policy.relevance_temperature)
     return matches

@@ -136,6 +136,7 @@ class Pool(Sequence[Candidate]):
     log_words: np.ndarray
     speakers: list[str | None]
     words: list[frozenset[str]]
+    meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -211,6 +212,7 @@ class Pool(Sequence[Candidate]):
             log_words=np.array([f.log_words for f in facts], dtype=np.float64),
             speakers=[f.speaker for f in facts],
             words=[f.words for f in facts],
+            meaning=None,
             **evidence,
         )
 

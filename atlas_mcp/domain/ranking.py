@@ -257,7 +257,7 @@ def rank(
     )
     relevance = calibration.calibrated(features, window, policy.calibration)
     if policy.calibration.attribute_evidence:
-        setting = setting_what_is_asked(plan.query, pool.memories, order.tolist())
+        setting = setting_what_is_asked(plan.query, pool.memories, order.tolist(), pool.meaning)
         relevance = calibration.with_attribute(relevance, setting, policy.calibration)
     resolved = resolve(pool.memories, order.tolist(), plan.k or len(order))
     for current, older in resolved.lifted.items():

@@ -120,6 +120,11 @@ class Engine(Protocol):
         """The dense similarity of ``text`` (``plan.query`` reworded) with each of ``ids``, on
         the scale ``candidates`` reports; an engine that measures no cosine returns {}."""
 
+    def likeness(self, plan: RecallPlan, texts: Sequence[str]) -> builtins.list[float] | None:
+        """The cosine of ``plan.query`` with each of ``texts`` (fixed questions, such as
+        ``domain.asked``'s), both read as queries by MiniLM, when this recall embedded the query
+        with it already; None otherwise (no model run is added for it)."""
+
     def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Record a recall: set ``last_used_at`` and increment ``use_count``."""
 

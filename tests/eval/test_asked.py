@@ -9,6 +9,7 @@ import pytest
 
 from atlas_mcp.domain import asked, calibration, gist
 from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.ranking import RecallQuery
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.eval import mixed_suite
 from atlas_mcp.service import MemoryService
@@ -72,3 +73,72 @@ def test_the_evidence_is_shared_by_the_facts_that_set_the_attribute():
     two = calibration.with_attribute([0.02, 0.02], [0, 1], policy)
     assert one[1] == 0.02 and one[0] == pytest.approx(1 - 0.98 * (1 - policy.attribute_evidence))
     assert two[0] == two[1] == pytest.approx(1 - 0.98 * (1 - policy.attribute_evidence / 2))
+
+
+def likeness_of(
+    nearest: str, cosine: float, runner_up: str | None = None, second: float = 0.0
+) -> list[float]:
+    """A query's cosines with every prototype: ``cosine`` for ``nearest``'s, ``second`` for
+    ``runner_up``'s, 0.1 for the rest."""
+    return [
+        cosine if concept == nearest else second if concept == runner_up else 0.1
+        for concept, texts in asked.PROTOTYPES.items()
+        for _ in texts
+    ]
+
+
+def test_the_meaning_counts_when_near_enough_and_clear_of_the_next():
+    assert asked.meaning_of(likeness_of("job", 0.65), 0.6, 0.1) == "job"
+    assert asked.meaning_of(likeness_of("job", 0.55), 0.6, 0.1) is None  # not near enough
+    assert asked.meaning_of(likeness_of("job", 0.65, "residence", 0.6), 0.6, 0.1) is None  # not clear
+    assert asked.meaning_of(None, 0.6, 0.1) is None  # the engine had no vector
+    assert asked.meaning_of([0.9], 0.6, 0.1) is None  # not one cosine per prototype
+
+
+def test_a_reading_is_sure_when_the_meaning_agrees_or_names_what_the_words_do_not():
+    both = asked.asked("Where do I work?", "job")
+    assert both is not None and both.concept == "job" and both.sure and both.by_words
+    words = asked.asked("Where do I work?", None)
+    assert words is not None and not words.sure
+    meaning = asked.asked("What do I do for a living?", "job")
+    assert meaning is not None and meaning.concept == "job" and meaning.sure and not meaning.by_words
+    # The words win a disagreement, unsure.
+    disagree = asked.asked("Which city do I live in these days?", "job")
+    assert disagree is not None and disagree.concept == "residence" and not disagree.sure
+    # An identifier is asked for by name: "my passport number" is not read as a phone number.
+    assert asked.asked("What's my passport number?", "phone number") is None
+
+
+def test_a_sure_reading_asks_the_fact_to_name_whom_the_question_names():
+    memories = [memory(0, "I work as a product designer at Fernhill."), memory(1, "Rohan works as a nurse.")]
+    rohan = asked.asked("What is Rohan's job?", "job")
+    assert rohan is not None and rohan.names == {"rohan"}
+    assert asked.setting(rohan, memories, range(2)) == [1]
+
+
+def test_the_meaning_lifts_the_fact_a_question_in_other_words_asks_for(engine):
+    """Among the mixed suite's background crowd: "for a living" names no attribute, and its
+    words find a kitchen note's "living room"; its meaning is a question about work."""
+    service = MemoryService(engine)
+    words_only = MemoryService(engine, ScoringPolicy(read_meaning=False))
+    job = "I work as a product designer at Fernhill, mostly on the mobile app."
+    for entry in mixed_suite.load()["background"]:
+        if entry["type"] != "procedural":
+            service.write("maya", entry["text"], entry["type"])
+    service.write("maya", job)
+    question = "What do I do for a living?"
+    assert words_only.recall("maya", question, 3, min_relevance=0, touch=False)[0].memory.text != job
+    assert service.recall("maya", question, 3, min_relevance=0, touch=False)[0].memory.text == job
+    # and the reading is evidence: the answer clears the default floor
+    assert job in {h.memory.text for h in service.recall("maya", question, 3, touch=False)}
+
+
+def test_likeness_reuses_the_query_vector_and_runs_no_model_for_it(engine):
+    service = MemoryService(engine)
+    service.write("u", "I live in Leeds.")
+    plan = service.recall_plan(RecallQuery("u", "Where am I living these days?"))
+    assert engine.likeness(plan, asked.PROTOTYPE_TEXTS) is None  # the query was never embedded
+    engine.candidates(plan)
+    cosines = engine.likeness(plan, asked.PROTOTYPE_TEXTS)
+    assert cosines is not None and len(cosines) == len(asked.PROTOTYPE_TEXTS)
+    assert asked.meaning_of(cosines, 0.6, 0.1) == "residence"

@@ -277,6 +277,10 @@ class ElasticsearchEngine(Engine):
         would be a second semantic search per recall (recall then reads the query as asked)."""
         return {}
 
+    def likeness(self, plan: RecallPlan, texts: Sequence[str]) -> builtins.list[float] | None:
+        """None: the cluster embeds the query, this process never sees its vector."""
+        return None
+
     # -- bookkeeping and operator views (writer credential: not memory, no DLS key reads it) --
 
     def get_state(self, user_id: str, key: str) -> str | None:

@@ -201,6 +201,9 @@ class EmbeddedEngine(Engine):
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         return self.search.cosines(plan, text, ids)
 
+    def likeness(self, plan: RecallPlan, texts: Sequence[str]) -> builtins.list[float] | None:
+        return self.search.likeness(plan, texts)
+
     def warm(self, user_id: str) -> None:
         self.search.warm(user_id)
 

@@ -28,6 +28,7 @@ from ...inference.embedder import ModelChoice, embed_query
 from ..base import RecallPlan
 from . import slots, store, timing, versions
 from .dense import DenseScan, SpaceQuery, row_similarities, searchable, similarities, top_rows
+from .fixed_texts import MINILM_MODELS, FixedTexts
 from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
@@ -69,6 +70,7 @@ class Search:
         self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
         self._recent: OrderedDict[tuple[str, str], SpaceQuery] = OrderedDict()
         self._recent_lock = threading.Lock()
+        self._fixed = FixedTexts(models)
 
     def candidates(self, plan: RecallPlan) -> Pool:
         """BM25 and cosine over each visible owner's rows, fused; all reads from one snapshot.
@@ -135,6 +137,17 @@ class Search:
             chosen = [memory_id for (memory_id, _), kept in zip(mine, searched.tolist(), strict=True) if kept]
             out |= {memory_id: float(value) for memory_id, value in zip(chosen, scaled.tolist(), strict=True)}
         return out
+
+    def likeness(self, plan: RecallPlan, texts: Sequence[str]) -> list[float] | None:
+        """``plan.query``'s cosine with each of ``texts`` as MiniLM reads them, if ``candidates``
+        embedded the query with MiniLM (its vector is reused, no model runs for the query)."""
+        for model in MINILM_MODELS:
+            with self._recent_lock:
+                found = self._recent.get((model, plan.query))
+            if found is not None:
+                cosines: list[float] = (self._fixed.vectors(model, texts) @ found.vector).tolist()
+                return cosines
+        return None
 
     def _scan(self, visible: list[OwnerRows], queries: Mapping[int, SpaceQuery]) -> DenseScan:
         """Every visible row's cosine with the query embedded in the row's space, on one scale."""
