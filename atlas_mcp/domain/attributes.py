@@ -55,14 +55,18 @@ CONCEPTS: tuple[Concept, ...] = (
     _c("mobile plan", "mobile|phone plan|contract|provider|tariff, mobilfunk*|handyvertrag, tarifa|operador|opérateur|forfait"),
     _c("residence",
        "live|lives|lived|living|reside|resides in|at|near, moved|move|moving|relocated|relocating|relocate to|back, "
+       "moved|move|moving out, rent|rents|renting|rented a|an|the flat|apartment|room|studio, "
        "based in, home|hometown is, wohne|wohnt|wohnen|wohnte|lebe|lebt|leben in|im|bei|am, gezogen|umgezogen|zieht|ziehe, "
        "wohnort, vivo|vive|viven|vivimos|vivía|resido|reside en, mudó|mudé|mudado|mudamos|mudaron|trasladó|trasladé, "
        "habite|habites|habitent|habitons|vit|vis|vivent|vivons à|en|au|près, déménagé|déménage|déménager|emménagé|installé|installée, "
        "vivo|vive|vivono|abito|abita|abitano a|in, trasferito|trasferita|trasferiti|trasferisce, "
        "moro|mora|moram|vivo|vive em|no|na, mudou|mudei|mudaram, woon|woont|wonen in, verhuisd|verhuist",
        "住んで 住む 住み 住ま 引っ越 在住 転居 住在 搬到 搬家 居住", place=True),
+    # Moving house names the attribute without a place ("has moved house: home is now a terrace in ...").
+    _c("residence", "moved|move|moving|moves house|home|flat|flats"),
     _c("job",
        "work|works|worked|working as|at|for|in, job|jobs|employer|occupation|profession|career, employed|hired, joined, "
+       "freelance|freelancer|freelancing|self-employed, "
        "arbeite|arbeitet|arbeiten|arbeitete als|bei|für|im, beruf|job|arbeitgeber|stelle, angestellt|tätig, "
        "trabajo|trabaja|trabajan|trabajaba como|en|para, empleo|puesto|profesión|oficio, "
        "travaille|travailles|travaillent|travaillé comme|chez|à|pour, emploi|poste|métier|profession|boulot, "

@@ -28,6 +28,10 @@ UPDATES = [
     ("Mi médico de cabecera es la Dra. Ruiz.", "Mi nuevo médico de cabecera es el Dr. Pons."),
     ("Il est végétarien.", "Il est devenu végan."),
     ("The team standup is at 9:30.", "The team standup is at 10:00 now."),
+    # said without "lives in" or "works as": a house move, a rented flat, freelance work
+    ("I live in Glasgow.", "Has moved house: home is now a terrace in Leith, Edinburgh."),
+    ("Lives in Leeds.", "We rent a flat in the Northern Quarter of Manchester now."),
+    ("Works as an accountant at Baird & Co.", "Now works freelance as a consultant."),
 ]
 SAME = [
     ("Ana is allergic to shellfish.", "Ana has a shellfish allergy."),
