@@ -96,6 +96,7 @@ def profile(
     settings = load_settings(data_dir=data_dir, encryption_key=encryption_key)
     service = open_service(settings)
     try:
+        service.warm(user)  # as ``serve`` does at start (in the background there)
         for query in warmup:
             _recall(service, user, query)
         clock = StageClock()

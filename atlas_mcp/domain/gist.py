@@ -37,7 +37,7 @@ from .attributes import (
 from .lexical import SNOWBALL, _stem, cjk_words, detect_language, has_cjk
 from .stopwords import CJK_STOP_CHARACTERS, STOP_WORDS
 from .subjects import naming, subject_of
-from .wording import Token, tokens_of
+from .wording import Token, has_digit, tokens_of
 from .wording import is_name as _is_name
 
 BY_NAME: dict[str, Concept] = {c.name: c for c in CONCEPTS}
@@ -94,9 +94,10 @@ def gist(text: str, language: str | None = None) -> Gist:
     )  # fmt: skip
 
 
+@lru_cache(maxsize=1 << 16)  # a fact's words recur across facts (stemming is cached too)
 def _normal(language: str, word: str) -> str:
     """A word as ``words`` holds it: numbers as written, other words stemmed."""
-    return word if any(c.isdigit() for c in word) else _stem(language, word)
+    return word if has_digit(word) else _stem(language, word)
 
 
 def _qualifier(
@@ -109,7 +110,7 @@ def _qualifier(
         if token.word in CHANGE_WORDS:
             continue
         plain = not token.name and token.word not in stop and token.word not in POSSESSIVES
-        return token.word if plain and not any(c.isdigit() for c in token.word) else None
+        return token.word if plain and not has_digit(token.word) else None
     return None
 
 
@@ -262,11 +263,7 @@ def _content(
             continue
         if word in TITLES or word in USER_WORDS or word in CHANGE_WORDS:
             continue
-        value_like = (
-            any(c.isdigit() for c in word)
-            or word in WEEKDAYS_AND_MONTHS
-            or (_is_name(token) and not token.initial)
-        )
+        value_like = has_digit(word) or word in WEEKDAYS_AND_MONTHS or (_is_name(token) and not token.initial)
         if word in stop and not value_like or word in LIGHT_WORDS and not value_like:
             continue
         normal = _normal(language, word)

@@ -22,6 +22,7 @@ from .gist import gist, normal_key
 from .model import Memory, MemoryType
 from .sameness import Kind, related
 from .stopwords import STOP_WORDS
+from .wording import has_digit
 
 PAIRING_DEPTH = 2  # hops from a shown fact along "about the same thing" within the pool
 POOL_DEPTH = 50  # candidates past what a recall shows that may hold a newer value
@@ -97,9 +98,7 @@ def _keys_of(text: str, about: str | None) -> frozenset[str]:
     g = gist(text)
     # Not the names a fact opens with: "Nora ..." would pair each of Nora's facts with all others.
     keys = {
-        _anchor(w) if w.startswith("<") else w
-        for w in g.words
-        if w not in g.name_words and not any(c.isdigit() for c in w)
+        _anchor(w) if w.startswith("<") else w for w in g.words if w not in g.name_words and not has_digit(w)
     }
     # And the words as written: a short fact is easily read in the wrong language, and then
     # stemmed unlike its replacement ("schwimmen" / "schwimm"); ``related`` reads the pair in one.

@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .attributes import CHANGE_WORDS, LIGHT_WORDS, TITLES
 from .lexical import _TOKEN, has_cjk
 
 # A version, time or amount stays one token ("4.0.1", "9:30", "07700-900412"); else as indexed.
 _WORD = re.compile(r"\d+(?:[.,:/-]\d+)+[a-z]*|" + _TOKEN.pattern)
+_SENTENCE_MARK = re.compile(r"[.!?;:]")  # between two words: the second opens a sentence or clause
 POSSESSIVE_SUFFIXES = ("'s", "’s", "'", "’")
 GERMAN_ARTICLES = frozenset(
     "der die das den dem des ein eine einen einem einer eines beim im am zum zur vom ins kein keine "
     "mein meine meinen meinem meiner sein seine seinen seinem ihr ihre ihren ihrem unser unsere".split()
 )
+
+
+@lru_cache(maxsize=1 << 16)  # asked of every word of every fact read, and words recur
+def has_digit(word: str) -> bool:
+    """Does ``word`` hold a digit (``str.isdigit``: superscripts and other scripts' digits too)?"""
+    return any(c.isdigit() for c in word)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +57,7 @@ def tokens_of(text: str, language: str) -> list[Token]:
         not_an_end = (
             bool(out) and between.strip() == "." and (out[-1].word in TITLES or out[-1].word.isdigit())
         )
-        initial = not out or (bool(re.search(r"[.!?;:]", between)) and not not_an_end)
+        initial = not out or (bool(_SENTENCE_MARK.search(between)) and not not_an_end)
         # the article before a noun, or before the adjective before it ("die neue Adresse")
         previous = {out[-1].word} if out else set()
         if len(out) > 1 and not out[-1].text[:1].isupper():

@@ -205,3 +205,41 @@ def test_a_recall_of_the_same_words_reuses_the_query_vector(pair, monkeypatch):
     assert again == first and asked >= 1 and len(embedded) == asked
     service.recall(USER, "where is the dentist", touch=False)
     assert embedded.count("where is the dentist") == 1
+
+
+def test_a_start_decodes_the_memories_and_their_facts_once_so_recall_works_out_none(pair, reads, monkeypatch):
+    """``warm`` (what ``serve`` runs at start) decodes the user's memories into the cache with
+    their ranking facts when all fit: a recall then reads no row and works out no facts, and
+    ranks exactly as a process that did not preload; a store too big for the cache is left
+    to recall."""
+    from atlas_mcp.engines.embedded import memory_cache
+
+    service, other = pair
+    written = [
+        service.write(USER, f"Ines went to the {place} on a Sunday") for place in ("zoo", "lake", "market")
+    ]
+    cold = [
+        (h.memory.id, h.score, h.relevance)
+        for h in other.recall(USER, "where did I go on Sunday", touch=False)
+    ]
+    fresh = MemoryService(EmbeddedEngine(service._engine.path, default_embedder()))
+    try:
+        fresh.warm(USER)
+        assert sum(reads) >= len(written)
+        reads.clear()
+        worked: list[str] = []
+        real = memory_cache.row_facts
+        monkeypatch.setattr(memory_cache, "row_facts", lambda m: worked.append(m.id) or real(m))
+        warm = [
+            (h.memory.id, h.score, h.relevance)
+            for h in fresh.recall(USER, "where did I go on Sunday", touch=False)
+        ]
+        assert warm == cold and reads == [] and worked == []
+    finally:
+        fresh.close()
+    small = MemoryService(EmbeddedEngine(service._engine.path, default_embedder()))
+    try:
+        small._engine._memories = small._engine.search._memories = MemoryCache(capacity=2)
+        assert small._engine.search.preload(USER) == 0
+    finally:
+        small.close()

@@ -82,6 +82,11 @@ class MemoryCache:
                 out.append(kept[1])
         return out
 
+    def fits(self, more: int) -> bool:
+        """Would ``more`` memories fit beside the ones kept, without pushing any out?"""
+        with self._lock:
+            return len(self._entries) + more <= self._capacity
+
     def advance(self, change: Change, dropped: Sequence[str] = ()) -> None:
         """Apply this process's committed change, which changed no cached memory but ``dropped``."""
         with self._lock:

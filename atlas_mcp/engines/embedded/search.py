@@ -47,6 +47,7 @@ RECENT_QUERIES = 64
 # 0.3 s (~0.05 s at 8k rows on the reference machine), so a start may load them before
 # answering anything (``warm_rows``).
 QUICK_LOAD_ROWS = SAVED_MIN_ROWS
+PRELOAD_CHUNK = 500  # memories decoded per snapshot by ``preload`` (each a short hold of the store)
 
 
 class Search:
@@ -292,6 +293,30 @@ class Search:
             owners = [self._index.get(conn, owner) for owner in (owner_key(user_id), CATALOG_OWNER)]
         self._space_queries("warm up", self._spaces_of(owners), {})
         embed_query(self.models.embedder(self.models.members[0]), "warm up")
+        self.preload(user_id)
+
+    def preload(self, user_id: str) -> int:
+        """Decode the user's memories into the memory cache with their ranking facts, if all of
+        them fit there: the facts are then worked out at load, not at each memory's first
+        recall. Chunk by chunk, each in its own snapshot, so recalls and writes interleave;
+        how many memories were read."""
+        owner = owner_key(user_id)
+        with self._store.snapshot() as conn:
+            ids = list(self._index.get(conn, owner).ids)
+        if not self._memories.fits(len(ids)):
+            return 0
+        read = 0
+        for start in range(0, len(ids), PRELOAD_CHUNK):
+            chunk = ids[start : start + PRELOAD_CHUNK]
+            with self._store.snapshot() as conn:
+                stamp = versions.stamp(conn, owner)
+                known = self._memories.get(owner, stamp, chunk)
+                missing = [memory_id for memory_id in chunk if memory_id not in known]
+                found = store.read_memories(conn, owner, missing) if missing else []
+                self._memories.put(owner, stamp, found)
+            self._memories.facts([*known.values(), *found])
+            read += len(found)
+        return read
 
     def warm_rows(self, user_id: str) -> bool:
         """Load the user's and the catalog's vector caches now if that is quick (at most
