@@ -13,6 +13,9 @@ in the next, or several turns of one exchange each carry part of it.
   the previous one, in time order (then write order) — one sitting, one conversation;
 - *context*: an event gains ``context_weight`` × the best score of its neighbours in the pool
   that sit next to it in its episode;
+- *reply*: an event right after another speaker's turn that asks something gains
+  ``reply_weight`` × that turn's score when it is above the mean ("Anything you're excited for
+  in the adoption?" matches the query; the answer is the next turn, which shares few words);
 - *episode*: an event gains ``episode_weight`` × z(best score in its episode);
 - *length*: ``length_weight`` × z(log words) of events among events, capped, so short chit-chat
   turns rank lower but a long note cannot win on length;
@@ -80,6 +83,9 @@ class ContextRerankPolicy(BaseModel):
     )
     meaning_margin: float = Field(
         0.1, ge=0, le=1, description="lead the nearest attribute needs over the next, in cosine"
+    )
+    reply_weight: float = Field(
+        0.15, ge=0, description="share of a matching question turn's score the next speaker's reply inherits"
     )
     episode_gap_minutes: float = Field(
         30.0, ge=0, description="events this close in occurred_at belong to one episode"
@@ -213,6 +219,8 @@ def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> 
     near = grouped & has
     out[found.order[near]] += policy.context_weight * best[near]
     out[standalone] += policy.context_weight * score[standalone]
+    if policy.reply_weight and len(found.order) > 1:
+        out += replies(score, pool, found, policy.reply_weight)
     if (len(members) or len(standalone)) and policy.episode_weight:
         starts = np.flatnonzero(found.starts[grouped])
         unit_best = (
@@ -224,6 +232,25 @@ def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> 
         z = np.clip(zscores(strength, policy.fused_min_spread), -policy.episode_z_cap, policy.episode_z_cap)
         out[np.concatenate([members, standalone])] += policy.episode_weight * z
     return out
+
+
+def replies(score: np.ndarray, pool: Pool, found: Episodes, weight: float) -> np.ndarray:
+    """What each reply gains from the question it answers: an event right after another
+    speaker's turn that asks something ("Anything you're excited for in the adoption?") gains
+    ``weight`` × that turn's score, when it is above the pool's mean (a question that matches
+    the query is answered in the next turn)."""
+    order = found.order
+    asking = np.array(["?" in m.text or "？" in m.text for m in pool.memories], dtype=bool)
+    previous = np.roll(order, 1)
+    replying = np.zeros(len(order), dtype=bool)
+    replying[1:] = ~found.starts[1:] & asking[previous[1:]]
+    speakers = pool.speakers
+    for j in np.flatnonzero(replying).tolist():
+        if speakers[order[j]] is not None and speakers[order[j]] == speakers[previous[j]]:
+            replying[j] = False
+    gain = np.zeros(len(score))
+    gain[order[replying]] = weight * np.maximum(score[previous[replying]], 0.0)
+    return gain
 
 
 def with_attribute(score: np.ndarray, query: str, pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:

@@ -4,6 +4,7 @@ A test oracle only: every line here reads as the arithmetic's definition, not as
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -96,7 +97,11 @@ def fused_scores(pool: Sequence[Signals], policy: ContextRerankPolicy) -> np.nda
 
 
 def with_context(
-    score: np.ndarray, groups: list[list[int]], policy: ContextRerankPolicy, standalone: Sequence[int] = ()
+    score: np.ndarray,
+    groups: list[list[int]],
+    policy: ContextRerankPolicy,
+    standalone: Sequence[int] = (),
+    memories: Sequence[Memory] = (),
 ) -> np.ndarray:
     """Neighbour smoothing within each episode, then the episode's own strength.
 
@@ -112,6 +117,17 @@ def with_context(
                 out[i] += policy.context_weight * max(neighbours)
     for i in standalone:
         out[i] += policy.context_weight * score[i]
+    if policy.reply_weight and memories:
+        # A reply inherits from the other speaker's question right before it.
+        for group in groups:
+            for asker, reply in itertools.pairwise(group):
+                text = memories[asker].text
+                if "?" not in text and "？" not in text:
+                    continue
+                said_by = speaker(memories[reply].text)
+                if said_by is not None and said_by == speaker(text):
+                    continue
+                out[reply] += policy.reply_weight * max(score[asker], 0.0)
     units = [*groups, *([i] for i in standalone)]
     if units and policy.episode_weight:
         members = [i for unit in units for i in unit]
@@ -134,7 +150,7 @@ def context_match(query: str, pool: Sequence[Signals], policy: ContextRerankPoli
         standalone = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.EPISODIC]
         standalone += [group[0] for group in groups if len(group) == 1]
         groups = [group for group in groups if len(group) > 1]
-    score = with_context(score, groups, policy, standalone)
+    score = with_context(score, groups, policy, standalone, memories)
     if policy.speaker_weight:
         for i, memory in enumerate(memories):
             name = speaker(memory.text) if memory.memory_type is MemoryType.EPISODIC else None

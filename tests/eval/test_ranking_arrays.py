@@ -32,6 +32,8 @@ WORDS = [
     "paint",
     "会议",
     "猫",
+    "code?",  # a turn that asks: the next speaker's reply inherits from it
+    "swap？",
 ]
 SPEAKERS = ["Sarah: ", "Tom: ", "Melanie: ", ""]
 QUERIES = [

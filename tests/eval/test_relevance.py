@@ -57,8 +57,29 @@ def test_a_turn_next_to_a_strong_match_outranks_an_equal_stranger():
     relevance = context_match("code on the hub", found, ContextRerankPolicy())
     assert relevance[0] == 1.0
     assert relevance[1] > relevance[2]
-    flat = context_match("code on the hub", found, ContextRerankPolicy(context_weight=0, episode_weight=0))
+    alone = ContextRerankPolicy(context_weight=0, episode_weight=0, reply_weight=0)
+    flat = context_match("code on the hub", found, alone)
     assert flat[1] == pytest.approx(flat[2])
+
+
+def test_a_reply_inherits_from_the_question_it_answers():
+    # The same match twice: in one conversation Melanie asks what the query asks and Caroline
+    # answers; in the other Melanie says it and Caroline chats on. Only the answer gains.
+    later = T0 + timedelta(days=9)
+    found = pool(
+        (event(1, "Melanie: Anything you're excited about in the adoption?", T0), 0.6, 4.0),
+        (event(2, "Caroline: Making a family for kids who need one.", T0), 0.2, 0.0),
+        (event(3, "Melanie: I'm excited about the adoption.", later), 0.6, 4.0),
+        (event(4, "Caroline: Making pottery with the kids.", later), 0.2, 0.0),
+        (event(5, "Caroline: Lovely weather?", T0 + timedelta(days=20)), 0.1, 0.0),
+        (event(6, "Caroline: Yes, lovely.", T0 + timedelta(days=20)), 0.1, 0.0),
+    )
+    question = "What is Caroline excited about in the adoption process?"
+    relevance = context_match(question, found, ContextRerankPolicy())
+    plain = context_match(question, found, ContextRerankPolicy(reply_weight=0))
+    assert relevance[1] / relevance[3] > 1.05 * plain[1] / plain[3]
+    # A question that matches less than the pool's mean lends nothing.
+    assert relevance[5] / relevance[4] == pytest.approx(plain[5] / plain[4])
 
 
 def test_naming_the_speaker_lifts_their_turns():
