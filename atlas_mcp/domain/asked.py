@@ -15,11 +15,14 @@ words did not, the reading is sure: the facts that set the attribute are lifted 
 the pool (``Asked.sure``), not only given a bonus. Only English questions are read this way (the
 prototypes are English and MiniLM's); attributes that are identifiers (a phone number, an
 address) are asked for with their own words and are never read from meaning alone ("What's my
-passport number?" is near "What is my telephone number?" and asks for something else).
+passport number?" is near "What is my telephone number?" and asks for something else). A
+question in another language has only its words to go by, and for a fact in another language
+than its own they are as sure (``Asked.across``): "¿Dónde vivo ahora?" finds "I live in Leeds",
+which neither MiniLM nor BM25 relates to it.
 
 Only facts are read: an event or a transcript turn is not written to set an attribute. Only the
-best ``DEPTH`` candidates are read, so a recall reads the gist of at most that many facts (each
-gist is cached; a fact read for the first time costs ~0.3 ms).
+best ``DEPTH`` candidates are read (``SURE_DEPTH`` for a fact across languages), so a recall reads the gist
+of at most that many facts (each gist is cached; a fact read for the first time costs ~0.3 ms).
 """
 
 from __future__ import annotations
@@ -30,12 +33,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from .gist import asked_concept, gist
+from .gist import Gist, asked_concept, gist
 from .lexical import detect_language
 from .model import Memory, MemoryType
 from .wording import tokens_of
 
 DEPTH = 30  # candidates (best first) whose facts are read
+# A question in another language reads deeper for facts in another language than its own: an
+# English fact sits anywhere in a Spanish question's pool.
+SURE_DEPTH = 200
 
 # Plain questions per attribute, in the user's voice: what the meaning of a question is compared
 # with. Written for the vocabulary's concepts, not taken from any evaluation suite.
@@ -83,6 +89,13 @@ class Asked:
     names: frozenset[str]  # the people the question names ("What is Rohan's job?")
     sure: bool  # its meaning reads the same attribute, or reads what its words did not
     by_words: bool  # its words name the attribute
+    language: str = "en"
+
+    def across(self, fact: Gist) -> bool:
+        """Is ``fact`` in another language than this question, read by its words alone? Then
+        words are all that relate the two (MiniLM and BM25 do not), and the reading is as sure
+        as one its meaning confirms."""
+        return not self.sure and self.language != "en" and fact.language != self.language
 
 
 def meaning_of(likeness: Sequence[float] | np.ndarray | None, threshold: float, margin: float) -> str | None:
@@ -114,11 +127,17 @@ def asked(query: str, meaning: str | None = None) -> Asked | None:
     if concept is None:
         return None
     language = detect_language(query)
-    names = frozenset(
-        t.word for t in tokens_of(query, language) if t.name and not t.initial and t.word != "i"
+    # The people it names: capitalised words inside it, but in German (where every noun is
+    # capitalised) only the names the fact reader finds ("In welche Schule geht Lenas Sohn?").
+    names = (
+        gist(query).names
+        if language == "de"
+        else frozenset(
+            t.word for t in tokens_of(query, language) if t.name and not t.initial and t.word != "i"
+        )
     )
     sure = meaning is not None and meaning == concept
-    return Asked(concept, gist(query).relations, names, sure, by_words is not None)
+    return Asked(concept, gist(query).relations, names, sure, by_words is not None, language)
 
 
 def setting_what_is_asked(
@@ -134,14 +153,18 @@ def setting(question: Asked, memories: Sequence[Memory], best_first: Iterable[in
     """``setting_what_is_asked`` for a question already read; a sure reading also asks that a
     fact names everyone the question names ("What is Rohan's job?" is not the user's job)."""
     out = []
+    depth = DEPTH if question.language == "en" else SURE_DEPTH
     for position, i in enumerate(best_first):
-        if position >= DEPTH:
+        if position >= depth:
             break
         memory = memories[i]
         if memory.memory_type is MemoryType.SEMANTIC:
             fact = gist(memory.text)
             if fact.concept == question.concept and fact.relations == question.relations:
-                if question.sure and not question.names <= fact.all_words:
+                across = question.across(fact)
+                if position >= DEPTH and not across:
+                    continue
+                if (question.sure or across) and not question.names <= fact.all_words:
                     continue
                 out.append(i)
     return out

@@ -40,6 +40,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .asked import asked, setting
+from .gist import gist
 from .pool import EPISODIC, MICROSECOND, NO_TIME, Pool
 
 
@@ -258,13 +259,15 @@ def with_attribute(score: np.ndarray, query: str, pool: Pool, policy: ContextRer
     (``domain.asked``), enough for the best of them to lead the pool by ``attribute_lead``."""
     question = asked(query, pool.meaning)
     found = [] if question is None else setting(question, pool.memories, np.argsort(-score, kind="stable"))
-    if not found:
+    if question is None or not found:
         return score
     out = score.copy()
-    lift = policy.attribute_weight
-    if question is not None and question.sure:
-        lift = max(lift, float(score.max() - score[found].max()) + policy.attribute_lead)
-    out[found] += lift
+    out[found] += policy.attribute_weight
+    sure = found if question.sure else [i for i in found if question.across(gist(pool.memories[i].text))]
+    if sure:
+        out[sure] = score[sure] + max(
+            policy.attribute_weight, float(score.max() - score[sure].max()) + policy.attribute_lead
+        )
     return out
 
 

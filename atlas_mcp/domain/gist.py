@@ -291,6 +291,11 @@ def normal_key(about: str | None) -> str | None:
     return key or None
 
 
+# Function words of every language recall analyses, and prepositions their lists lack: what may
+# follow a cue's first word in a question without naming a value ("travaille *comme*").
+QUESTION_GLUE = frozenset().union(*STOP_WORDS.values()) | {"comme", "chez", "presso"}
+
+
 @lru_cache(maxsize=1 << 12)
 def asked_concept(question: str) -> str | None:
     """The attribute a question asks about. A question names the attribute but not its value
@@ -302,7 +307,7 @@ def asked_concept(question: str) -> str | None:
     if read is not None or has_cjk(question):
         return read
     language = detect_language(question)
-    glue = STOP_WORDS.get(language if language in SNOWBALL else "en", frozenset())
+    glue = QUESTION_GLUE  # a short question's language is often misread ("Wo wohne ich?": en)
     tokens = tokens_of(question, language)
     whole, first = [], []
     for i, token in enumerate(tokens):

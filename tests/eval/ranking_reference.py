@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from atlas_mcp.domain.asked import setting_what_is_asked
+from atlas_mcp.domain.asked import asked, setting, setting_what_is_asked
 from atlas_mcp.domain.calibration import CalibrationPolicy, Features, tokens, topic_words, with_attribute
 from atlas_mcp.domain.context_rerank import ContextRerankPolicy, zscores
+from atlas_mcp.domain.gist import gist
 from atlas_mcp.domain.lexical import has_cjk, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.multipliers import SECONDS_PER_DAY, MultiplierPolicy, Multipliers
@@ -157,8 +158,17 @@ def context_match(query: str, pool: Sequence[Signals], policy: ContextRerankPoli
             if name and named_in(name, query):
                 score[i] += policy.speaker_weight
     if policy.attribute_weight:
-        for i in setting_what_is_asked(query, memories, np.argsort(-score, kind="stable")):
-            score[i] += policy.attribute_weight
+        # The facts that set what the query asks about; a sure reading (a question in another
+        # language, here: no meaning is read) lifts the best of them above the best candidate.
+        question = asked(query)
+        found = [] if question is None else setting(question, memories, np.argsort(-score, kind="stable"))
+        sure = [i for i in found if question is not None and question.across(gist(memories[i].text))]
+        best = float(score.max())
+        lift = policy.attribute_weight
+        if sure:
+            lift = max(lift, best - max(float(score[i]) for i in sure) + policy.attribute_lead)
+        for i in found:
+            score[i] += lift if i in sure else policy.attribute_weight
     return [float(x) for x in np.exp((score - score.max()) / policy.relevance_temperature)]
 
 

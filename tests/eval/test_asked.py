@@ -142,3 +142,29 @@ def test_likeness_reuses_the_query_vector_and_runs_no_model_for_it(engine):
     cosines = engine.likeness(plan, asked.PROTOTYPE_TEXTS)
     assert cosines is not None and len(cosines) == len(asked.PROTOTYPE_TEXTS)
     assert asked.meaning_of(cosines, 0.6, 0.1) == "residence"
+
+
+def test_a_question_in_another_language_is_read_by_its_words_and_surely():
+    assert gist.asked_concept("Wo wohne ich?") == "residence"  # read as English, glue of every language
+    assert gist.asked_concept("Où est-ce que je travaille ?") == "job"
+    spanish = asked.asked("¿Dónde vivo ahora?")
+    assert spanish is not None and spanish.concept == "residence" and spanish.language == "es"
+    assert spanish.across(gist.gist("I live in Leeds.")) and not spanish.across(gist.gist("Vivo en Sevilla."))
+    # German capitalises nouns: "Schule" is not someone the fact must name.
+    german = asked.asked("In welche Schule geht meine Tochter?")
+    assert german is not None and german.relations == {"daughter"} and not german.names
+
+
+def test_a_question_in_another_language_finds_the_english_fact(engine):
+    """Neither MiniLM nor BM25 relates "¿Dónde vivo ahora?" to an English fact; its words name
+    the attribute, and the fact that sets it comes first from anywhere in the pool."""
+    service = MemoryService(engine)
+    home = "We moved to Lyon in June; we rent a flat in the Croix-Rousse."
+    for entry in mixed_suite.load()["background"]:
+        if entry["type"] != "procedural":
+            service.write("maya", entry["text"], entry["type"])
+    service.write("maya", home)
+    assert (
+        service.recall("maya", "¿Dónde vivo ahora?", 3, min_relevance=0, touch=False)[0].memory.text == home
+    )
+    assert home in {h.memory.text for h in service.recall("maya", "¿Dónde vivo ahora?", 3, touch=False)}

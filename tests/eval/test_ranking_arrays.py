@@ -33,6 +33,7 @@ WORDS = [
     "会议",
     "猫",
     "code?",  # a turn that asks: the next speaker's reply inherits from it
+    "my sister lives in Lisbon",
     "swap？",
 ]
 SPEAKERS = ["Sarah: ", "Tom: ", "Melanie: ", ""]
@@ -45,6 +46,7 @@ QUERIES = [
     "会议 猫",
     "hi",
     "what did Sarah swap 3 days ago",
+    "¿Dónde vive mi hermana?",  # read by its words alone, surely: the lift
 ]
 
 
