@@ -30,6 +30,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment
 
 SERVER_MODULE = "atlas_mcp"
+SETTLE_WINDOW_S = 0.3  # a server that used at most one clock tick of CPU in this long is idle
+SETTLE_LIMIT_S = 20.0  # how long the bench waits for a server's start-up work at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +199,23 @@ def cpu_seconds(pid: int) -> float | None:
 def server_cpu() -> float | None:
     pids = server_pids()
     return cpu_seconds(pids[0]) if len(pids) == 1 else None
+
+
+async def settled() -> float | None:
+    """Wait until the server is idle (at most one clock tick of CPU in ``SETTLE_WINDOW_S``,
+    for at most ``SETTLE_LIMIT_S``), so its start-up work in the background (the model, the
+    vectors, the memories' ranking facts) is not charged to the recalls timed next; the CPU
+    seconds the server has used by then (None where /proc cannot say)."""
+    tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    deadline = time.monotonic() + SETTLE_LIMIT_S
+    last = server_cpu()
+    while last is not None and time.monotonic() < deadline:
+        await anyio.sleep(SETTLE_WINDOW_S)
+        now = server_cpu()
+        if now is None or now - last <= tick + 1e-9:
+            return now
+        last = now
+    return last
 
 
 def server_rss() -> tuple[float, float] | None:

@@ -25,6 +25,7 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("write p95", lambda r: _ms(r["write_ms"]["p95"])),
     ("recalls/s", lambda r: f"{r['stdio_recalls_per_s']:.0f}"),
     ("cold start", lambda r: f"{r['cold_start_s']:.2f} s"),
+    ("start-up CPU", lambda r: f"{r['start_cpu_s']:.2f} s" if r.get("start_cpu_s") is not None else "n/a"),
     ("RSS", lambda r: "n/a" if r["rss_mb"] is None else f"{r['rss_mb']:.0f} MB"),
     ("disk/memory", lambda r: f"{r['disk_bytes_per_memory'] / 1024:.1f} KiB"),
 )
