@@ -243,3 +243,27 @@ def test_a_start_decodes_the_memories_and_their_facts_once_so_recall_works_out_n
         assert small._engine.search.preload(USER) == 0
     finally:
         small.close()
+
+
+def test_a_server_stopping_while_it_preloads_stops_the_preload_quietly(tmp_path, monkeypatch):
+    """``preload`` runs in serve's warm-up thread: a server that stops meanwhile (its store
+    closed between two chunks) ends it without an error."""
+    writer = MemoryService(EmbeddedEngine(tmp_path / "atlas.db", default_embedder()))
+    for place in ("zoo", "lake", "market"):
+        writer.write(USER, f"Ines went to the {place} on a Sunday")
+    writer.close()
+    service = MemoryService(EmbeddedEngine(tmp_path / "atlas.db", default_embedder()))
+    search = service._engine.search
+    monkeypatch.setattr(search_module, "PRELOAD_CHUNK", 1)
+    real_facts = search._memories.facts
+    closed: list[bool] = []
+
+    def facts_then_close(memories):
+        if not closed:
+            closed.append(True)
+            service.close()  # the server stops after the first chunk
+        return real_facts(memories)
+
+    monkeypatch.setattr(search._memories, "facts", facts_then_close)
+    assert search.preload(USER) == 1
+    assert search.preload(USER) == 0

@@ -69,6 +69,7 @@ class Search:
         self._deferred = deferred
         self.threads = threads  # for the cosine scan
         self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
+        self._closing = threading.Event()  # ``preload`` stops at its next chunk
         self._recent: OrderedDict[tuple[str, str], SpaceQuery] = OrderedDict()
         self._recent_lock = threading.Lock()
         self._fixed = FixedTexts(models)
@@ -301,19 +302,28 @@ class Search:
         recall. Chunk by chunk, each in its own snapshot, so recalls and writes interleave;
         how many memories were read."""
         owner = owner_key(user_id)
+        if self._closing.is_set():
+            return 0
         with self._store.snapshot() as conn:
             ids = list(self._index.get(conn, owner).ids)
         if not self._memories.fits(len(ids)):
             return 0
         read = 0
         for start in range(0, len(ids), PRELOAD_CHUNK):
+            if self._closing.is_set():  # the server is stopping: what is kept is kept
+                break
             chunk = ids[start : start + PRELOAD_CHUNK]
-            with self._store.snapshot() as conn:
-                stamp = versions.stamp(conn, owner)
-                known = self._memories.get(owner, stamp, chunk)
-                missing = [memory_id for memory_id in chunk if memory_id not in known]
-                found = store.read_memories(conn, owner, missing) if missing else []
-                self._memories.put(owner, stamp, found)
+            try:
+                with self._store.snapshot() as conn:
+                    stamp = versions.stamp(conn, owner)
+                    known = self._memories.get(owner, stamp, chunk)
+                    missing = [memory_id for memory_id in chunk if memory_id not in known]
+                    found = store.read_memories(conn, owner, missing) if missing else []
+                    self._memories.put(owner, stamp, found)
+            except sqlite3.ProgrammingError:  # the store closed between the check and the read
+                if self._closing.is_set():
+                    break
+                raise
             self._memories.facts([*known.values(), *found])
             read += len(found)
         return read
@@ -361,6 +371,7 @@ class Search:
         return out
 
     def close(self) -> None:
+        self._closing.set()
         self._query_vectors.shutdown()
 
 
