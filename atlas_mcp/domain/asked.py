@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .gist import Gist, asked_concept, gist
+from .gist import Gist, asked_cue, gist
 from .lexical import detect_language
 from .model import Memory, MemoryType
 from .wording import tokens_of
@@ -120,9 +120,11 @@ def reads_meaning(query: str) -> bool:
 @lru_cache(maxsize=1 << 12)
 def asked(query: str, meaning: str | None = None) -> Asked | None:
     """What ``query`` asks about, from its words and (``meaning``: ``meaning_of``) its meaning."""
-    by_words = asked_concept(query)
+    by_words, whole = asked_cue(query)
     if by_words is None and meaning in NAMED_ONLY:
         meaning = None
+    if not whole and meaning not in (None, by_words) and meaning not in NAMED_ONLY:
+        by_words = None  # a cue's first word alone yields to a clear meaning ("for a living")
     concept = by_words or meaning
     if concept is None:
         return None

@@ -293,19 +293,25 @@ def normal_key(about: str | None) -> str | None:
 
 # Function words of every language recall analyses, and prepositions their lists lack: what may
 # follow a cue's first word in a question without naming a value ("travaille *comme*").
-QUESTION_GLUE = frozenset().union(*STOP_WORDS.values()) | {"comme", "chez", "presso"}
+QUESTION_GLUE = frozenset().union(*STOP_WORDS.values()) | {"comme", "chez", "presso", "near"}
+
+
+def asked_concept(question: str) -> str | None:
+    """The attribute a question asks about (``asked_cue``'s)."""
+    return asked_cue(question)[0]
 
 
 @lru_cache(maxsize=1 << 12)
-def asked_concept(question: str) -> str | None:
+def asked_cue(question: str) -> tuple[str | None, bool]:
     """The attribute a question asks about. A question names the attribute but not its value
     ("Where do I live now?", "Wo arbeite ich?", "Who is my therapist?"), so a cue counts here
     without the value it must name, and without the function words a statement puts after it
     ("lives *in*"; not "current *account*"): a whole cue first, else such a cue's first word.
-    Chinese and Japanese read as in a fact."""
+    Chinese and Japanese read as in a fact. The flag says whether a whole cue named it (a
+    cue's first word alone is weaker: "for a *living*")."""
     read = gist(question).concept
     if read is not None or has_cjk(question):
-        return read
+        return read, read is not None
     language = detect_language(question)
     glue = QUESTION_GLUE  # a short question's language is often misread ("Wo wohne ich?": en)
     tokens = tokens_of(question, language)
@@ -321,4 +327,4 @@ def asked_concept(question: str) -> str | None:
             elif all(words and words <= glue and not prefixes for words, prefixes in cue.slots[1:]):
                 first.append((cue.order, cue.concept.name))
     found = min(whole or first, default=None)
-    return found[1] if found else None
+    return (found[1], bool(whole)) if found else (None, False)

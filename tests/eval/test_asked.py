@@ -43,9 +43,13 @@ def test_a_question_names_the_attribute_without_its_value():
     assert gist.asked_concept("Who is my manager?") == "manager"  # no one named after it
     assert gist.asked_concept("Which city do I live in these days?") == "residence"
     # Only function words may be missing after a cue's first word: "current" alone is not
-    # "current account", and "a living" is not where anyone lives.
+    # "current account".
     assert gist.asked_concept("What's my current role?") != "bank"
-    assert gist.asked_concept("What do I do for a living?") is None
+    # A cue's first word alone is a weak reading, and a clear meaning overrides it.
+    assert gist.asked_cue("What do I do for a living?") == ("residence", False)
+    assert gist.asked_cue("Where does my sister live?") == ("residence", False)
+    living = asked.asked("What do I do for a living?", "job")
+    assert living is not None and living.concept == "job" and living.sure
     assert gist.asked_concept("How tall is Ben Nevis?") is None
 
 
