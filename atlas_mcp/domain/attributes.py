@@ -66,7 +66,7 @@ CONCEPTS: tuple[Concept, ...] = (
     _c("residence", "moved|move|moving|moves house|home|flat|flats"),
     _c("job",
        "work|works|worked|working as|at|for|in, job|jobs|employer|occupation|profession|career, employed|hired, joined, "
-       "freelance|freelancer|freelancing|self-employed, "
+       "freelance|freelancer|freelances|freelancing|freelanced|self-employed, "
        "arbeite|arbeitet|arbeiten|arbeitete als|bei|für|im, beruf|job|arbeitgeber|stelle, angestellt|tätig, "
        "trabajo|trabaja|trabajan|trabajaba como|en|para, empleo|puesto|profesión|oficio, "
        "travaille|travailles|travaillent|travaillé comme|chez|à|pour, emploi|poste|métier|profession|boulot, "
