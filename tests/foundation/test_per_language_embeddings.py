@@ -164,6 +164,21 @@ def test_an_english_only_owner_never_embeds_a_query_with_e5(tmp_path: Path):
         service.close()
 
 
+def test_warming_up_embeds_the_plain_questions_a_querys_meaning_is_read_by(tmp_path: Path):
+    models = CountedPerLanguage()
+    engine = EmbeddedEngine(tmp_path / "atlas.db", models)
+    service = MemoryService(engine)
+    try:
+        service.write("sarah", "Sarah lives in Leeds.")
+        engine.warm("sarah")
+        warmed = models.queries(MINILM_MODEL_ID)
+        assert warmed >= len(PROTOTYPE_TEXTS)
+        service.recall("sarah", "Where am I living these days?")
+        assert models.queries(MINILM_MODEL_ID) == warmed + 1  # the query alone
+    finally:
+        service.close()
+
+
 def test_relevance_reads_e5_cosines_stretched_and_minilm_cosines_as_they_are(tmp_path: Path):
     engine = EmbeddedEngine(tmp_path / "atlas.db", default_models())
     service = MemoryService(engine)
