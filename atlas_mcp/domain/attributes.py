@@ -77,7 +77,8 @@ CONCEPTS: tuple[Concept, ...] = (
        "girlfriend|boyfriend|partner|wife|husband|fiancé|fiancée|fiance|fiancee|spouse, dating, married|engaged to, "
        "broke up, freundin|freund|partnerin|ehefrau|ehemann|verlobte|verlobter, zusammen, verheiratet, "
        "novia|novio|pareja|esposa|esposo|marido, saliendo con, copine|copain|compagne|compagnon|épouse|époux|mari, "
-       "en couple",
+       "en couple, mein|meinem|meinen|dein|sein mann, meine|meiner|deine|seine frau, mi|su mujer, ma|sa femme, "
+       "marito|moglie, marido|mulher",
        "彼女 彼氏 恋人 付き合 結婚 女朋友 男朋友 老婆 老公"),
     _c("manager", "manager|boss|supervisor, reports|report to, chef|chefin|vorgesetzte*|teamleiter*, jefe|jefa|gerente, responsable|patron|patronne",
        "上司 部長 課長 老板 经理", person=True),

@@ -32,6 +32,7 @@ UPDATES = [
     ("I live in Glasgow.", "Has moved house: home is now a terrace in Leith, Edinburgh."),
     ("Lives in Leeds.", "We rent a flat in the Northern Quarter of Manchester now."),
     ("Works as an accountant at Baird & Co.", "Now works freelance as a consultant."),
+    ("Mein Mann heißt Jonas.", "Ich bin jetzt mit Lukas verheiratet."),  # "mein Mann": her husband
 ]
 SAME = [
     ("Ana is allergic to shellfish.", "Ana has a shellfish allergy."),
