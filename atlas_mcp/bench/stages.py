@@ -45,6 +45,8 @@ STAGES: tuple[tuple[str, Any, str], ...] = (
     ("multipliers", ranking, "factors"),
     ("calibration", calibration, "features"),
     ("calibration", calibration, "calibrated"),
+    ("attribute asked", ranking, "setting_what_is_asked"),
+    ("resolution", ranking, "resolve"),
     ("hits", ranking, "_hit"),
     ("touch", engine.EmbeddedEngine, "touch"),
     ("result view", views, "recalled_view"),
