@@ -252,6 +252,10 @@ class MemoryService(Writing):
         """The part of ``warm`` that is quick and holds the interpreter: a small store's caches."""
         self._engine.warm_rows(user_id)
 
+    def preload(self, user_id: str, after_first_recall: bool = True) -> None:
+        """What recall reads of each memory, worked out at load (``Engine.preload``)."""
+        self._engine.preload(user_id, after_first_recall)
+
     def export_memories(
         self, out: TextIO, users: Iterable[str | None], progress: portability.Progress = portability.ignore
     ) -> int:

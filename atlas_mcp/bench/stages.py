@@ -99,6 +99,7 @@ def profile(
     service = open_service(settings)
     try:
         service.warm(user)  # as ``serve`` does at start (in the background there)
+        service.preload(user, after_first_recall=False)
         for query in warmup:
             _recall(service, user, query)
         clock = StageClock()

@@ -117,7 +117,12 @@ def _load_small_store(service: MemoryService, user: str) -> None:
 def _warm_up_in_background(service: MemoryService, user: str) -> None:
     """Load the model session and the stdio user's vectors while the client is still idle,
     so the first recall does not pay for them (~1 s at 100k memories)."""
-    threading.Thread(target=service.warm, args=(user,), name="atlas-warm-up", daemon=True).start()
+
+    def warm_up() -> None:
+        service.warm(user)
+        service.preload(user)  # once the first recall is answered
+
+    threading.Thread(target=warm_up, name="atlas-warm-up", daemon=True).start()
 
 
 SWEEP = Actor("atlas-mcp serve (sweep)", "server")  # who the audit trail names for a sweep's removals

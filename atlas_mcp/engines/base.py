@@ -167,4 +167,10 @@ class Engine(Protocol):
         (a small store's caches); whether it did all of it."""
         return True
 
+    def preload(self, user_id: str, after_first_recall: bool = True) -> None:
+        """Work out now what recall reads of each of ``user_id``'s memories, instead of at each
+        one's first recall; by default once a first recall has been answered (from serve's
+        warm-up thread, so a start is not slowed)."""
+        return
+
     def close(self) -> None: ...

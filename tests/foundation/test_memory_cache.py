@@ -208,7 +208,7 @@ def test_a_recall_of_the_same_words_reuses_the_query_vector(pair, monkeypatch):
 
 
 def test_a_start_decodes_the_memories_and_their_facts_once_so_recall_works_out_none(pair, reads, monkeypatch):
-    """``warm`` (what ``serve`` runs at start) decodes the user's memories into the cache with
+    """``preload`` (what ``serve`` runs after its warm-up) decodes the user's memories into the cache with
     their ranking facts when all fit: a recall then reads no row and works out no facts, and
     ranks exactly as a process that did not preload; a store too big for the cache is left
     to recall."""
@@ -225,6 +225,7 @@ def test_a_start_decodes_the_memories_and_their_facts_once_so_recall_works_out_n
     fresh = MemoryService(EmbeddedEngine(service._engine.path, default_embedder()))
     try:
         fresh.warm(USER)
+        fresh.preload(USER, after_first_recall=False)
         assert sum(reads) >= len(written)
         reads.clear()
         worked: list[str] = []
@@ -267,3 +268,29 @@ def test_a_server_stopping_while_it_preloads_stops_the_preload_quietly(tmp_path,
     monkeypatch.setattr(search._memories, "facts", facts_then_close)
     assert search.preload(USER) == 1
     assert search.preload(USER) == 0
+
+
+def test_serve_preloads_only_once_a_first_recall_is_answered(tmp_path, reads):
+    """A start is not slowed: the preload serve's warm-up thread asks for waits until the
+    process has answered a recall, then reads the memories; a server stopping meanwhile ends
+    the wait."""
+    import threading
+
+    writer = MemoryService(EmbeddedEngine(tmp_path / "atlas.db", default_embedder()))
+    writer.write(USER, "Ines went to the zoo on a Sunday")
+    writer.close()
+    service = MemoryService(EmbeddedEngine(tmp_path / "atlas.db", default_embedder()))
+    read: list[int] = []
+    waiting = threading.Thread(target=lambda: read.append(service._engine.search.preload(USER, True)))
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive() and reads == []  # still waiting: nothing read
+    service.recall(USER, "where did I go", touch=False)
+    waiting.join(5)
+    assert not waiting.is_alive() and read == [0]  # the recall had read the only memory
+    stopped = threading.Thread(target=lambda: read.append(service._engine.search.preload(USER, True)))
+    service._engine.search._recalled.clear()
+    stopped.start()
+    service.close()
+    stopped.join(5)
+    assert not stopped.is_alive() and read == [0, 0]

@@ -210,6 +210,9 @@ class EmbeddedEngine(Engine):
     def warm_rows(self, user_id: str) -> bool:
         return self.search.warm_rows(user_id)
 
+    def preload(self, user_id: str, after_first_recall: bool = True) -> None:
+        self.search.preload(user_id, after_first_recall)
+
     def stats(self) -> StoreStats:
         with self._lock:
             return store_stats(self.store.conn, self.path)

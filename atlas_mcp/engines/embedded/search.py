@@ -49,6 +49,7 @@ RECENT_QUERIES = 64
 # answering anything (``warm_rows``).
 QUICK_LOAD_ROWS = SAVED_MIN_ROWS
 PRELOAD_CHUNK = 500  # memories decoded per snapshot by ``preload`` (each a short hold of the store)
+PRELOAD_POLL_S = 0.5  # how often a preload waiting for the first recall checks for a stop
 
 
 class Search:
@@ -71,6 +72,7 @@ class Search:
         self.threads = threads  # for the cosine scan
         self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
         self._closing = threading.Event()  # ``preload`` stops at its next chunk
+        self._recalled = threading.Event()  # a recall has been answered (``preload`` may start)
         self._recent: OrderedDict[tuple[str, str], SpaceQuery] = OrderedDict()
         self._recent_lock = threading.Lock()
         self._fixed = FixedTexts(models)
@@ -106,7 +108,9 @@ class Search:
                 plan.window,
             )
             memories = self._load(conn, visible, fused.ids)
-        return self._candidates(fused, memories, lexical, dense)
+        pool = self._candidates(fused, memories, lexical, dense)
+        self._recalled.set()
+        return pool
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
@@ -298,14 +302,17 @@ class Search:
         embed_query(self.models.embedder(self.models.members[0]), "warm up")
         if self.models.members[0] in MINILM_MODELS:  # what domain.asked reads a query's meaning by
             self._fixed.vectors(self.models.members[0], PROTOTYPE_TEXTS)
-        self.preload(user_id)
 
-    def preload(self, user_id: str) -> int:
+    def preload(self, user_id: str, after_first_recall: bool = False) -> int:
         """Decode the user's memories into the memory cache with their ranking facts, if all of
         them fit there: the facts are then worked out at load, not at each memory's first
         recall. Chunk by chunk, each in its own snapshot, so recalls and writes interleave;
-        how many memories were read."""
+        how many memories were read. ``after_first_recall``: once this process has answered
+        a recall (a start's imports, ``initialize`` and the first recall are not slowed)."""
         owner = owner_key(user_id)
+        while after_first_recall and not self._recalled.wait(PRELOAD_POLL_S):
+            if self._closing.is_set():
+                return 0
         if self._closing.is_set():
             return 0
         with self._store.snapshot() as conn:
