@@ -211,7 +211,8 @@ def _turn_heads(memories: Sequence[Memory]) -> list[str | None]:
 
 
 def _speaks(memory: Memory, name: str) -> bool:
-    """Is ``memory`` a turn ``name`` speaks ("Caroline: ...")?"""
+    """Is ``memory`` a turn ``name`` speaks ("Caroline: ...")? (The definition ``_turn_heads``
+    answers for a whole pool at once; a property test holds them to each other.)"""
     return (
         memory.memory_type is MemoryType.EPISODIC
         and memory.text.startswith(name)

@@ -115,7 +115,8 @@ class Search:
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
         has a vector, on the scale ``candidates`` reports: what the dense branch would have said
-        had the user asked that. One query embedding per vector space and one scan."""
+        had the user asked that. One query embedding per vector space; in one space only the
+        rows of ``ids`` are read, across spaces one scan (each space's scale is this query's)."""
         with self._store.snapshot() as conn:
             visible = self._visible(conn, plan)
         queries = self._space_queries(text, self._spaces_of([v.index for v in visible]), {})
