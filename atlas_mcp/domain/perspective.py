@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from statistics import median
 
 from .lexical import detect_language
 from .model import Memory, MemoryType
@@ -83,10 +84,12 @@ _TOKENS = re.compile(r"[\w'’]+|[^\w'’]+", re.UNICODE)
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """The query as seen from some memories' side, and which memories (indices) it applies to."""
+    """The query as seen from some memories' side, and which memories (indices) it applies to;
+    ``name``: the user's name where the view wrote it into the query (``name_discounts``)."""
 
     text: str
     members: tuple[int, ...]
+    name: str | None = None
 
 
 def user_name(texts: Iterable[str]) -> str | None:
@@ -174,7 +177,7 @@ def views(query: str, memories: Sequence[Memory]) -> list[View]:
         if name and (text := as_user(query, name)):
             about = _about_user(name, possessive=_says_my(query))
             members = tuple(i for i, m in enumerate(memories) if not m.is_catalog and about(m.text))
-            out.append(View(text, members))
+            out.append(View(text, members, name))
     return [v for v in out if v.members]
 
 
@@ -230,3 +233,17 @@ def blended(cosine: float, seen: float, weight: float) -> float:
     view). The mean, not the better of the two: on LoCoMo dev the max gained +0.001 R@10, the
     mean +0.009 (a speaker's turns about the topic gain, the rest of their chatter does not)."""
     return (cosine + weight * seen) / (1.0 + weight)
+
+
+def name_discounts(named: Sequence[float]) -> list[float]:
+    """What to take off each member's view cosine for the name the view wrote into the query:
+    how much closer the member is to the bare name (``named``: its cosine with it) than the
+    members' median. MiniLM reads a short text that starts with the name as mostly the name, so
+    "Where did Sarah travel recently?" is nearer "Sarah lives in a terraced house in Leeds" than
+    "Sarah asked for the away mode schedule while she was on holiday in Lisbon": every member
+    names her, and the view should order them by the rest of the question. The median's share
+    stays: it is what sets the user's memories above those not about her."""
+    if not named:
+        return []
+    middle = median(named)
+    return [value - middle for value in named]

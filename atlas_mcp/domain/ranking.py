@@ -215,17 +215,34 @@ def from_their_side(
     cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
     own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
     for view in perspective.views(plan.query, pool.memories):
-        seen = cosines(plan, view.text, [pool.ids[i] for i in view.members])
-        for i in view.members:
-            other = seen.get(pool.ids[i])
+        ids = [pool.ids[i] for i in view.members]
+        seen = cosines(plan, view.text, ids)
+        discount = _name_discounts(plan, view, ids, cosines)
+        for i, id_ in zip(view.members, ids, strict=True):
+            other = seen.get(id_)
             if math.isnan(cosine[i]) or other is None:
                 continue
             # Relevance asks whether the memory bears on the question at all, so it reads the
-            # better of the two readings (the mean is for ordering).
+            # better of the two readings (the mean, less the name's own pull, is for ordering).
             if own[i]:
                 heard[i], own[i] = max(float(cosine[i]), other), False
-            cosine[i] = perspective.blended(float(cosine[i]), other, weight)
+            cosine[i] = perspective.blended(float(cosine[i]), other - discount.get(id_, 0.0), weight)
     return replace(pool, cosine=cosine, relevance_cosine=heard)
+
+
+def _name_discounts(
+    plan: RecallPlan,
+    view: perspective.View,
+    ids: Sequence[str],
+    cosines: Callable[[RecallPlan, str, Sequence[str]], Mapping[str, float]],
+) -> dict[str, float]:
+    """Per member, the share of its view cosine owed to the user's name alone
+    (``perspective.name_discounts``); nothing for a view that wrote no name in."""
+    if view.name is None:
+        return {}
+    named = cosines(plan, view.name, ids)
+    heard = [id_ for id_ in ids if id_ in named]
+    return dict(zip(heard, perspective.name_discounts([named[id_] for id_ in heard]), strict=True))
 
 
 def rank(

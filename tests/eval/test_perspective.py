@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -151,3 +152,11 @@ def test_a_speaker_is_found_in_one_pass_as_turn_by_turn(memories, query):
         name = perspective._POSSESSIVE.sub("", name)
         assert (name in set(heads)) == any(perspective._speaks(m, name) for m in pool)
         assert [h == name for h in heads] == [perspective._speaks(m, name) for m in pool]
+
+
+def test_the_name_discount_keeps_the_members_shared_pull_and_takes_off_the_rest():
+    """Each member loses only how much nearer the bare name it is than the members' median:
+    what every memory naming the user shares stays (it sets them above the rest)."""
+    assert perspective.name_discounts([0.2, 0.5, 0.3]) == pytest.approx([-0.1, 0.2, 0.0])
+    assert perspective.name_discounts([0.4]) == [0.0]
+    assert perspective.name_discounts([]) == []

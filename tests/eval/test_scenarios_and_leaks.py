@@ -26,7 +26,7 @@ def test_scenario_suite_meets_its_target():
     assert overall["R@5"] >= 0.95
     # The first place too, at today's level (docs/quality.md, "Scenario suite"): a ranking
     # change that costs it shows here instead of drifting unnoticed.
-    assert overall["Hit@1"] >= 0.78
+    assert overall["Hit@1"] >= 0.85
     # Rules that must hold question by question, not just on average.
     for kind in ("supersession", "decay", "same-turn"):
         assert result.groups[kind]["R@5"] == 1.0, kind
