@@ -178,16 +178,21 @@ def _compiled() -> tuple[dict[str, list[_Cue]], dict[str, list[tuple[str, _Cue]]
 _BY_FIRST_WORD, _BY_FIRST_PREFIX = _compiled()
 
 
+def _cues_at(word: str) -> list[_Cue]:
+    """The cues whose first word this is: by the whole word, or by a prefix it starts with."""
+    cues = _BY_FIRST_WORD.get(word, [])
+    near = _BY_FIRST_PREFIX.get(word[:PREFIX_KEY])
+    if near:
+        cues = cues + [cue for prefix, cue in near if word.startswith(prefix)]
+    return cues
+
+
 def _cue_hits(tokens: list[Token]) -> list[tuple[tuple[int, int], int, int, Concept]]:
     """Every cue match as (precedence, start, end, concept); change words may come between a
     cue's words ("works now at")."""
     hits = []
     for i, token in enumerate(tokens):
-        cues = _BY_FIRST_WORD.get(token.word, [])
-        near = _BY_FIRST_PREFIX.get(token.word[:PREFIX_KEY])
-        if near:
-            cues = cues + [cue for prefix, cue in near if token.word.startswith(prefix)]
-        for cue in cues:
+        for cue in _cues_at(token.word):
             end = _rest_matches(tokens, i + 1, cue.slots[1:])
             concept = cue.concept
             if end is None:
@@ -317,11 +322,7 @@ def asked_cue(question: str) -> tuple[str | None, bool]:
     tokens = tokens_of(question, language)
     whole, first = [], []
     for i, token in enumerate(tokens):
-        cues = _BY_FIRST_WORD.get(token.word, [])
-        near = _BY_FIRST_PREFIX.get(token.word[:PREFIX_KEY])
-        if near:
-            cues = cues + [cue for prefix, cue in near if token.word.startswith(prefix)]
-        for cue in cues:
+        for cue in _cues_at(token.word):
             if _rest_matches(tokens, i + 1, cue.slots[1:]) is not None:
                 whole.append((cue.order, cue.concept.name))
             elif all(words and words <= glue and not prefixes for words, prefixes in cue.slots[1:]):

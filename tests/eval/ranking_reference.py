@@ -20,7 +20,13 @@ from atlas_mcp.domain.context_rerank import ContextRerankPolicy, zscores
 from atlas_mcp.domain.gist import gist
 from atlas_mcp.domain.lexical import has_cjk, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.domain.multipliers import SECONDS_PER_DAY, MultiplierPolicy, Multipliers
+from atlas_mcp.domain.multipliers import (
+    SECONDS_PER_DAY,
+    MultiplierPolicy,
+    Multipliers,
+    decay_reference,
+    time_reference,
+)
 from atlas_mcp.domain.pool import speaker
 from atlas_mcp.domain.resolution import resolve
 from atlas_mcp.domain.when import DAY, Order, TimeIntent
@@ -191,25 +197,6 @@ def track_record(successes: int, failures: int, policy: MultiplierPolicy) -> flo
     a = policy.track_record_prior
     rate = (successes + a / 2) / (successes + failures + a)
     return 1.0 + policy.track_record_weight * (2 * rate - 1)
-
-
-def decay_reference(memory: Memory) -> datetime | None:
-    """Which date ages a memory: when an event happened, when a fact was last used."""
-    if memory.memory_type is MemoryType.EPISODIC:
-        return memory.occurred_at or memory.created_at
-    if memory.memory_type is MemoryType.SEMANTIC:
-        return memory.last_used_at or memory.created_at
-    return None  # playbooks age by track record, catalog entries do not age
-
-
-def time_reference(memory: Memory) -> datetime | None:
-    """The date a question's period or order is about: when an event happened, else when written.
-
-    Catalog entries have none: when an admin loaded them says nothing about the user's past.
-    """
-    if memory.is_catalog:
-        return None
-    return memory.occurred_at or memory.created_at
 
 
 def order_fits(
