@@ -15,7 +15,7 @@ from typing import TextIO
 
 from . import portability, upkeep
 from .domain import asked as asked_about
-from .domain import audit, codec, guard, inputs, profile, ranking
+from .domain import audit, codec, first_reads, guard, inputs, profile, ranking
 from .domain.audit import OPERATOR, Actor, AuditEntry
 from .domain.guard import GuardPolicy
 from .domain.limits import Limits
@@ -253,8 +253,9 @@ class MemoryService(Writing):
         self._engine.warm_rows(user_id)
 
     def preload(self, user_id: str, after_first_recall: bool = True) -> None:
-        """What recall reads of each memory, worked out at load (``Engine.preload``)."""
-        self._engine.preload(user_id, after_first_recall)
+        """What recall reads of each memory, worked out at load (``Engine.preload``), with
+        what it works out the first time it shows one (``domain.first_reads``)."""
+        self._engine.preload(user_id, after_first_recall, first_reads.read_ahead)
 
     def export_memories(
         self, out: TextIO, users: Iterable[str | None], progress: portability.Progress = portability.ignore

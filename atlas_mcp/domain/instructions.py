@@ -20,7 +20,9 @@ import re
 from functools import lru_cache
 
 INSTRUCTIONS = "instructions"  # the flag a recalled memory carries
-RECENT_TEXTS = 4_096  # texts whose answer ``carries_instructions`` keeps
+# Texts whose answer ``carries_instructions`` keeps: more than the embedded engine keeps
+# memories, whose preload reads them ahead (``first_reads``).
+RECENT_TEXTS = 1 << 15
 
 _I = re.IGNORECASE
 _ALL = r"(?:all|any|every|the|your|my|these|those)?\s*(?:of\s+)?(?:the\s+|your\s+)?"

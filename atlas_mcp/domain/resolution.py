@@ -28,6 +28,7 @@ PAIRING_DEPTH = 2  # hops from a shown fact along "about the same thing" within 
 POOL_DEPTH = 50  # candidates past what a recall shows that may hold a newer value
 MAX_PARTNERS = 12  # the best-ranked facts sharing a word with a fact that it is compared with
 MAX_CHECKS = 240  # comparisons one recall may make (~20 µs each)
+KEPT_FACTS = 1 << 15  # facts whose keys are kept: more than the embedded engine keeps memories
 _EVERY_STOP_WORD = frozenset().union(*STOP_WORDS.values())
 
 
@@ -93,7 +94,13 @@ def _keys(memory: Memory) -> frozenset[str]:
     return _keys_of(memory.text, memory.about)
 
 
-@lru_cache(maxsize=1 << 14)  # the same facts come back recall after recall
+def grouping_keys(memory: Memory) -> frozenset[str] | None:
+    """The words and concepts that may make a fact about the same thing as another (None for
+    a memory resolution does not group); kept per (text, about) for ``KEPT_FACTS`` facts."""
+    return _keys(memory) if _resolvable(memory) else None
+
+
+@lru_cache(maxsize=KEPT_FACTS)  # the same facts come back recall after recall
 def _keys_of(text: str, about: str | None) -> frozenset[str]:
     g = gist(text)
     # Not the names a fact opens with: "Nora ..." would pair each of Nora's facts with all others.

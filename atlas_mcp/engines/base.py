@@ -9,7 +9,7 @@ entries where asked): engines enforce isolation too, as defence in depth.
 from __future__ import annotations
 
 import builtins  # Engine.list shadows the type in the annotations after it
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -167,10 +167,16 @@ class Engine(Protocol):
         (a small store's caches); whether it did all of it."""
         return True
 
-    def preload(self, user_id: str, after_first_recall: bool = True) -> None:
+    def preload(
+        self,
+        user_id: str,
+        after_first_recall: bool = True,
+        first_reads: Callable[[Sequence[Memory]], object] | None = None,
+    ) -> None:
         """Work out now what recall reads of each of ``user_id``'s memories, instead of at each
-        one's first recall; by default once a first recall has been answered (from serve's
-        warm-up thread, so a start is not slowed)."""
+        one's first recall, and hand the memories to ``first_reads`` (what the caller works out
+        the first time it shows one); by default once a first recall has been answered (from
+        serve's warm-up thread, so a start is not slowed)."""
         return
 
     def close(self) -> None: ...

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.engines.embedded import preload as preload_module
 from atlas_mcp.engines.embedded import search as search_module
 from atlas_mcp.engines.embedded import store as store_module
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
@@ -255,7 +256,7 @@ def test_a_server_stopping_while_it_preloads_stops_the_preload_quietly(tmp_path,
     writer.close()
     service = MemoryService(EmbeddedEngine(tmp_path / "atlas.db", default_embedder()))
     search = service._engine.search
-    monkeypatch.setattr(search_module, "PRELOAD_CHUNK", 1)
+    monkeypatch.setattr(preload_module, "PRELOAD_CHUNK", 1)
     real_facts = search._memories.facts
     closed: list[bool] = []
 
@@ -289,7 +290,7 @@ def test_serve_preloads_only_once_a_first_recall_is_answered(tmp_path, reads):
     waiting.join(5)
     assert not waiting.is_alive() and read == [0]  # the recall had read the only memory
     stopped = threading.Thread(target=lambda: read.append(service._engine.search.preload(USER, True)))
-    service._engine.search._recalled.clear()
+    service._engine.search.recalls.answered.clear()
     stopped.start()
     service.close()
     stopped.join(5)

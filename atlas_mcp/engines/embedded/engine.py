@@ -15,7 +15,7 @@ recall never sees one half-applied.
 from __future__ import annotations
 
 import builtins  # EmbeddedEngine.list shadows the type in the annotations after it
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -210,8 +210,13 @@ class EmbeddedEngine(Engine):
     def warm_rows(self, user_id: str) -> bool:
         return self.search.warm_rows(user_id)
 
-    def preload(self, user_id: str, after_first_recall: bool = True) -> None:
-        self.search.preload(user_id, after_first_recall)
+    def preload(
+        self,
+        user_id: str,
+        after_first_recall: bool = True,
+        first_reads: Callable[[Sequence[Memory]], object] | None = None,
+    ) -> None:
+        self.search.preload(user_id, after_first_recall, first_reads)
 
     def stats(self) -> StoreStats:
         with self._lock:

@@ -34,6 +34,7 @@ from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
+from .preload import FirstReads, RecallClock, preload
 from .saved_postings import SAVED_MIN_ROWS
 from .slots import CATALOG_OWNER, owner_key
 from .store import Store
@@ -48,8 +49,6 @@ RECENT_QUERIES = 64
 # 0.3 s (~0.05 s at 8k rows on the reference machine), so a start may load them before
 # answering anything (``warm_rows``).
 QUICK_LOAD_ROWS = SAVED_MIN_ROWS
-PRELOAD_CHUNK = 500  # memories decoded per snapshot by ``preload`` (each a short hold of the store)
-PRELOAD_POLL_S = 0.5  # how often a preload waiting for the first recall checks for a stop
 
 
 class Search:
@@ -71,8 +70,7 @@ class Search:
         self._deferred = deferred
         self.threads = threads  # for the cosine scan
         self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
-        self._closing = threading.Event()  # ``preload`` stops at its next chunk
-        self._recalled = threading.Event()  # a recall has been answered (``preload`` may start)
+        self.recalls = RecallClock()  # when recalls start and whether one was answered (``preload``)
         self._recent: OrderedDict[tuple[str, str], SpaceQuery] = OrderedDict()
         self._recent_lock = threading.Lock()
         self._fixed = FixedTexts(models)
@@ -89,6 +87,7 @@ class Search:
         # 2 cores that hides most of the query embedding, the largest single stage. It embeds
         # the query in each space this process last saw the owners' rows use (no I/O); a space
         # that turns out to be new (the user's first Chinese memory) is embedded in the snapshot.
+        self.recalls.started()
         owners = self._owners(plan)
         guessed = {
             code: self._query_vectors.submit(self._space_query, plan.query, code)
@@ -109,7 +108,7 @@ class Search:
             )
             memories = self._load(conn, visible, fused.ids)
         pool = self._candidates(fused, memories, lexical, dense)
-        self._recalled.set()
+        self.recalls.answered.set()
         return pool
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
@@ -304,41 +303,14 @@ class Search:
         if self.models.members[0] in MINILM_MODELS:  # what domain.asked reads a query's meaning by
             self._fixed.vectors(self.models.members[0], PROTOTYPE_TEXTS)
 
-    def preload(self, user_id: str, after_first_recall: bool = False) -> int:
-        """Decode the user's memories into the memory cache with their ranking facts, if all of
-        them fit there: the facts are then worked out at load, not at each memory's first
-        recall. Chunk by chunk, each in its own snapshot, so recalls and writes interleave;
-        how many memories were read. ``after_first_recall``: once this process has answered
-        a recall (a start's imports, ``initialize`` and the first recall are not slowed)."""
-        owner = owner_key(user_id)
-        while after_first_recall and not self._recalled.wait(PRELOAD_POLL_S):
-            if self._closing.is_set():
-                return 0
-        if self._closing.is_set():
-            return 0
-        with self._store.snapshot() as conn:
-            ids = list(self._index.get(conn, owner).ids)
-        if not self._memories.fits(len(ids)):
-            return 0
-        read = 0
-        for start in range(0, len(ids), PRELOAD_CHUNK):
-            if self._closing.is_set():  # the server is stopping: what is kept is kept
-                break
-            chunk = ids[start : start + PRELOAD_CHUNK]
-            try:
-                with self._store.snapshot() as conn:
-                    stamp = versions.stamp(conn, owner)
-                    known = self._memories.get(owner, stamp, chunk)
-                    missing = [memory_id for memory_id in chunk if memory_id not in known]
-                    found = store.read_memories(conn, owner, missing) if missing else []
-                    self._memories.put(owner, stamp, found)
-            except sqlite3.ProgrammingError:  # the store closed between the check and the read
-                if self._closing.is_set():
-                    break
-                raise
-            self._memories.facts([*known.values(), *found])
-            read += len(found)
-        return read
+    def preload(
+        self, user_id: str, after_first_recall: bool = False, first_reads: FirstReads | None = None
+    ) -> int:
+        """The user's memories decoded into the memory cache with their ranking facts and
+        ``first_reads``, if all fit (``preload.py``); how many were read from the store."""
+        return preload(
+            self._store, self._index, self._memories, self.recalls, user_id, after_first_recall, first_reads
+        )
 
     def warm_rows(self, user_id: str) -> bool:
         """Load the user's and the catalog's vector caches now if that is quick (at most
@@ -383,7 +355,7 @@ class Search:
         return out
 
     def close(self) -> None:
-        self._closing.set()
+        self.recalls.closing.set()
         self._query_vectors.shutdown()
 
 
