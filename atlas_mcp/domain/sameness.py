@@ -103,26 +103,37 @@ def _named(names: frozenset[str], words: frozenset[str]) -> bool:
 
 
 def _alignment(old: Gist, new: Gist) -> tuple[list[str], list[str], list[Opcode], set[str], set[str]]:
+    a, b, old_d, new_d = _aligned_words(old, new)
+    return a, b, _opcodes(a, b), old_d, new_d
+
+
+def _aligned_words(old: Gist, new: Gist) -> tuple[list[str], list[str], set[str], set[str]]:
     # Who a fact is about is not what it says: "Nora" opens most of Nora's facts. A word one
     # fact opens with and the other writes in lower case is a noun ("Gym sessions" / "gym").
     subject = (old.name_words - new.plain) | (new.name_words - old.plain)
     a, b = _aligned([w for w in old.words if w not in subject], [w for w in new.words if w not in subject])
-    ops = SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
     old_d, new_d = _aligned_set(old.distinctive, new.distinctive)
-    return a, b, ops, old_d, new_d
+    return a, b, old_d, new_d
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[Opcode]:
+    return SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
 
 
 def _compare(old: Gist, new: Gist) -> Relation:
-    a, b, ops, old_d, new_d = _alignment(old, new)
-    values = old_d | new_d
+    # What needs no alignment is asked first, and the word alignment (difflib) only of pairs
+    # that share an attribute: most pairs a recall compares end before it.
     single = {g.concept for g in (old, new) if g.concept and not g.multi}
     if len(single) > 1:
         return DISTINCT  # "lives in Glasgow" is not an update of "works as an analyst"
-    if old.concept and old.concept == new.concept:
-        if old.qualifier and new.qualifier and old.qualifier != new.qualifier:
-            return DISTINCT  # "work email" / "personal email"
+    same_concept = bool(old.concept) and old.concept == new.concept
+    if same_concept and old.qualifier and new.qualifier and old.qualifier != new.qualifier:
+        return DISTINCT  # "work email" / "personal email"
+    a, b, old_d, new_d = _aligned_words(old, new)
+    values = old_d | new_d
+    if same_concept:
         why = f"both about {old.concept}"
-        if _same_value(old, new, a, b, ops, old_d, new_d):
+        if _same_value(old, new, a, b, _opcodes(a, b), old_d, new_d):
             return Relation(Kind.SAME, f"{why}, same value", _adds_nothing(a, b, old_d, new_d))
         if not old.multi:
             return Relation(Kind.UPDATE, f"{why}, another value")
@@ -131,6 +142,7 @@ def _compare(old: Gist, new: Gist) -> Relation:
     attribute = [w for w in dict.fromkeys(a) if w in shared and _attribute_word(w)]
     if not attribute or not _covered(a, b, shared, old_d, new_d):
         return DISTINCT
+    ops = _opcodes(a, b)
     regions = _replaced_regions(ops, a, b, values)
     if regions > 1:
         return DISTINCT
@@ -224,7 +236,7 @@ def _match(word: str, known: Sequence[str]) -> str:
     for candidate in known:
         if candidate.startswith("<"):
             continue
-        short, long = sorted((candidate, word), key=len)
+        short, long = (candidate, word) if len(candidate) <= len(word) else (word, candidate)
         if len(short) >= PREFIX_CHARS and long.startswith(short):
             return candidate
         if _cjk(short) and short in long:
