@@ -11,11 +11,12 @@ import builtins  # MemoryService.list shadows the type in the annotations after 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import TextIO
 
 from . import portability, upkeep
 from .domain import asked as asked_about
-from .domain import audit, codec, first_reads, guard, inputs, profile, ranking
+from .domain import audit, codec, first_reads, guard, inputs, perspective, profile, ranking
 from .domain.audit import OPERATOR, Actor, AuditEntry
 from .domain.guard import GuardPolicy
 from .domain.limits import Limits
@@ -60,6 +61,9 @@ class MemoryService(Writing):
         self.reranker = reranker or ContextReranker(self.policy)
         self.clock = clock
         self.guard = guard or GuardPolicy()
+        # Whom each user's recent views were about: the next recall's rewordings are embedded
+        # beside its first stages (``perspective.foreseen``).
+        self._acquaintances = perspective.Acquaintances()
 
     # -- changes to stored memories ---------------------------------------------------
 
@@ -117,8 +121,11 @@ class MemoryService(Writing):
             inputs.time_filter(as_of, since, until),
         )
         plan = ranking.plan(self.policy, self.limits, asked, now)
+        if plan.dense and self.policy.retrieval.perspective_weight:
+            plan = replace(plan, foreseen=tuple(self._acquaintances.foreseen(user_id, query)))
         pool = ranking.admitted(plan, ranking.pool_of(self._engine.candidates(plan)), now)
-        pool = ranking.from_their_side(self.policy, plan, pool, self._engine.cosines)
+        learn = partial(self._acquaintances.learn, user_id)
+        pool = ranking.from_their_side(self.policy, plan, pool, self._engine.cosines, learn)
         pool = replace(pool, meaning=self._meaning(plan))
         hits = ranking.rank(self.policy, self._reranker, plan, pool, now)
         used = ranking.earned_uses(self.policy, hits, user_id) if touch else []

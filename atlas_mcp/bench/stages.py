@@ -25,13 +25,13 @@ from .. import views
 from ..app import open_service
 from ..config import load_settings
 from ..domain import calibration, ranking
-from ..engines.embedded import engine, pending, search
+from ..engines.embedded import engine, pending, query_vectors, search
 from ..inference import reranker
 
 # (stage, owner of the function, its name), in the order a recall meets them.
 STAGES: tuple[tuple[str, Any, str], ...] = (
     ("pending rows", pending.DeferredEmbeddings, "settle"),
-    ("query embedding", search, "embed_query"),
+    ("query embedding", query_vectors, "embed_query"),
     ("BM25", search.Search, "_bm25"),
     ("dense scan", search.Search, "_scan"),
     ("fusion", search, "fused_columns"),

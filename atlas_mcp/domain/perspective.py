@@ -16,8 +16,9 @@ who the user is from outside: the name is the one most of the user's own memorie
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -85,11 +86,13 @@ _TOKENS = re.compile(r"[\w'’]+|[^\w'’]+", re.UNICODE)
 @dataclass(frozen=True, slots=True)
 class View:
     """The query as seen from some memories' side, and which memories (indices) it applies to;
-    ``name``: the user's name where the view wrote it into the query (``name_discounts``)."""
+    ``name``: the user's name where the view wrote it into the query (``name_discounts``);
+    ``speaker``: the speaker whose turns a speaker's view is for."""
 
     text: str
     members: tuple[int, ...]
     name: str | None = None
+    speaker: str | None = None
 
 
 def user_name(texts: Iterable[str]) -> str | None:
@@ -171,7 +174,7 @@ def views(query: str, memories: Sequence[Memory]) -> list[View]:
         if name in present
     ]
     if len(named) == 1 and (text := as_speaker(query, named[0])):
-        out.append(View(text, tuple(i for i, head in enumerate(heads) if head == named[0])))
+        out.append(View(text, tuple(i for i, head in enumerate(heads) if head == named[0]), speaker=named[0]))
     if _in_first_person(query):
         name = user_name(m.text for m in memories if not m.is_catalog)
         if name and (text := as_user(query, name)):
@@ -247,3 +250,64 @@ def name_discounts(named: Sequence[float]) -> list[float]:
         return []
     middle = median(named)
     return [value - middle for value in named]
+
+
+def foreseen(query: str, speakers: Collection[str], user: str | None) -> list[str]:
+    """The texts the views of ``query`` embed (each view's rewording; the bare name for the
+    first-person view's ``name_discounts``) when the pool holds turns of ``speakers`` and names
+    ``user`` as ``views`` would find it: known before the pool is, so the model can run beside
+    the recall's first stages. The same tests as ``views``, on names instead of a pool."""
+    out = []
+    named = [
+        name
+        for name in dict.fromkeys(_POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
+        if name in speakers
+    ]
+    if len(named) == 1 and (text := as_speaker(query, named[0])):
+        out.append(text)
+    if user and _in_first_person(query) and (text := as_user(query, user)):
+        out += [text, user]
+    return out
+
+
+class Acquaintances:
+    """Per user, whom recent views were about: the speakers whose turns a view read, and the
+    user's name. A recall's views depend on its pool, which is only known once the candidates
+    are fetched; the people a user's questions name are the same from one recall to the next,
+    so these predict the views (``foreseen``). A wrong guess costs a model run, never a result:
+    the cosines are still taken for the views the pool gives."""
+
+    def __init__(self, users: int = 256, speakers: int = 64) -> None:
+        self._users, self._speakers = users, speakers
+        self._known: OrderedDict[str, tuple[OrderedDict[str, None], list[str | None]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def learn(self, user_id: str, seen: Sequence[View]) -> None:
+        """Remember who ``seen`` (a recall's views) were about."""
+        if not seen:
+            return
+        with self._lock:
+            speakers, user = self._entry(user_id)
+            for view in seen:
+                if view.speaker is not None:
+                    speakers[view.speaker] = None
+                    speakers.move_to_end(view.speaker)
+                    while len(speakers) > self._speakers:
+                        speakers.popitem(last=False)
+                if view.name is not None:
+                    user[0] = view.name
+
+    def foreseen(self, user_id: str, query: str) -> list[str]:
+        """``foreseen`` with what ``user_id``'s recent views were about."""
+        with self._lock:
+            known = self._known.get(user_id)
+            speakers, user = (set(known[0]), known[1][0]) if known else (set(), None)
+        return foreseen(query, speakers, user)
+
+    def _entry(self, user_id: str) -> tuple[OrderedDict[str, None], list[str | None]]:
+        if user_id not in self._known:
+            self._known[user_id] = (OrderedDict(), [None])
+            while len(self._known) > self._users:
+                self._known.popitem(last=False)
+        self._known.move_to_end(user_id)
+        return self._known[user_id]

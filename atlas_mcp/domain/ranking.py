@@ -70,6 +70,9 @@ class RecallPlan:
     dense: bool = True  # False: the BM25 branch alone (a write looking for the facts it repeats)
     # as_of / since / until (``domain.validity``): only memories true then, replaced ones included
     time: TimeFilter = ANY_TIME
+    # Texts ranking is expected to ask ``cosines`` about (``perspective.foreseen``): an engine
+    # may embed them beside its first stages; they change no result.
+    foreseen: tuple[str, ...] = ()
 
     @property
     def lexical_text(self) -> str:
@@ -205,16 +208,20 @@ def from_their_side(
     plan: RecallPlan,
     pool: Pool,
     cosines: Callable[[RecallPlan, str, Sequence[str]], Mapping[str, float]],
+    learn: Callable[[Sequence[perspective.View]], None] | None = None,
 ) -> Pool:
     """Each candidate's cosine, heard also with the query reworded from its side
     (``domain.perspective``: a speaker's turns, facts that name the user); ``cosines`` is the
-    engine's measure of another wording against some of the pool."""
+    engine's measure of another wording against some of the pool; ``learn`` is told the views."""
     weight = policy.retrieval.perspective_weight
     if not weight or not len(pool):
         return pool
     cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
     own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
-    for view in perspective.views(plan.query, pool.memories):
+    found = perspective.views(plan.query, pool.memories)
+    if learn is not None:
+        learn(found)
+    for view in found:
         ids = [pool.ids[i] for i in view.members]
         seen = cosines(plan, view.text, ids)
         discount = _name_discounts(plan, view, ids, cosines)

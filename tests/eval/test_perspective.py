@@ -3,6 +3,7 @@ through the real service, engine and MiniLM."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 from atlas_mcp.domain import perspective
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.scoring import ScoringPolicy
+from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
 
 T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
@@ -160,3 +163,82 @@ def test_the_name_discount_keeps_the_members_shared_pull_and_takes_off_the_rest(
     assert perspective.name_discounts([0.2, 0.5, 0.3]) == pytest.approx([-0.1, 0.2, 0.0])
     assert perspective.name_discounts([0.4]) == [0.0]
     assert perspective.name_discounts([]) == []
+
+
+TURNS = [
+    memory(1, "Caroline: I went to the LGBTQ support group yesterday.", MemoryType.EPISODIC),
+    memory(2, "Melanie: I painted a lake at sunrise last week.", MemoryType.EPISODIC),
+    memory(3, "Caroline: I am researching adoption agencies.", MemoryType.EPISODIC),
+]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "When did Caroline go to the support group?",
+        "What did Caroline's friends paint?",
+        "When did Caroline and Melanie meet?",  # two speakers: no view, nothing foreseen
+        "What did Jon paint?",  # not a speaker of the pool
+        "Which city do I live in?",
+        "What does my partner do?",
+        "How tall is Ben Nevis?",
+    ],
+)
+def test_what_is_foreseen_is_what_the_views_embed(query):
+    """Before the pool is known, ``foreseen`` names the texts the views of a pool holding those
+    speakers' turns and naming that user embed: each view's rewording, and the bare name the
+    first-person view's discount reads."""
+    pool = TURNS + [memory(10 + i, t) for i, t in enumerate(NORA)]
+    views = perspective.views(query, pool)
+    expected = [t for v in views for t in ((v.text, v.name) if v.name else (v.text,))]
+    speakers = {v.speaker for v in views if v.speaker} or {"Caroline", "Melanie"}
+    user = perspective.user_name(m.text for m in pool)
+    assert perspective.foreseen(query, speakers, user) == expected
+
+
+def test_acquaintances_learn_whom_the_views_were_about():
+    known = perspective.Acquaintances(users=2, speakers=2)
+    assert known.foreseen("u", "When did Caroline swim?") == []
+    known.learn("u", perspective.views("When did Caroline go to the support group?", TURNS))
+    assert known.foreseen("u", "When did Caroline swim?") == ["When did I swim?"]
+    assert known.foreseen("someone else", "When did Caroline swim?") == []
+    known.learn(
+        "u", [perspective.View("x", (0,), speaker="Melanie"), perspective.View("y", (0,), speaker="Jon")]
+    )
+    assert known.foreseen("u", "When did Caroline swim?") == []  # the oldest speaker made room
+    known.learn("u", [perspective.View("Which city do Nora live in?", (0,), name="Nora")])
+    assert known.foreseen("u", "Where do I work?") == ["Where do Nora work?", "Nora"]
+
+
+def test_a_foreseen_rewording_runs_the_model_once_beside_the_recall_and_ranks_the_same(engine, monkeypatch):
+    """The second recall naming a speaker embeds its rewording on the query pool while the
+    candidates are fetched; the perspective step then reuses that vector, and every hit,
+    score and relevance is what a service that foresees nothing returns."""
+    from atlas_mcp.engines.embedded import query_vectors
+
+    service = MemoryService(engine, clock=lambda: T0)
+    for m in TURNS:
+        service.write("u", m.text, memory_type="episodic")
+    service.write("u", "Caroline: I moved to a new flat near the park.", memory_type="episodic")
+    threads: dict[str, list[str]] = {}
+    real = query_vectors.embed_query
+
+    def counting(embedder, text):
+        threads.setdefault(text, []).append(threading.current_thread().name)
+        return real(embedder, text)
+
+    monkeypatch.setattr(query_vectors, "embed_query", counting)
+    service.recall("u", "When did Caroline go to the support group?", touch=False)
+    assert "When did I go to the support group?" in threads  # a view was heard: Caroline is known
+    asked = "What is Caroline researching?"
+    hits = service.recall("u", asked, min_relevance=0, touch=False)
+    (ran_on,) = threads["What is I researching?"]  # once, and not after the pool (this thread)
+    assert ran_on.startswith("atlas-query")
+    fresh = MemoryService(EmbeddedEngine(engine.path, default_embedder()), clock=lambda: T0)
+    try:
+        again = fresh.recall("u", asked, min_relevance=0, touch=False)
+    finally:
+        fresh.close()
+    assert [(h.memory.id, h.score, h.relevance) for h in hits] == [
+        (h.memory.id, h.score, h.relevance) for h in again
+    ]

@@ -13,7 +13,7 @@ import pytest
 
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.engines.embedded import preload as preload_module
-from atlas_mcp.engines.embedded import search as search_module
+from atlas_mcp.engines.embedded import query_vectors
 from atlas_mcp.engines.embedded import store as store_module
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.memory_cache import MemoryCache
@@ -193,13 +193,13 @@ def test_a_recall_of_the_same_words_reuses_the_query_vector(pair, monkeypatch):
     service, _ = pair
     service.write(USER, "Ines's dentist is Dr. Moreau on Rue Oberkampf")
     embedded: list[str] = []
-    real = search_module.embed_query
+    real = query_vectors.embed_query
 
     def counting(embedder, text):
         embedded.append(text)
         return real(embedder, text)
 
-    monkeypatch.setattr(search_module, "embed_query", counting)
+    monkeypatch.setattr(query_vectors, "embed_query", counting)
     first = [h.memory.id for h in service.recall(USER, "who is my dentist", touch=False)]
     asked = len(embedded)
     again = [h.memory.id for h in service.recall(USER, "who is my dentist", touch=False)]

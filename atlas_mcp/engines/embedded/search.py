@@ -11,10 +11,7 @@ put on one scale, form one dense list. ``domain.fusion`` fuses the two.
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -35,16 +32,13 @@ from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
 from .preload import FirstReads, RecallClock, preload
+from .query_vectors import QueryVectors
 from .saved_postings import SAVED_MIN_ROWS
 from .slots import CATALOG_OWNER, owner_key
 from .store import Store
 from .versions import Stamp
 from .words import query_words
 
-QUERY_THREADS = 2  # recalls embedding their queries at once (HTTP sessions)
-# Recent queries' vectors, per space: an agent that recalls the user's message, then recalls it
-# again (or the perspective step rewords nothing) skips the model, ~4 ms of a recall.
-RECENT_QUERIES = 64
 # Owners up to the size whose postings are not worth saving load their caches in well under
 # 0.3 s (~0.05 s at 8k rows on the reference machine), so a start may load them before
 # answering anything (``warm_rows``).
@@ -69,10 +63,8 @@ class Search:
         self.models = models
         self._deferred = deferred
         self.threads = threads  # for the cosine scan
-        self._query_vectors = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
+        self.query_vectors = QueryVectors(models, lambda code: self._index.spaces[code])
         self.recalls = RecallClock()  # when recalls start and whether one was answered (``preload``)
-        self._recent: OrderedDict[tuple[str, str], SpaceQuery] = OrderedDict()
-        self._recent_lock = threading.Lock()
         self._fixed = FixedTexts(models)
 
     def candidates(self, plan: RecallPlan) -> Pool:
@@ -89,10 +81,9 @@ class Search:
         # that turns out to be new (the user's first Chinese memory) is embedded in the snapshot.
         self.recalls.started()
         owners = self._owners(plan)
-        guessed = {
-            code: self._query_vectors.submit(self._space_query, plan.query, code)
-            for code in self._cached_spaces(owners)
-        }
+        spaces = self._cached_spaces(owners)
+        guessed = {code: self.query_vectors.submit(plan.query, code) for code in spaces}
+        self.query_vectors.foresee(plan.foreseen, spaces)
         for owner in owners:  # same-turn visibility: the owner's pending rows first
             self._deferred.settle(owner)
         with self._store.snapshot() as conn:
@@ -149,8 +140,7 @@ class Search:
         """``plan.query``'s cosine with each of ``texts`` as MiniLM reads them, if ``candidates``
         embedded the query with MiniLM (its vector is reused, no model runs for the query)."""
         for model in MINILM_MODELS:
-            with self._recent_lock:
-                found = self._recent.get((model, plan.query))
+            found = self.query_vectors.recent(model, plan.query)
             if found is not None:
                 cosines: list[float] = (self._fixed.vectors(model, texts) @ found.vector).tolist()
                 return cosines
@@ -245,27 +235,8 @@ class Search:
         dropped). An English-only owner has one space: its recall runs MiniLM alone."""
         out = {code: done[code] for code in spaces if code in done}
         for code in sorted(spaces - set(done)):
-            out[code] = self._space_query(query, code)
+            out[code] = self.query_vectors.get(query, code)
         return out
-
-    def _space_query(self, query: str, code: int) -> SpaceQuery:
-        """``query`` embedded in the space ``code`` (a recent query's vector is reused: the
-        model gives the same text the same vector)."""
-        model = self._index.spaces[code]
-        key = (model, query)
-        with self._recent_lock:
-            if (found := self._recent.get(key)) is not None:
-                self._recent.move_to_end(key)
-                return found
-        embedder = self.models.embedder(model)
-        vector = embed_query(embedder, query)
-        vector.setflags(write=False)  # shared by every recall of the same words
-        made = SpaceQuery(vector, embedder.cosine_background)
-        with self._recent_lock:
-            self._recent[key] = made
-            while len(self._recent) > RECENT_QUERIES:
-                self._recent.popitem(last=False)
-        return made
 
     def _lexical_candidates(self, plan: RecallPlan) -> Pool:
         """The BM25 branch alone, with no query embedding (a write looking for what it repeats)."""
@@ -356,7 +327,7 @@ class Search:
 
     def close(self) -> None:
         self.recalls.closing.set()
-        self._query_vectors.shutdown()
+        self.query_vectors.close()
 
 
 @dataclass(frozen=True, slots=True)
