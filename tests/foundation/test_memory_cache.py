@@ -295,3 +295,24 @@ def test_serve_preloads_only_once_a_first_recall_is_answered(tmp_path, reads):
     service.close()
     stopped.join(5)
     assert not stopped.is_alive() and read == [0, 0]
+
+
+def test_a_use_keeps_a_memorys_facts_with_the_memory_it_made(pair, monkeypatch):
+    """A recall's use evolves the cached memory (its use count) and its kept ranking facts move
+    to the new memory with it: the next recall finds them by identity, comparing nothing and
+    working out nothing."""
+    from atlas_mcp.engines.embedded import memory_cache
+
+    service, _ = pair
+    fact = service.write(USER, "Ines's dentist is Dr. Moreau on Rue Oberkampf")
+    before = _hit(service, "who is my dentist", fact.id, touch=False)  # its facts worked out
+    _hit(service, "who is my dentist", fact.id)  # and its use recorded: a new cached memory
+    used = _hit(service, "who is my dentist", fact.id, touch=False)
+    assert used.use_count == before.use_count + 1
+
+    def fail(*_):
+        raise AssertionError("facts compared or worked out again")
+
+    monkeypatch.setattr(memory_cache, "_same_text_and_dates", fail)
+    monkeypatch.setattr(memory_cache, "row_facts", fail)
+    assert _hit(service, "who is my dentist", fact.id, touch=False).use_count == used.use_count

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,7 +53,7 @@ class DenseScan:
         found = np.zeros(len(ids), dtype=bool)
         for owner, scores in zip(self.owners, self.scores, strict=True):
             index = owner.index.index
-            rows = np.fromiter((index.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+            rows = np.fromiter(map(index.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
             mine = (rows >= 0) & ~found  # a memory is the first owner's that holds it
             found |= mine
             at, rows = np.flatnonzero(mine), rows[mine]

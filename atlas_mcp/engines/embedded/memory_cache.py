@@ -75,7 +75,7 @@ class MemoryCache:
         with self._lock:
             for memory in memories:
                 kept = self._facts.get(memory.id)
-                if kept is None or not _same_text_and_dates(kept[0], memory):
+                if kept is None or (kept[0] is not memory and not _same_text_and_dates(kept[0], memory)):
                     kept = (memory, row_facts(memory))
                     if memory.id in self._entries:
                         self._facts[memory.id] = kept
@@ -114,6 +114,9 @@ class MemoryCache:
                     memory = entry[1]
                     changed = memory.evolve(use_count=memory.use_count + 1, last_used_at=used_at)
                     self._entries[memory_id] = (generation, changed)
+                    kept = self._facts.get(memory_id)
+                    if kept is not None and kept[0] is memory:  # a use changes no ranking fact
+                        self._facts[memory_id] = (changed, kept[1])
 
     def _following(self, change: Change) -> _Generation | None:
         """The owner's generation if it was current just before ``change``."""

@@ -305,12 +305,22 @@ class Search:
         the earlier owner (the user before the catalog), then the older row."""
         words = query_words(plan.lexical_text, detect_language(plan.query))
         scored = bm25([owner.index.postings for owner in visible], words)
-        found: list[tuple[float, int, int, str]] = []
-        for place, (owner, (scores, matched)) in enumerate(zip(visible, scored, strict=True)):
-            for row in top_rows(scores, owner.allowed & matched, plan.window):
-                found.append((-float(scores[row]), place, int(row), owner.index.ids[row]))
-        found.sort()
-        return [(memory_id, -score) for score, _, _, memory_id in found[: plan.window]]
+        tops = [
+            top_rows(scores, owner.allowed & matched, plan.window)
+            for owner, (scores, matched) in zip(visible, scored, strict=True)
+        ]
+        if not tops:
+            return []
+        score = np.concatenate(
+            [scores[rows] for (scores, _), rows in zip(scored, tops, strict=True)], dtype=np.float64
+        )
+        place = np.concatenate([np.full(len(rows), at) for at, rows in enumerate(tops)])
+        row = np.concatenate(tops)
+        best = np.lexsort((row, place, -score))[: plan.window]  # best score, then owner, then row
+        ids = [
+            visible[at].index.ids[r] for at, r in zip(place[best].tolist(), row[best].tolist(), strict=True)
+        ]
+        return list(zip(ids, score[best].tolist(), strict=True))
 
     def _load(self, conn: sqlite3.Connection, visible: list[OwnerRows], ids: list[str]) -> dict[str, Memory]:
         """The memories of ``ids`` (each a row of one of ``visible``), decoded once per change."""
