@@ -194,7 +194,10 @@ def _recall_types(memory_types: Iterable[str] | None, include_catalog: bool) -> 
 def admitted(plan: RecallPlan, pool: Pool, now: datetime) -> Pool:
     """The candidates the plan's time bounds keep and that have not expired by ``now`` (the
     engines filter the same way; this is the one definition, exact to the instant)."""
-    keep = [kept(memory, plan.time, now) for memory in pool.memories]
+    if not plan.time.active:  # ``kept`` reads only the expiry
+        keep = [m.expires_at is None or not m.expires_at <= now for m in pool.memories]
+    else:
+        keep = [kept(memory, plan.time, now) for memory in pool.memories]
     return pool if all(keep) else pool.subset(np.flatnonzero(keep))
 
 

@@ -22,7 +22,7 @@ worse than showing both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from enum import StrEnum
@@ -222,12 +222,22 @@ def _aligned(old: Sequence[str], new: Sequence[str]) -> tuple[list[str], list[st
     """Both word lists with each new word spelt as the old word it matches (inflection,
     compound: "allerg"/"allergi", "handball"/"handballverein")."""
     known = list(dict.fromkeys(old))
-    return list(old), [_match(w, known) for w in new]
+    return list(old), _matched(new, known)
 
 
 def _aligned_set(old: frozenset[str], new: frozenset[str]) -> tuple[set[str], set[str]]:
-    known = sorted(old)
-    return set(old), {_match(w, known) for w in new}
+    return set(old), set(_matched(new, sorted(old)))
+
+
+def _matched(words: Iterable[str], known: Sequence[str]) -> list[str]:
+    """``_match`` of each of ``words``; a short word (under ``PREFIX_CHARS``, not Chinese or
+    Japanese) can only match a Chinese or Japanese word, so without one it stays as it is."""
+    present = set(known)
+    any_cjk = any(_cjk(c) for c in known)
+    return [
+        w if w in present or (not any_cjk and len(w) < PREFIX_CHARS and not _cjk(w)) else _match(w, known)
+        for w in words
+    ]
 
 
 def _match(word: str, known: Sequence[str]) -> str:
