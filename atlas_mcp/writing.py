@@ -152,8 +152,8 @@ class Writing:
             penalised = memory.confidence if targets else self._penalised(memory, prepared.contradiction)
             targets = (*targets, *keyed)
             memory = memory.evolve(supersedes=targets, confidence=penalised)
-        self._engine.write(memory, supersede=targets)
-        self._engine.record(audit.written(memory, targets, prepared.actor, memory.created_at))
+        trail = audit.written(memory, targets, prepared.actor, memory.created_at)
+        self._engine.write(memory, supersede=targets, trail=trail)
         if playbook is not None:
             success = prepared.outcome == Outcome.SUCCESS
             self.record_outcome(prepared.user_id, playbook, success, memory.timeline_at)

@@ -104,9 +104,12 @@ class Engine(Protocol):
 
     info: EngineInfo
 
-    def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
+    def write(
+        self, memory: Memory, *, supersede: Sequence[str] = (), trail: Sequence[AuditEntry] = ()
+    ) -> None:
         """Store ``memory``; atomically mark each id in ``supersede`` as superseded by it
-        (conditionally: see the class docstring)."""
+        (conditionally: see the class docstring); append ``trail`` to the audit trail (in the
+        same commit where the engine has transactions: one wait for the disk, not two)."""
 
     def get(self, user_id: str, ids: Sequence[str], *, include_catalog: bool = False) -> list[Memory]:
         """The caller's memories among ``ids`` (catalog entries too if asked); unknown ids skipped."""

@@ -57,3 +57,31 @@ def test_the_trail_travels_with_an_export(contract_service: MemoryService, engin
         ("write", written.id, "notes (3fa2b1c0d4e5)"),
         ("import", written.id, "cli"),
     ]
+
+
+def test_a_write_and_its_entry_commit_together(service: MemoryService, monkeypatch) -> None:
+    """The embedded engine appends a write's entries in the write's own transaction: one wait
+    for the disk, and never a memory without its entry (an append that fails stores neither)."""
+    import sqlite3
+
+    import pytest
+
+    from atlas_mcp.engines.embedded import audit_log
+
+    writes: list[str] = []  # write transactions (a read's snapshot is a plain BEGIN)
+    conn = service._engine.store.conn
+    conn.set_trace_callback(
+        lambda sql: writes.append(sql) if sql.strip().upper() == "BEGIN IMMEDIATE" else None
+    )
+    service._engine._deferred.submit = lambda row: None  # its vector's commit is not this write's
+    written = service.write("sarah", "Sarah lives in Leeds", actor=NOTES)
+    conn.set_trace_callback(None)
+    assert len(writes) == 1 and [e.memory_id for e in service.audit("sarah")] == [written.id]
+
+    def failing(conn: sqlite3.Connection, entries: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(audit_log, "append", failing)
+    with pytest.raises(sqlite3.OperationalError):
+        service.write("sarah", "Sarah cycles to work", actor=NOTES)
+    assert [m.text for m in service.list("sarah")] == ["Sarah lives in Leeds"]

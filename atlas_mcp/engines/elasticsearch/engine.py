@@ -91,7 +91,13 @@ class ElasticsearchEngine(Engine):
 
     # -- writes ------------------------------------------------------------------------
 
-    def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
+    def write(
+        self, memory: Memory, *, supersede: Sequence[str] = (), trail: Sequence[AuditEntry] = ()
+    ) -> None:
+        self._write(memory, supersede)
+        self.record(trail)  # no transactions across indices: the trail follows the write
+
+    def _write(self, memory: Memory, supersede: Sequence[str]) -> None:
         if memory.is_catalog:
             self._write_catalog(memory)
             return

@@ -79,12 +79,16 @@ class EmbeddedEngine(Engine):
 
     # -- writes ------------------------------------------------------------------------
 
-    def write(self, memory: Memory, *, supersede: Sequence[str] = ()) -> None:
-        """Commit the memory now and embed it right after (``pending.py``); this waits only
+    def write(
+        self, memory: Memory, *, supersede: Sequence[str] = (), trail: Sequence[AuditEntry] = ()
+    ) -> None:
+        """Commit the memory and its audit ``trail`` now (one commit: a write waited for the
+        disk twice, 1-5 ms each) and embed it right after (``pending.py``); this waits only
         while the process's backlog of unembedded writes is full. Catalog entries, loaded by
         an admin, are embedded before they commit."""
         if memory.is_catalog:
             self._write_catalog(memory)
+            self.record(trail)
             return
         owner = owner_key(memory.user_id)
         row = rows.to_row(memory)
@@ -97,6 +101,8 @@ class EmbeddedEngine(Engine):
             rowid = store.insert(tx.conn, row)
             store.mark_superseded(tx.conn, memory, supersede)
             pending.mark(tx.conn, rowid)
+            if trail:
+                audit_log.append(tx.conn, trail)
             change = self._changed(tx, owner, dropped=supersede)
             tx.after_commit(
                 partial(
