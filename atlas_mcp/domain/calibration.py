@@ -7,7 +7,8 @@ model over signals that mean the same thing in every pool:
 - ``cosine``: the dense similarity of query and memory (MiniLM: unrelated text sits near 0.1);
 - ``coverage``: the share of the query's content words the memory contains, each weighted by
   its rarity among the candidates (so "my" or "birthday" shared by many memories counts less
-  than "locker");
+  than "locker"); a word counts as contained in another form with the same Snowball stem
+  ("camped" in "went camping": ``pool.coverage_stems``, worked out once per memory);
 - ``context``: for an event, the own relevance of the events next to it in its episode (a
   question matches one turn, the answer often sits in the next).
 
@@ -46,7 +47,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .context_rerank import episodes
-from .lexical import cjk_words, detect_language, has_cjk
+from .lexical import cjk_words, detect_language, has_cjk, stem
 from .pool import Pool
 from .query import lexical_query
 from .stopwords import CJK_QUESTION_CHARACTERS, CJK_STOP_CHARACTERS, CJK_STOP_WORDS, STOP_WORDS
@@ -111,9 +112,9 @@ class CalibrationPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    bias: float = Field(-7.42, description="log-odds of a memory with cosine 0 and no query word")
-    cosine: float = Field(7.21, description="log-odds per unit of the query's cosine with the memory")
-    coverage: float = Field(3.64, description="log-odds of holding every (rarity-weighted) query word")
+    bias: float = Field(-7.53, description="log-odds of a memory with cosine 0 and no query word")
+    cosine: float = Field(7.03, description="log-odds per unit of the query's cosine with the memory")
+    coverage: float = Field(3.73, description="log-odds of holding every (rarity-weighted) query word")
     context: float = Field(
         0.85, ge=0, le=1, description="share of a neighbouring turn's relevance an event inherits"
     )
@@ -196,13 +197,18 @@ def _cjk_grammar(word: str) -> bool:
     return has_cjk(word) and (word in CJK_STOP_WORDS or any(c in _CJK_GRAMMAR for c in word))
 
 
-def coverages(words: list[str], pool: Pool) -> np.ndarray:
-    """Rarity-weighted share of ``words`` each candidate contains; rarity is counted in the pool."""
+def coverages(words: list[str], pool: Pool, language: str = "en") -> np.ndarray:
+    """Rarity-weighted share of ``words`` each candidate contains, as the word or by its stem in
+    the query's ``language`` ("camped" in "went camping"); rarity is counted in the pool."""
     if not words or not len(pool):
         return np.zeros(len(pool))
     # Every query word is one run of letters or a CJK word (``tokens``), so each memory's
-    # ``coverage_words`` answer whether it holds it.
-    held = np.array([[w in bag for w in words] for bag in pool.words], dtype=bool)
+    # ``coverage_words`` answer whether it holds it, its ``coverage_stems`` whether it holds a
+    # word with the same stem.
+    stems = [stem(w, language) for w in words]
+    held = np.array(
+        [[w in bag or s in bag for w, s in zip(words, stems, strict=True)] for bag in pool.words], dtype=bool
+    )
     counts = held.sum(axis=0)
     weight = [math.log(1 + len(pool) / (1 + int(c))) for c in counts]
     total = sum(weight)
@@ -231,7 +237,7 @@ def features(
     query: str, pool: Pool, intent: TimeIntent, episode_gap: timedelta, model: CalibrationPolicy
 ) -> PoolFeatures:
     words = topic_words(query, intent)
-    cover = coverages(words, pool)
+    cover = coverages(words, pool, detect_language(query))
     cos = np.where(
         np.isnan(pool.relevance_cosine), model.unknown_cosine, np.maximum(pool.relevance_cosine, 0.0)
     )

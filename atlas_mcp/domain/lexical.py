@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from itertools import filterfalse
 from typing import Protocol
 
 from .stopwords import CJK_STOP_CHARACTERS, STOP_WORDS
@@ -44,6 +46,8 @@ _TOKEN = re.compile(
     rf"[{_HAN}]+|[{_HIRAGANA}]+|[{_KATAKANA}ー]+|[{_HANGUL}]+|[^\W_{_CJK}{_HANGUL}]+(?:['’][^\W_{_CJK}{_HANGUL}]+)*"
 )
 _CJK_RUN = re.compile(rf"[{_CJK}]")
+_LETTER_RUN = re.compile(r"[^\W_]+")  # a run of letters and digits, in text without CJK or Hangul
+_LATIN_RUN = re.compile(rf"[^\W_{_CJK}{_HANGUL}]+")  # one that CJK and Hangul characters end
 _HIRAGANA_RUN = re.compile(rf"[{_HIRAGANA}]+")
 _HAN_CHAR = re.compile(rf"[{_HAN}]")
 _KANA = re.compile(rf"[{_HIRAGANA}{_KATAKANA}]")
@@ -88,6 +92,41 @@ class Analysis:
 @lru_cache(maxsize=256)  # a recall reads its query's language three times
 def detect_language(text: str) -> str:
     """ISO 639-1 code of the text's main language (see the module docstring for how)."""
+    return _detect_language(text)
+
+
+def stemmed_forms(text: str) -> frozenset[str]:
+    """The Snowball stems, in ``text``'s language, of its words, less the words themselves
+    ("camping" → "camp", "researching" → "research"); Chinese, Japanese and Korean words are
+    not stemmed. Worked out for every memory a recall meets, so without a Python step per word
+    (the language is read from the same runs of letters, and without the cache: a recall
+    reading its rows would push its query's language out of it)."""
+    lowered = text.lower()
+    if _CJK_RUN.search(lowered) or _HANGUL_CHAR.search(lowered):
+        language = _latin_language_for(_detect_language(text))
+        runs = set(_LATIN_RUN.findall(lowered))
+    else:
+        found = _LETTER_RUN.findall(lowered)
+        language, runs = _voted(found, lowered), set(found)
+    known = _STEMS.setdefault(language, {})
+    if len(known) > _STEMS_KEPT:
+        known.clear()
+    for word in list(filterfalse(known.__contains__, runs)):
+        known[word] = _stem(language, word)
+    return frozenset(map(known.__getitem__, runs)) - runs
+
+
+_STEMS: dict[str, dict[str, str]] = {}  # language → word → stem, for ``stemmed_forms``
+_STEMS_KEPT = 200_000  # words per language (~20 MB at most); a vocabulary is rarely larger
+
+
+def stem(word: str, language: str) -> str:
+    """A lower-case word's Snowball stem in ``language`` (English for one without a stemmer);
+    a CJK word as it is."""
+    return word if has_cjk(word) else _stem(_latin_language_for(language), word)
+
+
+def _detect_language(text: str) -> str:
     if _KANA.search(text):
         return "ja"
     if _CJK_RUN.search(text):
@@ -155,21 +194,40 @@ def word_count(text: str) -> float:
 
 def _latin_language(text: str) -> str:
     lowered = text.lower()
+    return _voted(_TOKEN.findall(lowered), lowered)
+
+
+def _voted(tokens: Iterable[str], lowered: str) -> str:
+    """The Latin-script language ``tokens`` (of the lower-cased text ``lowered``) vote for."""
+    counted = Counter(tokens)
     votes = dict.fromkeys(LATIN_LANGUAGES, 0.0)
-    for token in _TOKEN.findall(lowered):
-        # A word English shares ("a", "in") or chat uses ("see ya", "get 'em") is no evidence of
-        # another language: counted for it, "Owns a e-reader bought in Austin" was Italian, and
-        # one such row gives an English owner a second vector space, so a second query
-        # embedding on every recall (~10 ms of CPU).
-        english = token in STOP_WORDS[DEFAULT_LANGUAGE]
-        for language in LATIN_LANGUAGES:
-            if token in STOP_WORDS[language] and (language == DEFAULT_LANGUAGE or not english):
-                votes[language] += 1.0
+    for word in counted.keys() & _STOP_WORD_VOTES.keys():  # a Python step per stop word only
+        for language in _STOP_WORD_VOTES[word]:
+            votes[language] += counted[word]
     for language, letters in _TELLTALES.items():
         if any(c in lowered for c in letters):
             votes[language] += 1.5
     best = max(votes, key=lambda lang: (votes[lang], lang == DEFAULT_LANGUAGE))
     return best if votes[best] > votes[DEFAULT_LANGUAGE] else DEFAULT_LANGUAGE
+
+
+def _stop_word_votes() -> dict[str, tuple[str, ...]]:
+    """The languages a stop word votes for. A word English shares ("a", "in") or chat uses
+    ("see ya", "get 'em") is no evidence of another language: counted for it, "Owns a e-reader
+    bought in Austin" was Italian, and one such row gives an English owner a second vector
+    space, so a second query embedding on every recall (~10 ms of CPU). One look-up a word,
+    since every memory's language is read when recall first ranks it."""
+    english = STOP_WORDS[DEFAULT_LANGUAGE]
+    words = set().union(*(STOP_WORDS[language] for language in LATIN_LANGUAGES))
+    return {
+        word: (DEFAULT_LANGUAGE,)
+        if word in english
+        else tuple(language for language in LATIN_LANGUAGES if word in STOP_WORDS[language])
+        for word in words
+    }
+
+
+_STOP_WORD_VOTES = _stop_word_votes()
 
 
 def _latin_language_for(language: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any, overload
 import numpy as np
 
 from .fusion import Candidate
-from .lexical import CJK_CHARACTERS, has_cjk, word_count
+from .lexical import CJK_CHARACTERS, has_cjk, stemmed_forms, word_count
 from .model import USAGE_TYPES, Memory, MemoryType
 
 NO_TIME = np.iinfo(np.int64).min  # a date a memory does not have
@@ -52,11 +52,13 @@ class RowFacts:
     created: int
     log_words: float  # log(1 + words): the length prior
     speaker: str | None  # "Name" of a transcript-style event ("Name: what they said")
-    words: frozenset[str]  # what a query word must be to count as covered (``coverage_words``)
+    # what a query word, or its stem, must be to count as covered (``coverage_words``,
+    # ``coverage_stems``)
+    words: frozenset[str]
 
 
 def row_facts(memory: Memory) -> RowFacts:
-    text = memory.text
+    text, searched = memory.text, memory.search_text()
     event = memory.memory_type is MemoryType.EPISODIC
     return RowFacts(
         kind=KIND_CODES[memory.memory_type],
@@ -64,7 +66,7 @@ def row_facts(memory: Memory) -> RowFacts:
         created=microseconds(memory.created_at),
         log_words=math.log1p(word_count(text)),  # CJK-fair
         speaker=speaker(text) if event else None,
-        words=coverage_words(memory.search_text()),
+        words=coverage_words(searched) | coverage_stems(searched),
     )
 
 
@@ -97,6 +99,13 @@ def coverage_words(text: str) -> frozenset[str]:
                 if at + 1 < len(lowered) and _CJK_CHAR.match(lowered[at + 1]):
                     words.add(lowered[at : at + 2])
     return frozenset(words)
+
+
+def coverage_stems(text: str) -> frozenset[str]:
+    """The stems of ``text``'s words that stemming changes (``lexical.stemmed_forms``): a query
+    word whose stem is among them is covered too ("camped" by "camping", "research" by
+    "Researching")."""
+    return stemmed_forms(text)
 
 
 # A run of characters that continue a word: letters and digits, but not Chinese or Japanese

@@ -18,7 +18,7 @@ from atlas_mcp.domain.asked import asked, setting, setting_what_is_asked
 from atlas_mcp.domain.calibration import CalibrationPolicy, Features, tokens, topic_words, with_attribute
 from atlas_mcp.domain.context_rerank import ContextRerankPolicy, zscores
 from atlas_mcp.domain.gist import gist
-from atlas_mcp.domain.lexical import has_cjk, word_count
+from atlas_mcp.domain.lexical import detect_language, has_cjk, stem, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.multipliers import (
     SECONDS_PER_DAY,
@@ -50,12 +50,16 @@ def window_fit(when: datetime | None, window: tuple[datetime, datetime], floor: 
     return max(floor, 0.5 ** (1 + distance / width))
 
 
-def _bags(texts: Sequence[str], words: Sequence[str]) -> list[set[str]]:
-    """A word as one of a text's ``tokens``; a Chinese or Japanese word anywhere in it."""
+def _bags(texts: Sequence[str], words: Sequence[str], query: str = "") -> list[set[str]]:
+    """A word as one of a text's ``tokens``, or by its stem in the query's language as the stem
+    of one of the text's words in the text's; a Chinese or Japanese word anywhere in it."""
     out = []
+    asked = {w: stem(w, detect_language(query)) for w in words}
     for text in texts:
         lowered, found = text.lower(), set(tokens(text))
-        out.append({w for w in words if (w in lowered if has_cjk(w) else w in found)})
+        language = detect_language(text)
+        found |= {stem(run, language) for run in re.findall(r"[^\W_]+", lowered)}
+        out.append({w for w in words if (w in lowered if has_cjk(w) else w in found or asked[w] in found)})
     return out
 
 
@@ -286,11 +290,11 @@ def multipliers(
     )
 
 
-def coverages(words: list[str], memories: Sequence[Memory]) -> list[float]:
+def coverages(words: list[str], memories: Sequence[Memory], query: str = "") -> list[float]:
     """Rarity-weighted share of ``words`` each memory contains; rarity is counted in the pool."""
     if not words or not memories:
         return [0.0] * len(memories)
-    bags = _bags([m.search_text() for m in memories], words)
+    bags = _bags([m.search_text() for m in memories], words, query)
     counts = Counter(w for bag in bags for w in words if w in bag)
     weight = {w: math.log(1 + len(bags) / (1 + counts[w])) for w in words}
     total = sum(weight.values())
@@ -306,7 +310,7 @@ def features(
     model: CalibrationPolicy,
 ) -> list[Features]:
     words = topic_words(query, intent)
-    cover = coverages(words, memories)
+    cover = coverages(words, memories, query)
     cos = [model.unknown_cosine if c is None else max(c, 0.0) for c in cosines]
     own = [_own(c, v, model) for c, v in zip(cos, cover, strict=True)]
     neighbour = [0.0] * len(memories)

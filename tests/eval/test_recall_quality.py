@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from atlas_mcp.domain.calibration import coverages, tokens, topic_words
 from atlas_mcp.domain.fusion import Candidate
-from atlas_mcp.domain.lexical import has_cjk, word_count
+from atlas_mcp.domain.lexical import detect_language, has_cjk, stem, word_count
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.multipliers import use_boost
-from atlas_mcp.domain.pool import Pool, microseconds
+from atlas_mcp.domain.pool import WORD_RUN, Pool, microseconds
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.domain.when import Order, time_intent, window_fit
 from atlas_mcp.errors import InvalidInput, NotFound
@@ -126,9 +126,11 @@ _SEPARATORS = st.sampled_from([" ", "-", "", ". ", "\n"])
 
 
 def _held(text: str, words: list[str]) -> set[str]:
-    """What a text holds, by definition: a word among its tokens; a Chinese or Japanese word
-    (a bigram or a character: nothing marks where such words end) anywhere in it."""
-    found = set(tokens(text))
+    """What a text holds, by definition: a word among its tokens, or the stem of one of its
+    words in its language; a Chinese or Japanese word (a bigram or
+    a character: nothing marks where such words end) anywhere in it."""
+    language = detect_language(text)
+    found = set(tokens(text)) | {stem(r, language) for r in WORD_RUN.findall(text.lower())}
     return {w for w in words if (w in text.lower() if has_cjk(w) else w in found)}
 
 
@@ -192,6 +194,19 @@ def test_coverage_weights_rare_words_above_common_ones():
     )
     assert locker == pytest.approx(1.0)
     assert bike == review < 0.3
+
+
+def test_a_word_is_covered_by_another_form_of_it():
+    """ "camped" is covered by "camping", "research" by "Researching", in the language of each
+    text (German "wohnen" by "wohne"); a word with another stem is not."""
+    texts = ["We went camping by the lake", "Researching adoption agencies", "Ich wohne in Köln", "A lamp"]
+    asked = {"camped": 0, "research": 1, "wohnen": 2}
+    pool = _pool(texts)
+    for word, holder in asked.items():
+        covered = coverages([word], pool, "de" if word == "wohnen" else "en")
+        assert covered.tolist() == [float(i == holder) for i in range(len(texts))], word
+    lamp = coverages(["lamps", "camera"], pool)
+    assert lamp[:3].tolist() == [0.0, 0.0, 0.0] and 0.0 < lamp[3] < 1.0
 
 
 @pytest.mark.parametrize(
