@@ -128,6 +128,28 @@ def test_the_stored_vector_is_the_texts_embedding(path: Path):
     assert np.allclose(_stored_vectors(path, written.id), _expected(MEMORY), atol=1e-5)
 
 
+def test_vectors_commit_without_waiting_for_the_disk_and_writes_still_do(path: Path, monkeypatch):
+    """The vectors' commit skips the fsync (``synchronous=NORMAL``: a power loss that takes it
+    leaves its rows marked, so they are embedded again); a write's own commit waits for it."""
+    modes: list[int] = []
+    real = pending.store_vectors
+
+    def storing(conn: sqlite3.Connection, *args: object) -> bool:
+        modes.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+        return real(conn, *args)
+
+    monkeypatch.setattr(pending, "store_vectors", storing)
+    service = MemoryService(EmbeddedEngine(path, default_embedder()))
+    try:
+        written = service.write(USER, MEMORY)
+        assert _found_by_vector(service, written.id)
+        assert modes == [1]  # NORMAL
+        assert service._engine.store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    finally:
+        service.close()
+    assert _pending(path) == 0
+
+
 def test_a_full_backlog_makes_the_next_write_wait_for_room(path: Path, gated: GatedEmbedder):
     engine = EmbeddedEngine(path, gated)
     engine._deferred.backlog_limit = 4

@@ -274,7 +274,11 @@ class DeferredEmbeddings:
         with self._store_lock:
             if self._abandoned:
                 return
-            with self._store.transaction() as tx:
+            # Without an fsync: the vectors and the cleared marks commit together, so a power
+            # loss that takes this commit leaves the rows marked, and the next open embeds them
+            # again; the next write's commit syncs it anyway. Its fsync held the store (and the
+            # write or recall waiting for it) 1-5 ms after every write.
+            with self._store.synchronous("NORMAL"), self._store.transaction() as tx:
                 stored = [
                     Embedded(row.owner, row.rowid, v, model_id)
                     for row, (model_id, v) in zip(todo, embedded, strict=True)
