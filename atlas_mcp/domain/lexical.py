@@ -17,11 +17,12 @@ Korean, Han Chinese; Latin-script words vote by their stop words and telltale le
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from itertools import filterfalse
 from typing import Protocol
 
@@ -291,9 +292,19 @@ class _Stemmer(Protocol):
     def stemWord(self, word: str) -> str: ...
 
 
-@cache
-def _stemmer(language: str) -> _Stemmer:
-    import snowballstemmer  # uses PyStemmer's C stemmers when installed
+_STEMMERS = threading.local()
 
-    stemmer: _Stemmer = snowballstemmer.stemmer(SNOWBALL[language])
+
+def _stemmer(language: str) -> _Stemmer:
+    """This thread's stemmer for ``language``. A snowball stemmer keeps the word it is working
+    on in itself: two threads sharing one (a recall, and the preload reading facts ahead, or
+    two HTTP sessions' recalls) garble each other's stems, or fail mid-word."""
+    kept: dict[str, _Stemmer] | None = getattr(_STEMMERS, "by_language", None)
+    if kept is None:
+        kept = _STEMMERS.by_language = {}
+    stemmer = kept.get(language)
+    if stemmer is None:
+        import snowballstemmer  # uses PyStemmer's C stemmers when installed
+
+        stemmer = kept[language] = snowballstemmer.stemmer(SNOWBALL[language])
     return stemmer

@@ -146,3 +146,40 @@ def test_coverage_words_are_their_definition(text):
             if at + 1 < len(lowered) and re.match(rf"[{CJK_CHARACTERS}]", lowered[at + 1]):
                 expected.add(lowered[at : at + 2])
     assert coverage_words(text) == expected
+
+
+def test_threads_stemming_at_once_get_the_stems_one_thread_gets():
+    """A snowball stemmer keeps the word it works on: recall threads and the preload reading
+    facts ahead stem at once, so each thread has its own (a shared one garbled stems or
+    raised IndexError mid-word)."""
+    import sys
+    import threading
+
+    from atlas_mcp.domain import lexical
+
+    words = [
+        f"{stem}{ending}"
+        for stem in ("connect", "nation", "generous", "hope", "run", "relat")
+        for ending in ("ing", "ional", "ization", "fulness", "ively", "ed", "s", "ations", "iveness")
+    ] * 40
+    expected = [lexical._stemmer("en").stemWord(w) for w in words]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    results: list[list[str]] = []
+    failures: list[BaseException] = []
+
+    def stem_all() -> None:
+        try:
+            results.append([lexical._stemmer("en").stemWord(w) for w in words])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    try:
+        threads = [threading.Thread(target=stem_all) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not failures and results == [expected] * 4
