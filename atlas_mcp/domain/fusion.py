@@ -105,7 +105,7 @@ def fused_columns(rankings: Sequence[Sequence[str]], rank_constant: int, window:
         score[present] -= 1.0 / (rank_constant + ranks[present, position])
     best = np.where(ranks > 0, ranks, window + 1).min(axis=1, initial=window + 1)
     order = np.lexsort((np.arange(len(ids)), best, score))[:window]
-    return FusedColumns([str(i) for i in ids[order].tolist()], -score[order], ranks[order])
+    return FusedColumns(ids[order].tolist(), -score[order], ranks[order])
 
 
 def candidates_from_fused(

@@ -289,7 +289,8 @@ def rank(
     resolved = resolve(pool.memories, order.tolist(), plan.k or len(order))
     for current, older in resolved.lifted.items():
         relevance[current] = max(relevance[current], relevance[older])
-    returned = [i for i in resolved.order if relevance[i] >= plan.min_relevance][: plan.k or None]
+    clears = (relevance >= plan.min_relevance).tolist()
+    returned = [i for i in resolved.order if clears[i]][: plan.k or None]
     hits = [_hit(pool, i, match, reranker.name, found, scores, features, relevance) for i in returned]
     return [_resolved(h, i, resolved, pool.memories) for h, i in zip(hits, returned, strict=True)]
 

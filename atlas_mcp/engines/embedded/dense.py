@@ -34,15 +34,22 @@ class DenseScan:
     spaces: list[np.ndarray]
     queries: Mapping[int, SpaceQuery]
 
-    def best(self, window: int) -> list[tuple[str, float]]:
-        """The ``window`` best rows that may return, as (id, cosine), best first."""
-        hits = [
-            (owner.index.ids[row], float(cosines[row]))
+    def best(self, window: int) -> list[str]:
+        """The ids of the ``window`` best rows that may return, best first; ties in the order
+        of the owners, then of ``top_rows``."""
+        tops = [
+            top_rows(cosines, owner.allowed & owner.searched, window)
             for owner, cosines in zip(self.owners, self.scores, strict=True)
-            for row in top_rows(cosines, owner.allowed & owner.searched, window)
         ]
-        hits.sort(key=lambda h: -h[1])
-        return hits[:window]
+        if not tops:
+            return []
+        cosine = np.concatenate(
+            [c[rows] for c, rows in zip(self.scores, tops, strict=True)], dtype=np.float64
+        )
+        order = np.argsort(-cosine, kind="stable")[:window]
+        place = np.concatenate([np.full(len(rows), at) for at, rows in enumerate(tops)])[order]
+        rows = np.concatenate(tops)[order]
+        return [self.owners[at].index.ids[row] for at, row in zip(place.tolist(), rows.tolist(), strict=True)]
 
     def columns(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``of`` for each of ``ids``, as columns: the cosine on one scale (NaN: none), the

@@ -93,7 +93,7 @@ class Search:
             queries = self._space_queries(plan.query, self._spaces_of([v.index for v in visible]), queries)
             dense = self._scan(visible, queries)
             fused = fused_columns(
-                [[i for i, _ in lexical], [i for i, _ in dense.best(plan.window)]],
+                [[i for i, _ in lexical], dense.best(plan.window)],
                 plan.rank_constant,
                 plan.window,
             )
