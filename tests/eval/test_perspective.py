@@ -242,3 +242,31 @@ def test_a_foreseen_rewording_runs_the_model_once_beside_the_recall_and_ranks_th
     assert [(h.memory.id, h.score, h.relevance) for h in hits] == [
         (h.memory.id, h.score, h.relevance) for h in again
     ]
+
+
+def test_a_foreseen_text_still_queued_is_embedded_by_the_recall_that_needs_it():
+    """A rewording queued behind other recalls' texts is taken off the queue and embedded by
+    the recall asking for it, and is not left behind as a stale entry."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from atlas_mcp.engines.embedded.query_vectors import QueryVectors
+    from atlas_mcp.inference.embedder import SingleModel
+
+    embedder = default_embedder()
+    vectors = QueryVectors(SingleModel(embedder), lambda code: embedder.model_id)
+    gate = threading.Event()
+    vectors._pool.shutdown()
+    vectors._pool = ThreadPoolExecutor(1)
+    vectors._pool.submit(gate.wait)  # the only worker is busy: what is foreseen stays queued
+    try:
+        vectors.foresee(["When did I swim?"], [0])
+        (queued,) = vectors._coming.values()
+        asking = ThreadPoolExecutor(1)
+        got = asking.submit(vectors.get, "When did I swim?", 0).result(timeout=30)  # not the queue's turn
+        asking.shutdown()
+        assert queued.cancelled() and not vectors._coming
+        assert (got.vector == embedder.embed_queries(["When did I swim?"])[0]).all()
+        assert vectors.recent(embedder.model_id, "When did I swim?") is got
+    finally:
+        gate.set()
+        vectors.close()

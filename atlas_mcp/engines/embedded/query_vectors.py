@@ -51,13 +51,17 @@ class QueryVectors:
 
     def get(self, text: str, code: int) -> SpaceQuery:
         """``text`` embedded in the space ``code``: a recent vector, one being embedded (waited
-        for), or the model's now."""
+        for), or the model's now (also for one still queued behind other recalls' texts: it is
+        taken off the queue rather than waited for)."""
         key = (self._model_of(code), text)
         with self._lock:
             if (found := self._recent.get(key)) is not None:
                 self._recent.move_to_end(key)
                 return found
             coming = self._coming.get(key)
+            if coming is not None and coming.cancel():
+                del self._coming[key]
+                coming = None
         return coming.result() if coming is not None else self._embedded(key, text)
 
     def recent(self, model: str, text: str) -> SpaceQuery | None:
