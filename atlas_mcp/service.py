@@ -125,9 +125,7 @@ class MemoryService(Writing):
             plan = replace(plan, foreseen=tuple(self._acquaintances.foreseen(user_id, query)))
         pool = ranking.admitted(plan, ranking.pool_of(self._engine.candidates(plan)), now)
         learn = partial(self._acquaintances.learn, user_id)
-        pool = ranking.from_their_side(
-            self.policy, plan, pool, self._engine.cosines, learn, self._engine.between
-        )
+        pool = ranking.from_their_side(self.policy, plan, pool, self._engine.cosines, learn)
         pool = replace(pool, meaning=self._meaning(plan))
         hits = ranking.rank(self.policy, self._reranker, plan, pool, now)
         used = ranking.earned_uses(self.policy, hits, user_id) if touch else []

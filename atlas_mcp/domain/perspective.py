@@ -238,27 +238,18 @@ def blended(cosine: float, seen: float, weight: float) -> float:
     return (cosine + weight * seen) / (1.0 + weight)
 
 
-def name_discounts(named: Sequence[float], share: float = 1.0) -> list[float]:
+def name_discounts(named: Sequence[float]) -> list[float]:
     """What to take off each member's view cosine for the name the view wrote into the query:
     how much closer the member is to the bare name (``named``: its cosine with it) than the
-    members' median, times the name's ``share`` of the view. MiniLM reads a short text that
-    starts with the name as mostly the name, so "Where did Sarah travel recently?" is nearer
-    "Sarah lives in a terraced house in Leeds" than "Sarah asked for the away mode schedule
-    while she was on holiday in Lisbon": every member names her, and the view should order them
-    by the rest of the question. The median's share stays: it is what sets the user's memories
-    above those not about her.
-
-    ``share`` is the view's cosine with the bare name. With unit vectors, view = a·name +
-    b·rest (rest orthogonal to the name, a the cosine), so a member's view cosine is
-    a·cos(name, member) + b·cos(rest, member): the name lends it ``a`` times its closeness to
-    the name, not all of it. Taking off all of it (share 1) over-corrected: the member closest
-    to the name lost more than the name had given it ("Where did Sarah travel recently?",
-    share 0.63, ranked a router fault above the holiday in Lisbon)."""
+    members' median. MiniLM reads a short text that starts with the name as mostly the name, so
+    "Where did Sarah travel recently?" is nearer "Sarah lives in a terraced house in Leeds" than
+    "Sarah asked for the away mode schedule while she was on holiday in Lisbon": every member
+    names her, and the view should order them by the rest of the question. The median's share
+    stays: it is what sets the user's memories above those not about her."""
     if not named:
         return []
     middle = median(named)
-    scale = min(max(share, 0.0), 1.0)
-    return [scale * (value - middle) for value in named]
+    return [value - middle for value in named]
 
 
 def foreseen(query: str, speakers: Collection[str], user: str | None) -> list[str]:

@@ -212,13 +212,10 @@ def from_their_side(
     pool: Pool,
     cosines: Callable[[RecallPlan, str, Sequence[str]], Mapping[str, float]],
     learn: Callable[[Sequence[perspective.View]], None] | None = None,
-    between: Callable[[str, str], float | None] | None = None,
 ) -> Pool:
     """Each candidate's cosine, heard also with the query reworded from its side
     (``domain.perspective``: a speaker's turns, facts that name the user); ``cosines`` is the
-    engine's measure of another wording against some of the pool; ``learn`` is told the views;
-    ``between`` is the engine's cosine of two texts it embedded for this recall (None: not at
-    hand)."""
+    engine's measure of another wording against some of the pool; ``learn`` is told the views."""
     weight = policy.retrieval.perspective_weight
     if not weight or not len(pool):
         return pool
@@ -230,7 +227,7 @@ def from_their_side(
     for view in found:
         ids = [pool.ids[i] for i in view.members]
         seen = cosines(plan, view.text, ids)
-        discount = _name_discounts(plan, view, ids, cosines, between)
+        discount = _name_discounts(plan, view, ids, cosines)
         for i, id_ in zip(view.members, ids, strict=True):
             other = seen.get(id_)
             if math.isnan(cosine[i]) or other is None:
@@ -248,18 +245,14 @@ def _name_discounts(
     view: perspective.View,
     ids: Sequence[str],
     cosines: Callable[[RecallPlan, str, Sequence[str]], Mapping[str, float]],
-    between: Callable[[str, str], float | None] | None,
 ) -> dict[str, float]:
     """Per member, the share of its view cosine owed to the user's name alone
-    (``perspective.name_discounts``, scaled by how much of the view the name is: its cosine
-    with the view, when the engine has both vectors); nothing for a view that wrote no name in."""
+    (``perspective.name_discounts``); nothing for a view that wrote no name in."""
     if view.name is None:
         return {}
     named = cosines(plan, view.name, ids)
     heard = [id_ for id_ in ids if id_ in named]
-    share = None if between is None else between(view.text, view.name)
-    discounts = perspective.name_discounts([named[id_] for id_ in heard], 1.0 if share is None else share)
-    return dict(zip(heard, discounts, strict=True))
+    return dict(zip(heard, perspective.name_discounts([named[id_] for id_ in heard]), strict=True))
 
 
 def rank(

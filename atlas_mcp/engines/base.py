@@ -128,12 +128,6 @@ class Engine(Protocol):
         ``domain.asked``'s), both read as queries by MiniLM, when this recall embedded the query
         with it already; None otherwise (no model run is added for it)."""
 
-    def between(self, first: str, second: str) -> float | None:
-        """The cosine of two texts this process embedded lately as queries, in one space (a
-        recall's rewording and the name it wrote in: ``domain.perspective.name_discounts``);
-        None when either is not at hand (no model run is added for it)."""
-        return None
-
     def touch(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Record a recall: set ``last_used_at`` and increment ``use_count``."""
 

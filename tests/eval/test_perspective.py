@@ -165,43 +165,6 @@ def test_the_name_discount_keeps_the_members_shared_pull_and_takes_off_the_rest(
     assert perspective.name_discounts([]) == []
 
 
-def test_the_name_discount_is_the_names_share_of_the_view():
-    """With view = a·name + b·rest, the name lends a member ``a`` times its closeness to the
-    name (``a``: the view's cosine with the name), so that is what is taken off."""
-    assert perspective.name_discounts([0.2, 0.5, 0.3], 0.6) == pytest.approx([-0.06, 0.12, 0.0])
-    assert perspective.name_discounts([0.2, 0.5, 0.3], -0.1) == pytest.approx([0.0, 0.0, 0.0])
-    assert perspective.name_discounts([0.2, 0.5, 0.3], 1.4) == pytest.approx([-0.1, 0.2, 0.0])
-
-
-def test_the_engine_knows_the_cosine_of_two_texts_it_just_embedded(engine):
-    """``between`` reads the recent query vectors: no model run, None for a text not embedded."""
-    service = MemoryService(engine, clock=lambda: T0)
-    for text in NORA:
-        service.write("nora", text)
-    service.recall("nora", "Where do I live?", min_relevance=0, touch=False)  # heard as Nora
-    view = perspective.as_user("Where do I live?", "Nora")
-    share = engine.between(view, "Nora")
-    assert share is not None and 0.3 < share < 0.95
-    assert share == pytest.approx(engine.between("Nora", view))
-    assert engine.between(view, "never embedded") is None
-
-
-def test_a_memory_near_the_users_name_does_not_win_a_first_person_question_on_the_name():
-    """A first-person question about a trip, among memories that all name the user: the
-    holiday is nearer the question as asked, and the view ("Where did Sarah travel
-    recently?") must not hand the order to the memory that is nearest the bare name."""
-    from atlas_mcp.eval import scenario_suite
-    from atlas_mcp.eval.harness import scratch_service
-
-    with scratch_service() as (service, clock):
-        suite, now = scenario_suite.load(), clock()
-        stored = scenario_suite.populate(service, clock, suite, now)
-        clock.set(now)
-        keys = {m.id: m.key for m in stored}
-        hits = service.recall("sarah", "Where did I travel recently?", 3, min_relevance=0, touch=False)
-    assert keys[hits[0].memory.id] == "s-holiday"
-
-
 TURNS = [
     memory(1, "Caroline: I went to the LGBTQ support group yesterday.", MemoryType.EPISODIC),
     memory(2, "Melanie: I painted a lake at sunrise last week.", MemoryType.EPISODIC),

@@ -210,9 +210,6 @@ class EmbeddedEngine(Engine):
     def likeness(self, plan: RecallPlan, texts: Sequence[str]) -> builtins.list[float] | None:
         return self.search.likeness(plan, texts)
 
-    def between(self, first: str, second: str) -> float | None:
-        return self.search.query_vectors.between(first, second)
-
     def warm(self, user_id: str) -> None:
         self.search.warm(user_id)
 

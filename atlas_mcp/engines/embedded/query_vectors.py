@@ -69,15 +69,6 @@ class QueryVectors:
         with self._lock:
             return self._recent.get((model, text))
 
-    def between(self, first: str, second: str) -> float | None:
-        """The cosine of two recently embedded texts, in the most recent space that has both
-        (no model run); None if none has."""
-        with self._lock:
-            for model, text in reversed(self._recent):
-                if text == first and (other := self._recent.get((model, second))) is not None:
-                    return float(self._recent[(model, first)].vector @ other.vector)
-        return None
-
     def close(self) -> None:
         self._pool.shutdown()
 
