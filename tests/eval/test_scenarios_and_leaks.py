@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 
 import pytest
 
@@ -25,11 +26,24 @@ def test_scenario_suite_meets_its_target():
     assert overall["n"] == sum(len(t["questions"]) for t in scenario_suite.load()["tenants"].values())
     assert overall["R@5"] >= 0.95
     # The first place too, at today's level (docs/quality.md, "Scenario suite"): a ranking
-    # change that costs it shows here instead of drifting unnoticed.
-    assert overall["Hit@1"] >= 0.85
+    # change that costs it shows here instead of drifting unnoticed. 34 of 41 on the suite's
+    # fixed clock; the 0.85 held before was met only at some times of day, when the suite ran
+    # at the wall-clock time (0.805-0.854 over the day; events embed their date and time).
+    assert overall["Hit@1"] >= 0.82
     # Rules that must hold question by question, not just on average.
     for kind in ("supersession", "decay", "same-turn"):
         assert result.groups[kind]["R@5"] == 1.0, kind
+
+
+def test_the_suite_runs_on_its_own_clock_whatever_the_time():
+    """Two runs whose clocks start a few hours apart rank every question the same: the suite
+    sets its fixed ``now`` (events embed their date and time, so the wall clock moved ties)."""
+    rankings = []
+    for start in (datetime(2026, 1, 5, 3, 17, tzinfo=UTC), datetime(2027, 6, 1, 21, 40, tzinfo=UTC)):
+        with scratch_service() as (service, clock):
+            clock.set(start)
+            rankings.append([r.ranked for r in scenario_suite.run(service, clock).questions])
+    assert rankings[0] == rankings[1]
 
 
 def test_a_forbidden_superseded_fact_fails_its_question():
