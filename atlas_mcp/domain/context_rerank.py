@@ -17,8 +17,9 @@ in the next, or several turns of one exchange each carry part of it.
   ``reply_weight`` × that turn's score when it is above the mean ("Anything you're excited for
   in the adoption?" matches the query; the answer is the next turn, which shares few words);
 - *episode*: an event gains ``episode_weight`` × z(best score in its episode);
-- *length*: ``length_weight`` × z(log words) of events among events, capped, so short chit-chat
-  turns rank lower but a long note cannot win on length;
+- *length*: ``length_weight`` × z(log words) of events among events (at least
+  ``length_min_events`` of them), capped, so short chit-chat turns rank lower but a long note
+  cannot win on length;
 - *speaker*: ``speaker_weight`` when the query names the event's speaker ("Sarah: …");
 - *attribute*: ``attribute_weight`` when a fact sets what the query asks about, for the same
   person (``domain.asked``: "what's my husband called?" and "My husband is Daniel"); when the
@@ -97,6 +98,9 @@ class ContextRerankPolicy(BaseModel):
     dense_min_spread: float = Field(0.05, gt=0, description="in cosine")
     bm25_min_spread: float = Field(1.0, gt=0, description="in BM25 score")
     length_min_spread: float = Field(0.3, gt=0, description="in log words")
+    length_min_events: int = Field(
+        10, ge=1, description="fewer events in the pool: no length prior (z of a handful of lengths is noise)"
+    )
     fused_min_spread: float = Field(0.5, gt=0, description="in fused score, for episode strength")
     relevance_temperature: float = Field(
         4.0, gt=0, description="match = exp((s - s_best) / T): how far multipliers can reorder"
@@ -187,11 +191,13 @@ def fused_scores(pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:
     score = policy.dense_weight * zscores(dense, policy.dense_min_spread)
     score += policy.bm25_weight * zscores(bm25, policy.bm25_min_spread)
     events = pool.kind == EPISODIC
-    if events.any() and policy.length_weight:
+    if events.sum() >= policy.length_min_events and policy.length_weight:
         # Events only, among events: a chat turn of one word ("ok!") rarely answers, while a
         # fact or playbook was written to be short and complete (on facts, the prior put "Lena
         # prefers green tea to coffee" above "Lena is allergic to hazelnuts" for "which foods
-        # should Lena avoid?"). Capped, so a long note gains at most length_weight × cap.
+        # should Lena avoid?"). Capped, so a long note gains at most length_weight × cap. Only
+        # among enough events to have a typical length: among three full sentences the spread
+        # floor made 22 words against 16 worth half a standard deviation of cosine.
         words = pool.log_words[events]
         z = np.clip(zscores(words, policy.length_min_spread), -policy.length_z_floor, policy.length_z_cap)
         score[events] += policy.length_weight * z

@@ -94,7 +94,7 @@ def fused_scores(pool: Sequence[Signals], policy: ContextRerankPolicy) -> np.nda
     score = policy.dense_weight * zscores(dense, policy.dense_min_spread)
     score += policy.bm25_weight * zscores(bm25, policy.bm25_min_spread)
     events = np.array([s.memory.memory_type is MemoryType.EPISODIC for s in pool])
-    if events.any() and policy.length_weight:
+    if events.sum() >= policy.length_min_events and policy.length_weight:
         # Events only, among events: a chat turn of one word ("ok!") rarely answers, while a
         # fact or playbook was written to be short and complete (on facts, the prior put "Lena
         # prefers green tea to coffee" above "Lena is allergic to hazelnuts" for "which foods

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from atlas_mcp.domain.context_rerank import ContextRerankPolicy, context_match, episodes
+from atlas_mcp.domain.context_rerank import ContextRerankPolicy, context_match, episodes, fused_scores
 from atlas_mcp.domain.fusion import Candidate
 from atlas_mcp.domain.limits import Limits
 from atlas_mcp.domain.model import Memory, MemoryType
@@ -114,3 +114,36 @@ def test_the_recall_plan_carries_the_lexical_query_unless_switched_off():
         ScoringPolicy(lexical_content_words=False), Limits(), RecallQuery("sarah", "What is it?"), T0
     )
     assert plain.lexical_text == "What is it?"
+
+
+def test_the_length_prior_needs_enough_events_to_know_a_typical_length():
+    """Among a handful of events the spread floor alone sets the z-scores, so 22 words against
+    16 was worth half a standard deviation of cosine ("Where did I travel recently?" ranked a
+    router fault above the holiday): below ``length_min_events`` the prior stays out; with
+    enough events a one-word turn still ranks below a full one."""
+    policy = ContextRerankPolicy()
+    days = [T0 - timedelta(days=d) for d in (12, 45, 90)]
+    few = pool(
+        (
+            event(
+                1, "Sarah reported error E-214 on her hub after her broadband router was replaced.", days[0]
+            ),
+            0.30,
+            None,
+        ),
+        (event(2, "Sarah was on holiday in Lisbon.", days[1]), 0.32, None),
+        (event(3, "Sarah re-paired the back door sensor.", days[2]), 0.10, None),
+    )
+    fault, holiday, _ = fused_scores(few, policy)
+    assert holiday > fault  # the better cosine wins; their lengths say nothing here
+    filler = [
+        (event(10 + i, f"Sarah noted item {i} of the weekly house check.", T0 - timedelta(days=i)), 0.1, None)
+        for i in range(10)
+    ]
+    many = pool(
+        (event(1, "ok!", days[0]), 0.31, None),
+        (event(2, "Sarah was on holiday in Lisbon with her partner Tom.", days[1]), 0.30, None),
+        *filler,
+    )
+    ok, trip, *_ = fused_scores(many, policy)
+    assert trip > ok

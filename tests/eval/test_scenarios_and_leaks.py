@@ -26,10 +26,11 @@ def test_scenario_suite_meets_its_target():
     assert overall["n"] == sum(len(t["questions"]) for t in scenario_suite.load()["tenants"].values())
     assert overall["R@5"] >= 0.95
     # The first place too, at today's level (docs/quality.md, "Scenario suite"): a ranking
-    # change that costs it shows here instead of drifting unnoticed. 34 of 41 on the suite's
-    # fixed clock; the 0.85 held before was met only at some times of day, when the suite ran
-    # at the wall-clock time (0.805-0.854 over the day; events embed their date and time).
-    assert overall["Hit@1"] >= 0.82
+    # change that costs it shows here instead of drifting unnoticed. 35 of 41 on the suite's
+    # fixed clock (at the wall-clock time it moved between 0.805 and 0.854 over the day before
+    # the length prior left pools of a few events alone: events embed their date and time).
+    assert overall["Hit@1"] >= 0.85
+    assert result.groups["paraphrase"]["Hit@1"] >= 0.75
     # Rules that must hold question by question, not just on average.
     for kind in ("supersession", "decay", "same-turn"):
         assert result.groups[kind]["R@5"] == 1.0, kind
