@@ -29,7 +29,9 @@ such queries to learn them:
 - a query that names a period ("last weekend") counts the period as evidence: each of the
   ``n`` candidates from that period gets ``1 − (1 − r)(1 − time_evidence / n)`` (either
   reason suffices; the more memories share the period, the less each is likely the one
-  asked about), a candidate from outside it ``r × window fit``;
+  asked about), a candidate from outside it ``r × window fit ^ period_miss_power`` (0.5: the
+  rank multiplier puts the period's memories first, but a turn dated outside it often tells of
+  it, "last month", "4 years ago", so whether it bears on the question at all is less sure);
 - a fact that sets the attribute the query asks about, for the same person (``domain.asked``:
   "What's my husband called?" and "My husband is Daniel"), counts that as evidence the same
   way: ``1 − (1 − r)(1 − attribute_evidence / n)`` for each of the ``n`` such facts.
@@ -122,6 +124,12 @@ class CalibrationPolicy(BaseModel):
     unknown_cosine: float = Field(0.45, ge=0, le=1, description="assumed when the engine measured no cosine")
     time_evidence: float = Field(
         0.8, ge=0, le=1, description="relevance a named period lends the one memory that falls in it"
+    )
+    period_miss_power: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="a memory outside the period a query names keeps relevance × window fit to this power",
     )
     attribute_evidence: float = Field(
         0.3,
@@ -273,7 +281,7 @@ def calibrated(found: PoolFeatures, window: np.ndarray | None, model: Calibratio
     inside = int((window == 1.0).sum())
     evidence = model.time_evidence / max(inside, 1)  # one of n memories from that period
     own = plain if found.topicless else base
-    return np.where(window < 1.0, base * window, 1 - (1 - own) * (1 - evidence))
+    return np.where(window < 1.0, base * window**model.period_miss_power, 1 - (1 - own) * (1 - evidence))
 
 
 def _sigmoids(x: np.ndarray) -> np.ndarray:

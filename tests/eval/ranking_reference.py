@@ -345,7 +345,7 @@ def calibrated(
     out = []
     for f, r, fit in zip(found, base, fits, strict=True):
         if fit < 1.0:
-            out.append(r * fit)
+            out.append(r * fit**model.period_miss_power)
             continue
         own = _sigmoid(model.bias + model.cosine * f.cosine) if f.topicless else r
         out.append(1 - (1 - own) * (1 - evidence))

@@ -341,3 +341,19 @@ def test_a_long_note_does_not_win_a_query_it_does_not_match(service):
     husband = service.write("u", "My husband is Daniel; he teaches chemistry.", fact_type="identity").id
     hits = [h.memory.id for h in service.recall("u", "What's my husband called?", min_relevance=0.0)]
     assert hits[0] == husband and long_note not in hits[:5]
+
+
+def test_a_memory_outside_the_named_period_keeps_the_root_of_its_window_fit():
+    """A turn dated outside the period a question names often tells of it ("last month",
+    "4 years ago"): the ranking puts the period's memories first (the window fit multiplies
+    the score), while relevance keeps ``r × fit ** period_miss_power`` (0.5 by default)."""
+    from atlas_mcp.domain.calibration import CalibrationPolicy, PoolFeatures, calibrated
+
+    found = PoolFeatures(np.array([0.5, 0.5]), np.array([0.5, 0.5]), np.zeros(2), topicless=False)
+    model = CalibrationPolicy()
+    inside, outside = calibrated(found, np.array([1.0, 0.25]), model)
+    plain = calibrated(found, None, model)[1]
+    assert outside == pytest.approx(plain * 0.5)  # sqrt(0.25)
+    assert inside > plain  # the one memory of the period gains the period's evidence
+    strict = CalibrationPolicy(period_miss_power=1.0)
+    assert calibrated(found, np.array([1.0, 0.25]), strict)[1] == pytest.approx(plain * 0.25)
