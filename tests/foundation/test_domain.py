@@ -160,3 +160,33 @@ def test_supersession_targets_must_be_live_own_same_type():
     playbook = Memory(id="p", memory_type=MemoryType.PROCEDURAL, user_id="sarah", text="t", created_at=NOW)
     with pytest.raises(InvalidInput):
         check_targets(MemoryType.SEMANTIC, ["p"], [playbook], "sarah")
+
+
+def test_evolve_is_dataclasses_replace():
+    """``Memory.evolve`` builds the copy itself (a recall evolves each memory whose use it
+    records): it must stay exactly ``dataclasses.replace``, which it can only while Memory has
+    no ``__post_init__`` and no field outside ``__init__``."""
+    import dataclasses
+    from datetime import UTC, datetime, timedelta
+
+    import pytest
+
+    from atlas_mcp.domain.model import Memory, MemoryType
+
+    assert not hasattr(Memory, "__post_init__")
+    assert all(f.init for f in dataclasses.fields(Memory))
+    now = datetime(2026, 12, 5, 12, tzinfo=UTC)
+    memory = Memory(
+        id="m1", memory_type=MemoryType.SEMANTIC, user_id="u", text="Ines lives in Leeds", created_at=now
+    )
+    for changes in (
+        {},
+        {"use_count": 3, "last_used_at": now + timedelta(hours=1)},
+        {"text": "Ines lives in Glasgow", "supersedes": ("m0",), "confidence": 0.5},
+        {"superseded_by": "m2", "superseded_at": now, "metadata": {"k": [1]}},
+    ):
+        evolved, replaced = memory.evolve(**changes), dataclasses.replace(memory, **changes)
+        assert evolved == replaced and type(evolved) is Memory
+        assert all(getattr(evolved, f.name) is getattr(replaced, f.name) for f in dataclasses.fields(Memory))
+    with pytest.raises(TypeError):
+        memory.evolve(no_such_field=1)
