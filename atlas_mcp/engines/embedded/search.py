@@ -73,13 +73,13 @@ class Search:
         The snapshot (one read transaction) means the owners' indexes and the rows loaded at
         the end agree even while other processes write.
         """
+        self.recalls.started()  # the preload's first reads step aside (``preload.py``)
         if not plan.dense:
             return self._lexical_candidates(plan)
         # The model runs beside the pending-row check and BM25 (both release the GIL): on
         # 2 cores that hides most of the query embedding, the largest single stage. It embeds
         # the query in each space this process last saw the owners' rows use (no I/O); a space
         # that turns out to be new (the user's first Chinese memory) is embedded in the snapshot.
-        self.recalls.started()
         owners = self._owners(plan)
         spaces = self._cached_spaces(owners)
         guessed = {code: self.query_vectors.submit(plan.query, code) for code in spaces}
