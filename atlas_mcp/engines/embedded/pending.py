@@ -45,9 +45,10 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 # Each sized by measurement: docs/performance.md, "Writes at any rate".
-# Two batches (one embedding, one waiting): a recall after any burst waits for at most these;
-# a larger backlog adds waiting, not writes per second.
-BACKLOG_LIMIT = 64
+# One batch: a recall after any burst waits for at most these. Since a write waits for the disk
+# once, acknowledgements outrun the model and every burst ends with the backlog full; 64 (two
+# batches) doubled the recall right after a burst and bought no writes per second.
+BACKLOG_LIMIT = 32
 # A recall waits this long for its owner's rows nobody else is embedding: one batch, and still
 # inside the start budget for the first recall after a crash.
 RECALL_WAIT_S = 0.25
