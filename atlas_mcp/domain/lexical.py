@@ -54,6 +54,7 @@ _HAN_CHAR = re.compile(rf"[{_HAN}]")
 _KANA = re.compile(rf"[{_HIRAGANA}{_KATAKANA}]")
 _HANGUL_CHAR = re.compile(rf"[{_HANGUL}]")
 _TELLTALES = {"de": "ßäöü", "es": "ñ¿¡", "fr": "çœèêëîûù", "pt": "ãõ", "it": "ìò"}
+_ANY_TELLTALE = re.compile("[" + "".join(_TELLTALES.values()) + "]")
 _ELISIONS = frozenset(
     [
         "l",
@@ -205,9 +206,13 @@ def _voted(tokens: Iterable[str], lowered: str) -> str:
     for word in counted.keys() & _STOP_WORD_VOTES.keys():  # a Python step per stop word only
         for language in _STOP_WORD_VOTES[word]:
             votes[language] += counted[word]
-    for language, letters in _TELLTALES.items():
-        if any(c in lowered for c in letters):
-            votes[language] += 1.5
+    # Most texts hold no telltale letter: one scan says so instead of a search per letter
+    # (8.2 -> 6.4 us a LoCoMo turn; recall votes once for every memory it meets first).
+    if _ANY_TELLTALE.search(lowered):
+        present = set(lowered)
+        for language, letters in _TELLTALES.items():
+            if not present.isdisjoint(letters):
+                votes[language] += 1.5
     best = max(votes, key=lambda lang: (votes[lang], lang == DEFAULT_LANGUAGE))
     return best if votes[best] > votes[DEFAULT_LANGUAGE] else DEFAULT_LANGUAGE
 

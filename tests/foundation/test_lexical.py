@@ -183,3 +183,25 @@ def test_threads_stemming_at_once_get_the_stems_one_thread_gets():
     finally:
         sys.setswitchinterval(old)
     assert not failures and results == [expected] * 4
+
+
+@given(st.text(alphabet="abcdeinoprstu ßäöüñ¿¡çœèêëîûùãõìòder la il est und das", max_size=60))
+def test_a_telltale_letter_votes_for_its_language_wherever_it_stands(text):
+    """The telltale vote found with one scan gives what a search per letter gives."""
+    from collections import Counter
+
+    from atlas_mcp.domain import lexical
+
+    lowered = text.lower()
+    tokens = lexical._LETTER_RUN.findall(lowered)
+    votes = dict.fromkeys(lexical.LATIN_LANGUAGES, 0.0)
+    counted = Counter(tokens)
+    for word in counted.keys() & lexical._STOP_WORD_VOTES.keys():
+        for language in lexical._STOP_WORD_VOTES[word]:
+            votes[language] += counted[word]
+    for language, letters in lexical._TELLTALES.items():
+        if any(letter in lowered for letter in letters):
+            votes[language] += 1.5
+    best = max(votes, key=lambda lang: (votes[lang], lang == lexical.DEFAULT_LANGUAGE))
+    expected = best if votes[best] > votes[lexical.DEFAULT_LANGUAGE] else lexical.DEFAULT_LANGUAGE
+    assert lexical._voted(tokens, lowered) == expected
