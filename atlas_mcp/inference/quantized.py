@@ -19,10 +19,13 @@ source's sha256 and this recipe, and written by an atomic rename (a kill leaves 
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,13 +69,22 @@ def model_cache_dir() -> Path:
         with tempfile.NamedTemporaryFile(dir=directory):
             return directory
     except OSError as exc:
-        fallback = Path(tempfile.mkdtemp(prefix="atlas-mcp-models-"))
         log.warning(
-            "model cache not writable; deriving into a temporary directory",
+            "model cache not writable; deriving into a temporary directory removed at exit "
+            "(set XDG_CACHE_HOME to a writable directory to derive the models once)",
             cache=str(directory),
             error=str(exc),
         )
-        return fallback
+        return _private_directory()
+
+
+@cache  # one per process, whichever model asks
+def _private_directory() -> Path:
+    """A temporary directory for this process's derived models, removed when it exits: a
+    derived MiniLM is ~70 MB, and one left per start would fill the temporary file system."""
+    directory = Path(tempfile.mkdtemp(prefix="atlas-mcp-models-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
 
 
 def derive(source: Path, target: Path) -> None:

@@ -3,7 +3,10 @@ embedded by the float32 run move to it in the background. Real models, real SQLi
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -66,12 +69,27 @@ def test_a_source_that_is_not_a_model_gets_a_clear_error(tmp_path: Path):
     assert not any((tmp_path / "cache").glob("*.onnx"))
 
 
-def test_an_unwritable_cache_falls_back_to_a_private_directory(tmp_path: Path, monkeypatch):
+def test_an_unwritable_cache_falls_back_to_a_private_directory_removed_at_exit(tmp_path: Path):
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the cache directory should be")
-    monkeypatch.setattr("platformdirs.user_cache_path", lambda name: blocker / name)
-    directory = quantized.model_cache_dir()
-    assert directory.is_dir() and blocker not in directory.parents
+    script = (
+        "from atlas_mcp.inference import quantized\n"
+        "from atlas_mcp.log import configure_logging\n"
+        "configure_logging()\n"  # to stderr, as every command does
+        "first, second = quantized.model_cache_dir(), quantized.model_cache_dir()\n"
+        "assert first == second and first.is_dir(), (first, second)\n"
+        "(first / 'derived.onnx').write_bytes(b'a derived model')\n"
+        "print(first)\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(blocker)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    directory = Path(done.stdout.strip())
+    assert blocker not in directory.parents
+    assert "XDG_CACHE_HOME" in done.stderr  # the warning says how to derive once
+    assert not directory.exists()  # a ~70 MB model per start must not pile up in /tmp
 
 
 class FloatPerLanguage(PerLanguage):
