@@ -112,7 +112,9 @@ def stemmed_forms(text: str) -> frozenset[str]:
         language, runs = _voted(found, lowered), set(found)
     known = _STEMS.setdefault(language, {})
     if len(known) > _STEMS_KEPT:
-        known.clear()
+        # A new dictionary, not ``clear()``: another thread (a recall beside the preload) may
+        # be between filling the old one and reading its words back from it.
+        known = _STEMS[language] = {}
     for word in list(filterfalse(known.__contains__, runs)):
         known[word] = _stem(language, word)
     return frozenset(map(known.__getitem__, runs)) - runs

@@ -205,3 +205,46 @@ def test_a_telltale_letter_votes_for_its_language_wherever_it_stands(text):
     best = max(votes, key=lambda lang: (votes[lang], lang == lexical.DEFAULT_LANGUAGE))
     expected = best if votes[best] > votes[lexical.DEFAULT_LANGUAGE] else lexical.DEFAULT_LANGUAGE
     assert lexical._voted(tokens, lowered) == expected
+
+
+def test_stems_stay_right_while_threads_overflow_the_kept_stems(monkeypatch):
+    """A recall and the preload stem at once; when the kept stems overflow, one thread starting
+    afresh must not pull the words another has just stemmed from under it (a KeyError)."""
+    import random
+    import sys
+    import threading
+
+    from atlas_mcp.domain import lexical
+
+    words = (
+        "camping researching running walked houses talking painted singing dancing moved jumps played".split()
+    )
+    stems = {w: lexical.stem(w, "en") for w in words}
+    monkeypatch.setattr(lexical, "_STEMS", {})
+    monkeypatch.setattr(lexical, "_STEMS_KEPT", 8)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns often, as a busy server's do
+    failures: list[str] = []
+
+    def stem_texts(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(5000):
+            chosen = rng.sample(words, 6)
+            try:
+                found = lexical.stemmed_forms(" ".join(chosen))
+            except KeyError as exc:
+                failures.append(repr(exc))
+                return
+            if found != frozenset(stems[w] for w in chosen) - set(chosen):
+                failures.append(f"{chosen}: {sorted(found)}")
+                return
+
+    threads = [threading.Thread(target=stem_texts, args=(seed,)) for seed in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert failures == []
