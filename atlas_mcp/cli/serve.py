@@ -94,6 +94,7 @@ def _scopes_flag(value: str | None) -> list[str] | None:
 
 async def _serve_stdio(service: MemoryService, settings: Settings) -> None:
     from ..mcp.server import build_server
+    from ..mcp.stdio import run_stdio
 
     log.info(
         "serving",
@@ -102,9 +103,7 @@ async def _serve_stdio(service: MemoryService, settings: Settings) -> None:
         scopes=scopes.ordered(settings.user_scopes),
         data_dir=str(settings.data_dir),
     )
-    await build_server(
-        service, settings.user, settings.profile, user_scopes=settings.user_scopes
-    ).run_stdio_async()
+    await run_stdio(build_server(service, settings.user, settings.profile, user_scopes=settings.user_scopes))
 
 
 def _load_small_store(service: MemoryService, user: str) -> None:

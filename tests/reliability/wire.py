@@ -34,10 +34,16 @@ def server_env(data_dir: Path, user: str, **extra: str) -> dict[str, str]:
 class StdioWire:
     """One ``atlas-mcp serve`` subprocess spoken to over newline-delimited JSON-RPC."""
 
-    def __init__(self, data_dir: Path, user: str, stderr_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        user: str,
+        stderr_path: Path | None = None,
+        launcher: tuple[str, ...] = ("-m", "atlas_mcp"),  # what the interpreter runs
+    ) -> None:
         self._stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "atlas_mcp", "serve"],
+            [sys.executable, *launcher, "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

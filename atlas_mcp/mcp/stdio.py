@@ -1,0 +1,216 @@
+"""The stdio transport's two ends, read and written on the event loop itself.
+
+The SDK's ``stdio_server`` wraps stdin and stdout in anyio's file wrapper, which runs every
+``readline``, ``write`` and ``flush`` on a worker thread: three thread hops per tool call, each a
+queue hand-off and a wake-up of the loop (~0.2-0.4 ms of server CPU per call on this machine's
+2 cores). When both ends are pipes or sockets (as MCP clients spawn a server: pipes, or a socket
+pair per stream as libuv makes them) they are read and written here without a thread, through
+the event loop's own pipe transports; anything else (a terminal, a file, one socket both ways)
+keeps the SDK's wrapper.
+
+The wire is the same: lines split as the SDK's text wrapper splits them (``\\n``, ``\\r\\n`` or
+``\\r``), invalid UTF-8 read as U+FFFD, replies written as UTF-8. As in the SDK, fd 0 and fd 1
+point at the null device and at stderr while serving, so stray output cannot corrupt the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import cast
+
+import anyio
+import sniffio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+
+QUEUED_LINES = 64  # lines read ahead of the server before reading pauses (backpressure)
+
+
+async def run_stdio(server: MCPServer) -> None:
+    """Serve ``server`` over this process's stdin and stdout."""
+    if sniffio.current_async_library() != "asyncio" or not _separate_pipes(0, 1):
+        await server.run_stdio_async()
+        return
+    lowlevel = server._lowlevel_server  # what ``run_stdio_async`` runs, with our two ends
+    async with (
+        _pipe_ends() as (lines, out),
+        stdio_server(stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", out)) as (
+            read_stream,
+            write_stream,
+        ),
+    ):
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def _separate_pipes(read: int, write: int) -> bool:
+    """Are ``read`` and ``write`` pipes or sockets, and not one socket both ways? (The loop's
+    write transport takes anything readable on its end for the peer hanging up.)"""
+    try:
+        ends = os.fstat(read), os.fstat(write)
+    except OSError:
+        return False
+    kinds = all(stat.S_ISFIFO(end.st_mode) or stat.S_ISSOCK(end.st_mode) for end in ends)
+    return kinds and (ends[0].st_dev, ends[0].st_ino) != (ends[1].st_dev, ends[1].st_ino)
+
+
+@asynccontextmanager
+async def _pipe_ends() -> AsyncIterator[tuple[Lines, Replies]]:
+    loop = asyncio.get_running_loop()
+    sys.stdout.flush()
+    wire_in, wire_out = _divert(0, os.open(os.devnull, os.O_RDONLY)), _divert(1, os.dup(2))
+    lines, replies = Lines(), Replies()
+    reading: asyncio.BaseTransport | None = None
+    writing: asyncio.BaseTransport | None = None
+    try:
+        reading, _ = await loop.connect_read_pipe(lambda: lines, os.fdopen(wire_in, "rb", buffering=0))
+        writing, _ = await loop.connect_write_pipe(lambda: replies, os.fdopen(wire_out, "wb", buffering=0))
+        yield lines, replies
+    finally:
+        for transport in (reading, writing):
+            if transport is not None:
+                transport.close()  # stops reading at once; the wire's duplicate closes on the loop
+        for fd, wire in ((0, wire_in), (1, wire_out)):
+            with suppress(OSError):
+                os.dup2(wire, fd)  # the wire back on its standard descriptor, blocking as it was
+                os.set_blocking(fd, True)
+        await anyio.lowlevel.checkpoint()
+
+
+def _divert(fd: int, aside: int) -> int:
+    """A private duplicate of ``fd`` (the wire); ``fd`` itself then points where ``aside`` does."""
+    wire = os.dup(fd)
+    os.dup2(aside, fd)
+    os.close(aside)
+    return wire
+
+
+def _decoded(raw: bytes, *, final: bool = False) -> list[str]:
+    """The lines of ``raw`` (one ``\\n``-ended line, or the last bytes before end of input) as
+    the SDK's text wrapper yields them: universal newlines, invalid UTF-8 as U+FFFD."""
+    text = raw.decode("utf-8", "replace")
+    if not final:
+        text += "\n"
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    pieces = text.split("\n")
+    return [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+
+
+class Lines(asyncio.Protocol):
+    """stdin's lines, read by the event loop as they arrive (``async for line in lines``)."""
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []  # an unfinished line
+        self._lines: deque[str] = deque()
+        self._ended = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._transport: asyncio.ReadTransport | None = None
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.ReadTransport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if b"\n" not in data:
+            self._pieces.append(data)
+            return
+        *complete, rest = data.split(b"\n")
+        if self._pieces:
+            complete[0] = b"".join((*self._pieces, complete[0]))
+            self._pieces.clear()
+        for raw in complete:
+            self._lines.extend(_decoded(raw))
+        if rest:
+            self._pieces.append(rest)
+        if len(self._lines) >= QUEUED_LINES and self._transport is not None:
+            self._transport.pause_reading()
+            self._paused = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        if not self._ended:
+            if self._pieces:
+                self._lines.extend(_decoded(b"".join(self._pieces), final=True))
+                self._pieces.clear()
+            self._ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def __aiter__(self) -> Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        while not self._lines:
+            if self._ended:
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self._paused and len(self._lines) <= QUEUED_LINES // 2 and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+        return self._lines.popleft()
+
+
+class Replies(asyncio.Protocol):
+    """stdout: each reply handed to the event loop's pipe transport, which writes what the
+    pipe takes at once and the rest when it drains (a write waits while the client lags)."""
+
+    def __init__(self) -> None:
+        self._transport: asyncio.WriteTransport | None = None
+        self._lost: BaseException | None = None
+        self._paused = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.WriteTransport, transport)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = exc or BrokenPipeError("the client closed the server's stdout")
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def write(self, text: str) -> int:
+        if self._lost is not None or self._transport is None:
+            raise self._lost or BrokenPipeError("stdout is not connected")
+        self._transport.write(text.encode("utf-8"))
+        while self._paused and self._lost is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self._lost is not None:
+            raise self._lost
+        return len(text)
+
+    async def flush(self) -> None:
+        """Nothing to flush: what the pipe did not take is the transport's to write."""
