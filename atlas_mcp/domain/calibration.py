@@ -213,10 +213,7 @@ def coverages(words: list[str], pool: Pool, language: str = "en") -> np.ndarray:
     # Every query word is one run of letters or a CJK word (``tokens``), so each memory's
     # ``coverage_words`` answer whether it holds it, its ``coverage_stems`` whether it holds a
     # word with the same stem.
-    stems = [stem(w, language) for w in words]
-    held = np.array(
-        [[w in bag or s in bag for w, s in zip(words, stems, strict=True)] for bag in pool.words], dtype=bool
-    )
+    held = _held(words, [stem(w, language) for w in words], pool.words)
     counts = held.sum(axis=0)
     weight = [math.log(1 + len(pool) / (1 + int(c))) for c in counts]
     total = sum(weight)
@@ -224,6 +221,23 @@ def coverages(words: list[str], pool: Pool, language: str = "en") -> np.ndarray:
     for j, w in enumerate(weight):  # word by word, so each sum adds in the query's order
         covered += np.where(held[:, j], w, 0.0)
     return covered / total
+
+
+def _held(words: list[str], stems: list[str], bags: Sequence[frozenset[str]]) -> np.ndarray:
+    """Per bag and query word: does the bag hold the word or its stem? One set intersection per
+    bag (in C, over the few query forms) instead of a membership test per bag and word."""
+    forms = list(dict.fromkeys([*words, *stems]))
+    code = {form: at for at, form in enumerate(forms)}
+    asks = np.zeros((len(forms), len(words)), dtype=np.uint8)  # form → the query words it answers
+    for j, (word, stemmed) in enumerate(zip(words, stems, strict=True)):
+        asks[code[word], j] = asks[code[stemmed], j] = 1
+    wanted = frozenset(code)
+    found = [bag & wanted for bag in bags]
+    rows = np.repeat(np.arange(len(bags)), [len(f) for f in found])
+    present = np.zeros((len(bags), len(forms)), dtype=np.uint8)
+    present[rows, [code[form] for f in found for form in f]] = 1
+    held: np.ndarray = (present @ asks) > 0
+    return held
 
 
 @dataclass(frozen=True, slots=True)
