@@ -167,11 +167,7 @@ class Episodes:
 
 def episodes(pool: Pool, gap: timedelta) -> Episodes:
     events = np.flatnonzero((pool.kind == EPISODIC) & (pool.occurred != NO_TIME))
-    owners = (
-        np.unique(np.array(pool.owners, dtype=object)[events], return_inverse=True)[1]
-        if len(events)
-        else events
-    )
+    owners = _owner_codes(pool.owners, events)
     order = events[np.lexsort((pool.created[events], pool.occurred[events], owners))]
     owner_of = np.empty(len(pool), dtype=np.int64)
     owner_of[events] = owners
@@ -180,6 +176,17 @@ def episodes(pool: Pool, gap: timedelta) -> Episodes:
         apart = np.diff(pool.occurred[order]) > gap // MICROSECOND
         starts[1:] = apart | (np.diff(owner_of[order]) != 0)
     return Episodes(order, starts)
+
+
+def _owner_codes(owners: list[str], rows: np.ndarray) -> np.ndarray:
+    """Per row, its owner's place among the rows' owners sorted (what ``np.unique`` numbers
+    them by); the events of a pool are nearly always one user's, so that case is one set."""
+    mine = [owners[i] for i in rows.tolist()]
+    distinct = sorted(set(mine))
+    if len(distinct) <= 1:
+        return np.zeros(len(mine), dtype=np.int64)
+    code = {owner: at for at, owner in enumerate(distinct)}
+    return np.array([code[owner] for owner in mine], dtype=np.int64)
 
 
 def fused_scores(pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:
@@ -247,7 +254,7 @@ def replies(score: np.ndarray, pool: Pool, found: Episodes, weight: float) -> np
     ``weight`` × that turn's score, when it is above the pool's mean (a question that matches
     the query is answered in the next turn)."""
     order = found.order
-    asking = np.array(["?" in m.text or "？" in m.text for m in pool.memories], dtype=bool)
+    asking = pool.asks
     previous = np.roll(order, 1)
     replying = np.zeros(len(order), dtype=bool)
     replying[1:] = ~found.starts[1:] & asking[previous[1:]]

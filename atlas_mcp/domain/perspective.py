@@ -24,17 +24,8 @@ from statistics import median
 
 from .lexical import detect_language
 from .model import Memory, MemoryType
-from .pool import speaker
+from .openings import POSSESSIVE, Opening, opening, turn_head
 
-# A sentence that starts with a name followed by a verb is about that person ("Nora has
-# moved"); one that starts with "Nora's brother" is about the brother. A word counts as a name
-# only if it is also written capitalised inside a sentence, so "Went" or "Prefers" never do.
-_NAME = re.compile(r"^[A-Z][a-z\u00df-\u00ff]+$")
-_POSSESSIVE = re.compile(r"['’]s?$")
-_NOT_NAMES = frozenset(
-    "The A An I We My Our He She They It This That These Those His Her Their Your You Me Us "
-    "When Before After Once On In At For If Then Today Yesterday Tomorrow".split()
-)
 MIN_SUBJECT_STARTS = 3  # memories that must start with the name before it is taken as the user's
 
 # First-person words per language and what the user's name replaces them with. Grammar is left
@@ -99,43 +90,25 @@ def user_name(texts: Iterable[str]) -> str | None:
     """The name the user's memories are written about, if one stands out: the proper name at
     least ``MIN_SUBJECT_STARTS`` of them start with as their subject, twice as often as any
     other. Transcript turns ("Name: ...") are left out: their speaker is not the user. Only
-    first words are read, then the few candidates are looked for inside sentences (a recall
-    asks this of ~300 memories; reading every word of them cost ~2 ms). A word some text
-    starts with as an owner ("Nora's car is ...") is a name too: no verb takes a possessive,
-    and an agent that writes every fact as "Nora ..." may never write her name mid-sentence."""
-    kept = [text for text in texts if not speaker(text)]
-    subjects: Counter[str] = Counter()
-    owners: set[str] = set()  # names that start a text as owners ("Nora's car"): proper nouns
-    for text in kept:
-        first = _FIRST_WORD.match(text)
-        if first and _NAME.match(first.group(1)) and first.group(1) not in _NOT_NAMES:
-            subjects[first.group(1)] += 1  # "Nora's brother" reads as "Nora's": not a subject
-        elif first and (owner := _POSSESSIVE.sub("", first.group(1))) != first.group(1):
-            owners.add(owner)
-    joined = "\n".join(kept)
-    ranked = [
-        (name, count) for name, count in subjects.most_common(5) if name in owners or _inside(name, joined)
-    ]
+    first words are read (``openings.opening``), then the few candidates are looked for inside
+    sentences. A word some text starts with as an owner ("Nora's car is ...") is a name too:
+    no verb takes a possessive, and an agent that writes every fact as "Nora ..." may never
+    write her name mid-sentence."""
+    return named_user([opening(text) for text in texts])
+
+
+def named_user(openings: Sequence[Opening]) -> str | None:
+    """``user_name`` of the texts that open as ``openings`` say (a recall's pool keeps them)."""
+    subjects = Counter([o.subject for o in openings if o.subject is not None])
+    owners = {o.owner for o in openings if o.owner is not None}  # "Nora's car": proper nouns
+    candidates = subjects.most_common(5)
+    inside = frozenset().union(*[o.inside for o in openings]) if candidates else frozenset()
+    ranked = [(name, count) for name, count in candidates if name in owners or name in inside]
     if not ranked or ranked[0][1] < MIN_SUBJECT_STARTS:
         return None
     if len(ranked) > 1 and ranked[0][1] < 2 * ranked[1][1]:
         return None
     return ranked[0][0]
-
-
-_FIRST_WORD = re.compile(r"\s*([^\W\d_][\w'’-]*)")
-
-
-def _inside(name: str, joined: str) -> bool:
-    """Is ``name`` written somewhere other than at the start of a text (a proper noun, not a
-    capitalised first word such as "Went")? ``joined``: the texts, one per line."""
-    at = joined.find(name, 1)
-    while at != -1:
-        before, after = joined[at - 1], joined[at + len(name) : at + len(name) + 1]
-        if before != "\n" and not before.isalnum() and not after.isalnum():
-            return True
-        at = joined.find(name, at + 1)
-    return False
 
 
 def as_user(query: str, name: str) -> str | None:
@@ -160,26 +133,35 @@ def as_speaker(query: str, name: str) -> str | None:
     return spoken if spoken != query else None
 
 
-def views(query: str, memories: Sequence[Memory]) -> list[View]:
+def views(
+    query: str,
+    memories: Sequence[Memory],
+    heads: Sequence[str | None] | None = None,
+    openings: Sequence[Opening] | None = None,
+) -> list[View]:
     """The rewordings of ``query`` worth a second look, each with the memories it applies to:
     the one speaker the query names (their turns), and the user's name where the query speaks
     in the first person (the memories that name the user). Cheap tests come first: most
-    queries name no speaker and the user's name is only looked for when "I" or "my" is there."""
+    queries name no speaker and the user's name is only looked for when "I" or "my" is there.
+    ``heads`` and ``openings``: each memory's ``openings.turn_head`` and ``openings.opening``,
+    if known (a pool keeps them: a recall gathers them, it does not work them out again)."""
     out = []
-    heads = _turn_heads(memories)
+    heads = _turn_heads(memories) if heads is None else heads
     present = set(heads)
     named = [
         name
-        for name in dict.fromkeys(_POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
+        for name in dict.fromkeys(POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
         if name in present
     ]
     if len(named) == 1 and (text := as_speaker(query, named[0])):
         out.append(View(text, tuple(i for i, head in enumerate(heads) if head == named[0]), speaker=named[0]))
     if _in_first_person(query):
-        name = user_name(m.text for m in memories if not m.is_catalog)
+        users = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.CATALOG]
+        opened = [opening(memories[i].text) if openings is None else openings[i] for i in users]
+        name = named_user(opened)
         if name and (text := as_user(query, name)):
             about = _about_user(name, possessive=_says_my(query))
-            members = tuple(i for i, m in enumerate(memories) if not m.is_catalog and about(m.text))
+            members = tuple(i for i in users if about(memories[i].text))
             out.append(View(text, members, name))
     return [v for v in out if v.members]
 
@@ -191,6 +173,8 @@ def _about_user(name: str, possessive: bool) -> Callable[[str], bool]:
     mention = re.compile(rf"\b{re.escape(name)}\b(?:['’]s\s+(\w+))?")
 
     def about(text: str) -> bool:
+        if name not in text:  # no mention at all: the common case, without the expression
+            return False
         found = [m.group(1) for m in mention.finditer(text)]
         return bool(found) and (possessive or any(w is None or w.lower() not in _SOMEONE_ELSE for w in found))
 
@@ -206,14 +190,10 @@ _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
 
 
 def _turn_heads(memories: Sequence[Memory]) -> list[str | None]:
-    """Per memory, what an event's text says before its first ": " (None: not an event, or no
-    ": "). A name the query writes (no colon, no space) speaks a turn (``_speaks``) exactly
-    when it is that turn's head: one pass over the pool instead of one per name."""
-    heads: list[str | None] = []
-    for memory in memories:
-        at = memory.text.find(": ") if memory.memory_type is MemoryType.EPISODIC else -1
-        heads.append(memory.text[:at] if at >= 0 else None)
-    return heads
+    """Per memory, what an event's text says before its first ": " (``openings.turn_head``).
+    A name the query writes (no colon, no space) speaks a turn (``_speaks``) exactly when it
+    is that turn's head: one pass over the pool instead of one per name."""
+    return [turn_head(m) for m in memories]
 
 
 def _speaks(memory: Memory, name: str) -> bool:
@@ -260,7 +240,7 @@ def foreseen(query: str, speakers: Collection[str], user: str | None) -> list[st
     out = []
     named = [
         name
-        for name in dict.fromkeys(_POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
+        for name in dict.fromkeys(POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
         if name in speakers
     ]
     if len(named) == 1 and (text := as_speaker(query, named[0])):

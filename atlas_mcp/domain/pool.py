@@ -24,6 +24,7 @@ import numpy as np
 from .fusion import Candidate
 from .lexical import CJK_CHARACTERS, has_cjk, stemmed_forms, word_count
 from .model import USAGE_TYPES, Memory, MemoryType
+from .openings import Opening, opening, speaker, turn_head
 
 NO_TIME = np.iinfo(np.int64).min  # a date a memory does not have
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -34,7 +35,6 @@ EPISODIC, SEMANTIC, PROCEDURAL, CATALOG = (
     for t in (MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL, MemoryType.CATALOG)
 )
 USAGE_CODES = [KIND_CODES[t] for t in USAGE_TYPES]
-_SPEAKER = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
 _CJK_CHAR = re.compile(rf"[{CJK_CHARACTERS}]")
 
 
@@ -55,6 +55,9 @@ class RowFacts:
     # what a query word, or its stem, must be to count as covered (``coverage_words``,
     # ``coverage_stems``)
     words: frozenset[str]
+    head: str | None  # an event's text before its first ": " (``openings.turn_head``)
+    opening: Opening  # how the text opens: a turn, or a name as subject or owner
+    asks: bool  # the text asks something (a "?"): the next turn may answer it
 
 
 def row_facts(memory: Memory) -> RowFacts:
@@ -67,13 +70,10 @@ def row_facts(memory: Memory) -> RowFacts:
         log_words=math.log1p(word_count(text)),  # CJK-fair
         speaker=speaker(text) if event else None,
         words=coverage_words(searched) | coverage_stems(searched),
+        head=turn_head(memory),
+        opening=opening(text),
+        asks="?" in text or "？" in text,
     )
-
-
-def speaker(text: str) -> str | None:
-    """The speaker of a transcript-style memory ("Name: what they said"), if it has one."""
-    match = _SPEAKER.match(text)
-    return match.group(1) if match else None
 
 
 def coverage_words(text: str) -> frozenset[str]:
@@ -139,12 +139,15 @@ class Pool(Sequence[Candidate]):
     relevance_cosine: np.ndarray  # the cosine calibration reads (``Candidate.relevance_cosine``)
     rerank: np.ndarray  # an engine reranker's match
     pending: np.ndarray  # no vector yet: only its words could find it
+    asks: np.ndarray  # ``RowFacts.asks``
     kind: np.ndarray
     occurred: np.ndarray
     created: np.ndarray
     log_words: np.ndarray
     speakers: list[str | None]
     words: list[frozenset[str]]
+    heads: list[str | None]  # ``RowFacts.head``
+    openings: list[Opening]  # ``RowFacts.opening``
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
 
     def __len__(self) -> int:
@@ -219,8 +222,11 @@ class Pool(Sequence[Candidate]):
             occurred=numbers[:, 1],
             created=numbers[:, 2],
             log_words=np.array([f.log_words for f in facts], dtype=np.float64),
+            asks=np.array([f.asks for f in facts], dtype=bool),
             speakers=[f.speaker for f in facts],
             words=[f.words for f in facts],
+            heads=[f.head for f in facts],
+            openings=[f.opening for f in facts],
             meaning=None,
             **evidence,
         )
@@ -233,7 +239,7 @@ class Pool(Sequence[Candidate]):
             for name in self.__dataclass_fields__
             if isinstance(value := getattr(self, name), np.ndarray)
         }
-        for name in ("ids", "memories", "owners", "speakers", "words"):
+        for name in ("ids", "memories", "owners", "speakers", "words", "heads", "openings"):
             column = getattr(self, name)
             changes[name] = [column[i] for i in picked]
         return replace(self, **changes)

@@ -221,7 +221,7 @@ def from_their_side(
         return pool
     cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
     own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
-    found = perspective.views(plan.query, pool.memories)
+    found = perspective.views(plan.query, pool.memories, pool.heads, pool.openings)
     if learn is not None:
         learn(found)
     for view in found:

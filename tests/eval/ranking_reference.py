@@ -27,7 +27,7 @@ from atlas_mcp.domain.multipliers import (
     decay_reference,
     time_reference,
 )
-from atlas_mcp.domain.pool import speaker
+from atlas_mcp.domain.openings import speaker
 from atlas_mcp.domain.resolution import resolve
 from atlas_mcp.domain.when import DAY, Order, TimeIntent
 

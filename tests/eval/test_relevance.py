@@ -10,7 +10,8 @@ from atlas_mcp.domain.context_rerank import ContextRerankPolicy, context_match, 
 from atlas_mcp.domain.fusion import Candidate
 from atlas_mcp.domain.limits import Limits
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.domain.pool import Pool, speaker
+from atlas_mcp.domain.openings import speaker
+from atlas_mcp.domain.pool import Pool
 from atlas_mcp.domain.query import lexical_query
 from atlas_mcp.domain.ranking import RecallQuery, plan
 from atlas_mcp.domain.scoring import ScoringPolicy

@@ -1,0 +1,83 @@
+"""How a memory's text opens: a transcript turn's speaker and head, or the name a fact starts
+with as its subject ("Nora has moved") or as an owner ("Nora's car is ...").
+
+Recall reads these of every candidate (``domain.perspective`` finds the user's name and the
+speakers' turns by them; ``domain.context_rerank`` lifts the turns of a speaker the query
+names). No query changes them, so they are worked out once per memory with its other ranking
+facts (``pool.RowFacts``) and a recall only gathers them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .model import Memory, MemoryType
+
+_SPEAKER = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
+# A sentence that starts with a name followed by a verb is about that person ("Nora has
+# moved"); one that starts with "Nora's brother" is about the brother. A word counts as a name
+# only if it is also written capitalised inside a sentence, so "Went" or "Prefers" never do.
+NAME = re.compile(r"^[A-Z][a-z\u00df-\u00ff]+$")
+POSSESSIVE = re.compile(r"['’]s?$")
+NOT_NAMES = frozenset(
+    "The A An I We My Our He She They It This That These Those His Her Their Your You Me Us "
+    "When Before After Once On In At For If Then Today Yesterday Tomorrow".split()
+)
+_FIRST_WORD = re.compile(r"\s*([^\W\d_][\w'’-]*)")
+
+
+def speaker(text: str) -> str | None:
+    """The speaker of a transcript-style memory ("Name: what they said"), if it has one."""
+    match = _SPEAKER.match(text)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What ``perspective.user_name`` reads of one text."""
+
+    turn: bool  # a transcript turn ("Name: ..."): its speaker is not the user
+    subject: str | None = None  # the name it starts with as its subject
+    owner: str | None = None  # the name it starts with as an owner ("Nora's car")
+    # The capitalised words it writes inside, not at its start or a line's: a name, not a
+    # capitalised first word ("Went")
+    inside: frozenset[str] = frozenset()
+
+
+TURN = Opening(turn=True)
+
+
+def opening(text: str) -> Opening:
+    """How ``text`` opens: a turn, a name as subject or as owner, or none of these."""
+    if speaker(text):
+        return TURN
+    inside = _inside_names(text)
+    first = _FIRST_WORD.match(text)
+    if first is None:
+        return Opening(turn=False, inside=inside)
+    word = first.group(1)
+    if NAME.match(word) and word not in NOT_NAMES:
+        # "Nora's brother" reads as "Nora's": not a subject
+        return Opening(turn=False, subject=word, inside=inside)
+    owner = POSSESSIVE.sub("", word)
+    return Opening(turn=False, owner=owner if owner != word else None, inside=inside)
+
+
+def _inside_names(text: str) -> frozenset[str]:
+    """The words of ``text`` that look like names (``NAME``) and stand alone (no letter or
+    digit either side) somewhere other than at the start of the text or of a line."""
+    return frozenset(
+        run.group()
+        for run in _RUN.finditer(text)
+        if run.start() > 0 and text[run.start() - 1] != "\n" and NAME.match(run.group())
+    )
+
+
+_RUN = re.compile(r"[^\W_]+")  # a run of letters and digits (``str.isalnum``'s characters)
+
+
+def turn_head(memory: Memory) -> str | None:
+    """What an event's text says before its first ": " (None: not an event, or no ": ")."""
+    at = memory.text.find(": ") if memory.memory_type is MemoryType.EPISODIC else -1
+    return memory.text[:at] if at >= 0 else None
