@@ -231,13 +231,43 @@ def _aligned_set(old: frozenset[str], new: frozenset[str]) -> tuple[set[str], se
 
 def _matched(words: Iterable[str], known: Sequence[str]) -> list[str]:
     """``_match`` of each of ``words``; a short word (under ``PREFIX_CHARS``, not Chinese or
-    Japanese) can only match a Chinese or Japanese word, so without one it stays as it is."""
+    Japanese) can only match a Chinese or Japanese word, so without one it stays as it is.
+    Without Chinese or Japanese words on either side only a shared prefix can match, so a word
+    is compared with the known words that start with its first ``PREFIX_CHARS`` letters alone."""
     present = set(known)
-    any_cjk = any(_cjk(c) for c in known)
-    return [
-        w if w in present or (not any_cjk and len(w) < PREFIX_CHARS and not _cjk(w)) else _match(w, known)
-        for w in words
-    ]
+    if known and max(known)[:1] >= _CJK_FIRST:  # the greatest first letter: is any CJK?
+        return [w if w in present else _match(w, known) for w in words]
+    prefixes: dict[str, list[str]] | None = None
+    out = []
+    for w in words:
+        if w in present or (len(w) < PREFIX_CHARS and not _cjk(w)):
+            out.append(w)
+        elif _cjk(w) or w.startswith("<"):
+            out.append(_match(w, known))
+        else:
+            if prefixes is None:
+                prefixes = _by_prefix(known)
+            out.append(_prefix_match(w, prefixes.get(w[:PREFIX_CHARS], ())))
+    return out
+
+
+def _by_prefix(known: Sequence[str]) -> dict[str, list[str]]:
+    """The known words long enough to match by prefix, by their first ``PREFIX_CHARS``
+    letters, in their order."""
+    out: dict[str, list[str]] = {}
+    for word in known:
+        if len(word) >= PREFIX_CHARS:
+            out.setdefault(word[:PREFIX_CHARS], []).append(word)
+    return out
+
+
+def _prefix_match(word: str, candidates: Sequence[str]) -> str:
+    """``_match`` among words sharing ``word``'s first letters, none of them CJK: the first that
+    is a prefix of the other."""
+    for candidate in candidates:
+        if word.startswith(candidate) if len(candidate) <= len(word) else candidate.startswith(word):
+            return candidate
+    return word
 
 
 def _match(word: str, known: Sequence[str]) -> str:
@@ -252,6 +282,9 @@ def _match(word: str, known: Sequence[str]) -> str:
         if _cjk(short) and short in long:
             return candidate
     return word
+
+
+_CJK_FIRST = "\u3040"  # the first Japanese character; Chinese ones come after
 
 
 def _cjk(word: str) -> bool:

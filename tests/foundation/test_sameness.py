@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from atlas_mcp.domain import sameness
 from atlas_mcp.domain.gist import gist, normal_key
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.resolution import resolve
@@ -130,3 +133,25 @@ def test_settling_refreshes_a_copy_supersedes_a_key_and_names_earlier_values():
     assert settle(_fact("Ana has a shellfish allergy.", 9), [stored], explicit=["x"]).supersede == (
         stored.id,
     )
+
+
+_VOCABULARY = "allerg allergi allergie handball handballverein hand <diet> <diet:vegan> <dieta> 東京 東京駅 a東京駅 レナ schwimm schwimmen abcde abcdef abcd"
+_WORDS = st.one_of(
+    st.sampled_from(_VOCABULARY.split()),
+    st.text(alphabet=st.sampled_from(list("abcdeé<>:東京レナ")), max_size=8),
+)
+
+
+@settings(max_examples=400)
+@given(st.lists(_WORDS, max_size=8), st.lists(_WORDS, max_size=8))
+def test_words_are_matched_by_prefix_as_by_the_word_by_word_rule(words, known):
+    """``_matched`` looks a word up among the known words sharing its first letters; it gives
+    what asking ``_match`` of every word that is neither known nor short gives."""
+    cjk = any(sameness._cjk(k) for k in known)
+    expected = [
+        w
+        if w in known or (not cjk and len(w) < sameness.PREFIX_CHARS and not sameness._cjk(w))
+        else sameness._match(w, known)
+        for w in words
+    ]
+    assert sameness._matched(words, known) == expected
