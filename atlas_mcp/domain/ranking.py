@@ -278,7 +278,7 @@ def rank(
     fits = time_fits(pool, match, plan.intent, policy.multipliers, window)
     found = factors(pool, now, policy.multipliers, fits)
     scores = match * product(found)
-    order = np.lexsort((_id_ranks(pool.ids), -scores))  # best first; ties by id
+    order = best_first(scores, pool.ids)
     features = calibration.features(
         plan.query, pool, plan.intent, policy.context_rerank.episode_gap, policy.calibration
     )
@@ -306,6 +306,17 @@ def _resolved(hit: Hit, i: int, resolved: Resolution, memories: Sequence[Memory]
         explanation=replace(hit.explanation, copies=copies),
         outdated_by=None if newer is None else memories[newer].id,
     )
+
+
+def best_first(scores: np.ndarray, ids: list[str]) -> np.ndarray:
+    """Indices by ``scores``, best first, equal scores by id. Ties are rare, so the ids (a
+    sort of ~300 strings) are only read when two scores are equal or one is NaN."""
+    order = np.argsort(-scores, kind="stable")
+    ranked = scores[order]
+    if np.isnan(ranked).any() or (ranked[1:] == ranked[:-1]).any():
+        tied: np.ndarray = np.lexsort((_id_ranks(ids), -scores))
+        return tied
+    return order
 
 
 def _id_ranks(ids: list[str]) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -115,3 +116,18 @@ def test_the_array_ranking_is_the_per_candidate_ranking(candidates, query, stand
         assert hit.explanation.match == pytest.approx(match, rel=1e-12, abs=1e-15)
         assert hit.score == pytest.approx(score, rel=1e-12, abs=1e-15)
         assert hit.relevance == pytest.approx(relevance, rel=1e-9, abs=1e-12)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.5, 0.25, -0.0, 0.0, 1.0, float("nan")]), st.sampled_from("abcdef")),
+        max_size=12,
+    )
+)
+def test_best_first_orders_by_score_then_id(rows):
+    """Equal scores (0.0 and -0.0 among them) and NaN go by id, as one sort by (score, id)
+    orders them; without ties the ids are not read and the order is the same."""
+    scores = np.array([s for s, _ in rows], dtype=np.float64)
+    ids = [f"{name}{at}" for at, (_, name) in enumerate(rows)]
+    expected = np.lexsort((np.argsort(np.argsort(np.array(ids, dtype=str), kind="stable")), -scores))
+    assert ranking.best_first(scores, ids).tolist() == expected.tolist()
