@@ -34,10 +34,18 @@ QUEUED_LINES = 64  # lines read ahead of the server before reading pauses (backp
 
 async def run_stdio(server: MCPServer) -> None:
     """Serve ``server`` over this process's stdin and stdout."""
-    if sniffio.current_async_library() != "asyncio" or not _separate_pipes(0, 1):
+    # The SDK's own ``run_stdio_async`` serves wherever ours does not apply: on Windows (the
+    # proactor loop reads only overlapped pipes, and a client's stdin is not one), off asyncio,
+    # on a terminal or a file, or on an SDK whose server no longer keeps ``_lowlevel_server``.
+    lowlevel = getattr(server, "_lowlevel_server", None)  # what ``run_stdio_async`` runs
+    if (
+        os.name != "posix"
+        or lowlevel is None
+        or sniffio.current_async_library() != "asyncio"
+        or not _separate_pipes(0, 1)
+    ):
         await server.run_stdio_async()
         return
-    lowlevel = server._lowlevel_server  # what ``run_stdio_async`` runs, with our two ends
     async with (
         _pipe_ends() as (lines, out),
         stdio_server(stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", out)) as (

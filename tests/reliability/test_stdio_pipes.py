@@ -154,3 +154,22 @@ def test_sockets_as_stdin_and_stdout(tmp_path: Path, pairs: int) -> None:
     replies.close()
     for end in {into[0], (out or into)[0]}:
         end.close()
+
+
+class _ServerWithoutLowLevel:
+    """An SDK server as a later 2.x might shape it: no ``_lowlevel_server`` to hand our ends."""
+
+    def __init__(self) -> None:
+        self.served_by_sdk = False
+
+    async def run_stdio_async(self) -> None:
+        self.served_by_sdk = True
+
+
+def test_a_server_without_the_low_level_server_is_served_by_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    from atlas_mcp.mcp import stdio
+
+    monkeypatch.setattr(stdio, "_separate_pipes", lambda read, write: True)  # as under a client
+    server = _ServerWithoutLowLevel()
+    asyncio.run(stdio.run_stdio(server))  # type: ignore[arg-type]
+    assert server.served_by_sdk
