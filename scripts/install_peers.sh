@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 say() { echo "scripts/install_peers.sh: $*" >&2; }
 PEERS="${ATLAS_PEERS_DIR:-$PWD/.peers}"
 OFFICIAL_VERSION="2026.8.31"  # @modelcontextprotocol/server-memory, the version the fixtures came from
+TS_SDK_VERSION="1.32.2"  # @modelcontextprotocol/sdk, the TypeScript client Node hosts embed
 MMS_VERSION="12.4.0"
 MEM0_VERSION="2.2.1"
 BASIC_MEMORY_VERSION="0.24.1"
@@ -24,9 +25,11 @@ if command -v npm >/dev/null 2>&1; then
   say "installing @modelcontextprotocol/server-memory@$OFFICIAL_VERSION into $PEERS/node (npm)"
   mkdir -p "$PEERS/node"
   [ -f "$PEERS/node/package.json" ] || echo '{"private": true}' > "$PEERS/node/package.json"
-  # With two real tokenizers (OpenAI's o200k, Anthropic's Claude) that measure the core profile's budget.
+  # With two real tokenizers (OpenAI's o200k, Anthropic's Claude) that measure the core profile's
+  # budget, and the official TypeScript MCP client (tests/contract/test_typescript_client.py).
   npm install --prefix "$PEERS/node" --no-audit --no-fund --loglevel=error \
-    "@modelcontextprotocol/server-memory@$OFFICIAL_VERSION" gpt-tokenizer@4.0.0 @anthropic-ai/tokenizer@0.0.4 >/dev/null \
+    "@modelcontextprotocol/server-memory@$OFFICIAL_VERSION" gpt-tokenizer@4.0.0 @anthropic-ai/tokenizer@0.0.4 \
+    "@modelcontextprotocol/sdk@$TS_SDK_VERSION" >/dev/null \
     || say "npm install failed: the live tests against the official server will skip"
 else
   say "npm is missing: the live tests against the official server will skip"
