@@ -69,12 +69,13 @@ def _inside_names(text: str) -> frozenset[str]:
     digit either side) somewhere other than at the start of the text or of a line."""
     return frozenset(
         run.group()
-        for run in _RUN.finditer(text)
-        if run.start() > 0 and text[run.start() - 1] != "\n" and NAME.match(run.group())
+        for run in _CAPITALISED_RUN.finditer(text, 1)
+        if text[run.start() - 1] != "\n" and NAME.match(run.group())
     )
 
 
-_RUN = re.compile(r"[^\W_]+")  # a run of letters and digits (``str.isalnum``'s characters)
+# A whole run of letters and digits (``str.isalnum``'s characters) that starts with a capital
+_CAPITALISED_RUN = re.compile(r"(?<![^\W_])[A-Z][^\W_]*")
 
 
 def turn_head(memory: Memory) -> str | None:
