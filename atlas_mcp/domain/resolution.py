@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
+import numpy as np
+
 from .gist import gist, normal_key
 from .model import Memory, MemoryType
 from .sameness import Kind, related
@@ -52,12 +54,11 @@ def resolve(memories: Sequence[Memory], ranked: Sequence[int], shown: int) -> Re
     facts = [i for i in ranked[: shown + POOL_DEPTH] if _resolvable(memories[i])]
     if len(facts) < 2:
         return Resolution(list(ranked))
-    position = {i: p for p, i in enumerate(ranked)}
     index = _Index(memories, facts)
     groups = _groups(memories, ranked[:shown], index)
     if not groups:
         return Resolution(list(ranked))
-    return _ordered(memories, ranked, position, groups)
+    return _ordered(memories, ranked, groups)
 
 
 def _resolvable(memory: Memory) -> bool:
@@ -70,24 +71,24 @@ def since(memory: Memory) -> datetime:
 
 
 class _Index:
-    """The pool's facts by the words that could make two of them about the same thing."""
+    """The pool's facts and the words that could make two of them about the same thing."""
 
     def __init__(self, memories: Sequence[Memory], facts: list[int]) -> None:
-        self.memories = memories
-        self.position = {i: p for p, i in enumerate(facts)}  # facts come best-ranked first
-        self.by_key: dict[str, list[int]] = {}
-        self.keys: dict[int, frozenset[str]] = {}
-        for i in facts:
-            keys = _keys(memories[i])
-            self.keys[i] = keys
-            for key in keys:
-                self.by_key.setdefault(key, []).append(i)
+        self.facts = facts  # best-ranked first
+        self.keys: dict[int, frozenset[str]] = {i: _keys(memories[i]) for i in facts}
 
     def partners(self, i: int) -> list[int]:
-        """Facts sharing a word or a concept with ``i``, best-ranked first, at most MAX_PARTNERS."""
-        found = {j for key in self.keys.get(i, ()) for j in self.by_key.get(key, ())}
-        found.discard(i)
-        return sorted(found, key=self.position.__getitem__)[:MAX_PARTNERS]
+        """Facts sharing a word or a concept with ``i``, best-ranked first, at most MAX_PARTNERS.
+        A recall asks this of a few facts among ~60: each asks every fact (a set test in C)
+        rather than every fact's words being indexed for it."""
+        mine = self.keys.get(i, frozenset())
+        out = []
+        for j in self.facts:
+            if j != i and not mine.isdisjoint(self.keys[j]):
+                out.append(j)
+                if len(out) == MAX_PARTNERS:
+                    break
+        return out
 
 
 def _keys(memory: Memory) -> frozenset[str]:
@@ -166,7 +167,8 @@ class _Group:
 
 
 def _relation(a: Memory, b: Memory) -> Kind:
-    older, newer = sorted((a, b), key=lambda m: (since(m), m.created_at))
+    # the older first; on equal dates the pair's order (as a stable sort of the two)
+    older, newer = (b, a) if (since(b), b.created_at) < (since(a), a.created_at) else (a, b)
     return _kind(older.text, newer.text, older.about, newer.about)
 
 
@@ -175,10 +177,13 @@ def _kind(older: str, newer: str, older_about: str | None, newer_about: str | No
     return related(older, newer, older_about, newer_about).kind
 
 
-def _ordered(
-    memories: Sequence[Memory], ranked: Sequence[int], position: dict[int, int], groups: list[_Group]
-) -> Resolution:
-    placement = {i: float(-p) for i, p in position.items()}  # higher first
+def _ordered(memories: Sequence[Memory], ranked: Sequence[int], groups: list[_Group]) -> Resolution:
+    position = {i: p for p, i in enumerate(ranked)}
+    placement: dict[int, float] = {}  # higher first; the candidates not moved stay at -position
+
+    def place(i: int) -> float:
+        return placement.get(i, float(-position[i]))
+
     outdated_by: dict[int, int] = {}
     why: dict[int, str] = {}
     copies: dict[int, tuple[int, ...]] = {}
@@ -195,18 +200,32 @@ def _ordered(
                 hidden.update(rest)
         current_class = next(c for c, members in classes.items() if newest in members)
         current = best[current_class]
-        top = max(placement[i] for i in group.members)
-        if top > placement[current]:
-            lifted[current] = max(group.members, key=placement.__getitem__)
+        top = max(place(i) for i in group.members)
+        if top > place(current):
+            lifted[current] = max(group.members, key=place)
             placement[current] = top + 0.5  # takes the place of the best-ranked older value
         for c, rep in best.items():
             if c == current_class:
                 continue
             outdated_by[rep] = current
             why[rep] = f"a newer fact about the same thing: {memories[current].text[:80]}"
-            placement[rep] = min(placement[rep], placement[current] - 0.25)
-    order = sorted((i for i in ranked if i not in hidden), key=lambda i: (-placement[i], position[i]))
-    return Resolution(order, outdated_by, why, copies, lifted)
+            placement[rep] = min(place(rep), place(current) - 0.25)
+    return Resolution(_by_placement(ranked, position, placement, hidden), outdated_by, why, copies, lifted)
+
+
+def _by_placement(
+    ranked: Sequence[int], position: dict[int, int], placement: dict[int, float], hidden: set[int]
+) -> list[int]:
+    """``ranked`` without ``hidden``, by placement (higher first), then position: one sort of
+    arrays, where only the few moved candidates are looked up."""
+    place = -np.arange(len(ranked), dtype=np.float64)
+    for i, value in placement.items():
+        place[position[i]] = value
+    shown = np.ones(len(ranked), dtype=bool)
+    shown[[position[i] for i in hidden]] = False
+    at = np.flatnonzero(shown)
+    order: list[int] = np.asarray(ranked, dtype=np.int64)[at[np.lexsort((at, -place[at]))]].tolist()
+    return order
 
 
 def _value_classes(group: _Group) -> dict[int, set[int]]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from atlas_mcp.domain import sameness
+from atlas_mcp.domain import resolution, sameness
 from atlas_mcp.domain.gist import gist, normal_key
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.resolution import resolve
@@ -155,3 +155,42 @@ def test_words_are_matched_by_prefix_as_by_the_word_by_word_rule(words, known):
         for w in words
     ]
     assert sameness._matched(words, known) == expected
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.sampled_from(["Nora lives in Leeds", "Nora moved to Glasgow", "Tom likes tea", "Tea in Leeds"]),
+        max_size=15,
+    )
+)
+def test_partners_are_the_facts_sharing_a_key_best_ranked_first(texts):
+    memories = [
+        Memory(
+            id=f"m{i}",
+            memory_type=MemoryType.SEMANTIC,
+            user_id="u",
+            text=t,
+            created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+        for i, t in enumerate(texts)
+    ]
+    index = resolution._Index(memories, list(range(len(memories))))
+    for i in range(len(memories)):
+        sharing = [j for j in range(len(memories)) if j != i and index.keys[i] & index.keys[j]]
+        assert index.partners(i) == sharing[: resolution.MAX_PARTNERS]
+
+
+@given(
+    st.permutations(range(9)),
+    st.dictionaries(st.integers(0, 8), st.sampled_from([-3.0, -2.5, 0.5, -0.25])),
+    st.sets(st.integers(0, 8)),
+)
+def test_the_resolved_order_is_by_placement_then_position(ranked, placement, hidden):
+    """Only the moved candidates have a placement; the rest keep -position; ties by position."""
+    position = {i: p for p, i in enumerate(ranked)}
+    expected = sorted(
+        (i for i in ranked if i not in hidden),
+        key=lambda i: (-placement.get(i, float(-position[i])), position[i]),
+    )
+    assert resolution._by_placement(ranked, position, placement, hidden) == expected
