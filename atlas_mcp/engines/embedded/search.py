@@ -165,9 +165,11 @@ class Search:
         on one scale, the cosine relevance reads where a model's differs
         (``domain.similarity.for_relevance``), and which rows are still without vectors; an
         id without a memory (forgotten between the search and the load) is left out."""
-        kept = [at for at, memory_id in enumerate(fused.ids) if memory_id in memories]
-        ids = [fused.ids[at] for at in kept]
-        ranks = fused.ranks[kept]
+        if len(memories) == len(fused.ids):  # every id loaded (the ids are distinct): all kept
+            ids, ranks, rrf = fused.ids, fused.ranks, fused.score
+        else:
+            kept = [at for at, memory_id in enumerate(fused.ids) if memory_id in memories]
+            ids, ranks, rrf = [fused.ids[at] for at in kept], fused.ranks[kept], fused.score[kept]
         lexical_scores = np.array([score for _, score in lexical] + [np.nan], dtype=np.float64)
         bm25_scores = lexical_scores[np.where(ranks[:, 0] > 0, ranks[:, 0] - 1, len(lexical))]
         if dense is None:
@@ -187,7 +189,7 @@ class Search:
             chosen,
             [m.user_id or "" for m in chosen],
             facts=self._memories.facts(chosen),
-            rrf=fused.score[kept],
+            rrf=rrf,
             bm25_rank=ranks[:, 0],
             dense_rank=ranks[:, 1] if ranks.shape[1] > 1 else np.zeros(len(ids), dtype=np.int64),
             bm25=bm25_scores,
