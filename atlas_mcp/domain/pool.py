@@ -60,8 +60,11 @@ class RowFacts:
     asks: bool  # the text asks something (a "?"): the next turn may answer it
 
 
-def row_facts(memory: Memory) -> RowFacts:
-    text, searched = memory.text, memory.search_text()
+def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
+    """``memory``'s facts; ``words``: its ``coverage`` if already known (an engine that
+    stored it with the row), else worked out here (most of the cost: the language vote and
+    the stems)."""
+    text = memory.text
     event = memory.memory_type is MemoryType.EPISODIC
     return RowFacts(
         kind=KIND_CODES[memory.memory_type],
@@ -69,11 +72,23 @@ def row_facts(memory: Memory) -> RowFacts:
         created=microseconds(memory.created_at),
         log_words=math.log1p(word_count(text)),  # CJK-fair
         speaker=speaker(text) if event else None,
-        words=coverage_words(searched) | coverage_stems(searched),
+        words=coverage(memory.search_text()) if words is None else words,
         head=turn_head(memory),
         opening=opening(text),
         asks="?" in text or "？" in text,
     )
+
+
+def coverage(search_text: str) -> frozenset[str]:
+    """``RowFacts.words`` of a memory whose ``search_text()`` is ``search_text``: what a query
+    word, or its stem, must be to count as covered. ``COVERAGE_RULES`` names these rules."""
+    return coverage_words(search_text) | coverage_stems(search_text)
+
+
+# The version of the rules ``coverage`` follows. An engine that stores each row's coverage
+# keeps this name with it and reads back only values made under the same rules: a change to
+# ``coverage_words`` or ``lexical.stemmed_forms`` that changes any row's words must change it.
+COVERAGE_RULES = "c1"
 
 
 def coverage_words(text: str) -> frozenset[str]:

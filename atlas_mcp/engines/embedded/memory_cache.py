@@ -10,9 +10,10 @@ or a forget (that memory dropped), stored vectors (no memory changes). So an age
 between recalls keeps the cache, and only another process's change empties it.
 
 Beside each memory the cache keeps its ranking facts (``domain.pool.RowFacts``: dates, length,
-speaker, the words coverage matches), worked out the first time a recall ranks it and kept as
-long as the memory is: they do not change with a use, so a recall gathers them, it does not
-recompute them.
+speaker, the words coverage matches), made when the memory is read from the store's row (whose
+``coverage`` column holds the words, the costly part) or else worked out the first time a
+recall ranks it, and kept as long as the memory is: they do not change with a use, so a recall
+gathers them, it does not recompute them.
 """
 
 from __future__ import annotations
@@ -57,13 +58,25 @@ class MemoryCache:
                     found[memory_id] = entry[1]
             return found
 
-    def put(self, owner: str, stamp: Stamp, memories: Sequence[Memory]) -> None:
-        """Keep memories read at ``stamp`` (from the same snapshot as the stamp)."""
+    def put(
+        self,
+        owner: str,
+        stamp: Stamp,
+        memories: Sequence[Memory],
+        words: Sequence[frozenset[str] | None] = (),
+    ) -> None:
+        """Keep memories read at ``stamp`` (from the same snapshot as the stamp); ``words``,
+        per memory, its coverage as the store holds it (None: not stored), which makes its
+        ranking facts without working the words out (``domain.pool.row_facts``)."""
+        pairs = zip(memories, words, strict=True) if words else ()
+        given = [(memory, row_facts(memory, known)) for memory, known in pairs if known is not None]
         with self._lock:
             generation = self._generation(owner, stamp)
             for memory in memories:
                 self._entries[memory.id] = (generation, memory)
                 self._entries.move_to_end(memory.id)
+            for kept in given:
+                self._facts[kept[0].id] = kept
             while len(self._entries) > self._capacity:
                 gone, _ = self._entries.popitem(last=False)
                 self._facts.pop(gone, None)

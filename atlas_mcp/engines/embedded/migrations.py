@@ -77,6 +77,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("drop-unread-fts-index", _schema(schema.drop_unread_fts_index)),
     Migration("audit-trail", _schema(audit_log.create)),
     Migration("valid-time-and-expiry", _schema(schema.valid_time_and_expiry)),
+    Migration("stored-coverage", _schema(schema.stored_coverage)),
 )
 LEGACY_STEPS = 8  # the migrations stores counted in ``PRAGMA user_version``
 # What a store recorded in ``meta`` for the language routing once it was applied.

@@ -52,6 +52,14 @@ class RecallClock:
         return False
 
 
+def first_recall_answered(clock: RecallClock, wait: bool) -> bool:
+    """With ``wait``, wait until this process has answered a recall; False if it is closing."""
+    while wait and not clock.answered.wait(PRELOAD_POLL_S):
+        if clock.closing.is_set():
+            return False
+    return not clock.closing.is_set()
+
+
 def preload(
     rows: Store,
     index: IndexCache,
@@ -66,10 +74,7 @@ def preload(
     ``after_first_recall``: once this process has answered a recall (a start's imports,
     ``initialize`` and the first recall are not slowed)."""
     owner = owner_key(user_id)
-    while after_first_recall and not clock.answered.wait(PRELOAD_POLL_S):
-        if clock.closing.is_set():
-            return 0
-    if clock.closing.is_set():
+    if not first_recall_answered(clock, after_first_recall):
         return 0
     with rows.snapshot() as conn:
         ids = list(index.get(conn, owner).ids)
@@ -85,8 +90,9 @@ def preload(
                 stamp = versions.stamp(conn, owner)
                 known = memories.get(owner, stamp, chunk)
                 missing = [memory_id for memory_id in chunk if memory_id not in known]
-                found = store.read_memories(conn, owner, missing) if missing else []
-                memories.put(owner, stamp, found)
+                pairs = store.read_memories(conn, owner, missing) if missing else []
+                found = [memory for memory, _ in pairs]
+                memories.put(owner, stamp, found, [words for _, words in pairs])
         except sqlite3.ProgrammingError:  # the store closed between the check and the read
             if clock.closing.is_set():
                 break

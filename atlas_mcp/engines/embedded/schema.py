@@ -261,6 +261,29 @@ def valid_time_and_expiry(conn: sqlite3.Connection) -> None:
     )
 
 
+_COVERAGE = """
+CREATE TABLE IF NOT EXISTS row_coverage (rowid INTEGER PRIMARY KEY, words TEXT NOT NULL);
+CREATE TRIGGER IF NOT EXISTS memories_coverage_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM row_coverage WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_coverage_au AFTER UPDATE OF search_text ON memories
+WHEN new.search_text IS NOT old.search_text BEGIN
+    DELETE FROM row_coverage WHERE rowid = old.rowid;
+END;
+"""
+
+
+def stored_coverage(conn: sqlite3.Connection) -> None:
+    """Keep each row's coverage (``domain.pool.coverage``: the words recall ranks it by, whose
+    language vote and stems were ~40% of a recall's CPU at 100k memories, where most of the
+    candidates are new to the memory cache) in a table beside the rows, written with the row.
+    Nothing is worked out here, so a large store opens at once: a row without an entry has its
+    words worked out when read, and the server fills the table in the background
+    (``coverage.fill``). The triggers keep an entry from outliving its row or its text, even
+    when an older atlas-mcp, which knows nothing of the table, deletes or rewrites the row."""
+    _run_script(conn, _COVERAGE)
+
+
 def lexical_columns(search_text: str) -> dict[str, str]:
     """The two analysed columns FTS5 indexes for a row (its tokenizer then only splits on spaces)."""
     analysis = analyse(search_text)

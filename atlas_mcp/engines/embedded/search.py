@@ -11,6 +11,7 @@ put on one scale, form one dense list. ``domain.fusion`` fuses the two.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -24,14 +25,14 @@ from ...domain.pool import Pool
 from ...domain.similarity import REFERENCE_BACKGROUND, on_one_scale, query_backgrounds
 from ...inference.embedder import ModelChoice, embed_query
 from ..base import RecallPlan
-from . import slots, store, timing, versions
+from . import coverage, slots, store, timing, versions
 from .dense import DenseScan, SpaceQuery, row_similarities, searchable, similarities, top_rows
 from .fixed_texts import MINILM_MODELS, FixedTexts
 from .index import IndexCache, OwnerIndex
 from .memory_cache import MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
-from .preload import FirstReads, RecallClock, preload
+from .preload import FirstReads, RecallClock, first_recall_answered, preload
 from .query_vectors import QueryVectors
 from .saved_postings import SAVED_MIN_ROWS
 from .slots import CATALOG_OWNER, owner_key
@@ -66,6 +67,8 @@ class Search:
         self.query_vectors = QueryVectors(models, lambda code: self._index.spaces[code])
         self.recalls = RecallClock()  # when recalls start and whether one was answered (``preload``)
         self._fixed = FixedTexts(models)
+        self._filling = threading.Lock()  # one fill of the rows' coverage at a time (``preload``)
+        self._filled = False
 
     def candidates(self, plan: RecallPlan) -> Pool:
         """BM25 and cosine over each visible owner's rows, fused; all reads from one snapshot.
@@ -280,10 +283,16 @@ class Search:
         self, user_id: str, after_first_recall: bool = False, first_reads: FirstReads | None = None
     ) -> int:
         """The user's memories decoded into the memory cache with their ranking facts and
-        ``first_reads``, if all fit (``preload.py``); how many were read from the store."""
-        return preload(
-            self._store, self._index, self._memories, self.recalls, user_id, after_first_recall, first_reads
-        )
+        ``first_reads``, if all fit (``preload.py``); how many were read from the store. The
+        first call also keeps the coverage of the store's rows that have none (``coverage.py``),
+        so the preload and recalls read it."""
+        if not first_recall_answered(self.recalls, after_first_recall):
+            return 0
+        with self._filling:
+            if not self._filled:
+                coverage.fill(self._store, self.recalls)
+                self._filled = not self.recalls.closing.is_set()
+        return preload(self._store, self._index, self._memories, self.recalls, user_id, False, first_reads)
 
     def warm_rows(self, user_id: str) -> bool:
         """Load the user's and the catalog's vector caches now if that is quick (at most
@@ -332,14 +341,20 @@ class Search:
             out |= self._memories.get(owner.owner, owner.stamp, mine)
             missing = [i for i in mine if i not in out]
             if missing:
-                found = store.read_memories(conn, owner.owner, missing)
-                self._memories.put(owner.owner, owner.stamp, found)
+                found, words = _unzipped(store.read_memories(conn, owner.owner, missing))
+                self._memories.put(owner.owner, owner.stamp, found, words)
                 out |= {m.id: m for m in found}
         return out
 
     def close(self) -> None:
         self.recalls.closing.set()
         self.query_vectors.close()
+
+
+def _unzipped(
+    read: list[tuple[Memory, frozenset[str] | None]],
+) -> tuple[list[Memory], list[frozenset[str] | None]]:
+    return [memory for memory, _ in read], [words for _, words in read]
 
 
 @dataclass(frozen=True, slots=True)

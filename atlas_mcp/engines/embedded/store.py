@@ -153,23 +153,35 @@ def insert(conn: sqlite3.Connection, row: dict[str, Any]) -> int:
     except cipher.errors("IntegrityError") as exc:  # an imported id another memory already holds
         raise Conflict(f"memory id {row['id']!r} is already taken; nothing was written") from exc
     assert rowid is not None  # an INSERT always sets it; the DB-API types it Optional
+    cover(conn, [(rowid, row["search_text"])])
     return rowid
 
 
 def insert_many(conn: sqlite3.Connection, stored: Sequence[dict[str, Any]]) -> None:
     conn.executemany(_INSERT, stored)
+    cover(conn, [(row["rowid"], row["search_text"]) for row in stored])
+
+
+def cover(conn: sqlite3.Connection, texts: Sequence[tuple[int, str]]) -> None:
+    """Keep the coverage of each (rowid, search_text) row (``schema.stored_coverage``)."""
+    worked = [(rowid, rows.stored_coverage(text)) for rowid, text in texts]
+    conn.executemany(
+        "INSERT OR REPLACE INTO row_coverage(rowid, words) VALUES (?, ?)",
+        [(rowid, words) for rowid, words in worked if words is not None],
+    )
 
 
 def upsert_catalog(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
     names, marks = ", ".join(row), ", ".join(f":{k}" for k in row)
     updates = ", ".join(f"{k} = excluded.{k}" for k in row if k not in ("id", "rowid"))
-    cursor = conn.execute(
+    changed = conn.execute(
         f"INSERT INTO memories ({names}) VALUES ({marks}) "
-        f"ON CONFLICT(id) DO UPDATE SET {updates} WHERE memories.user_id IS NULL",
+        f"ON CONFLICT(id) DO UPDATE SET {updates} WHERE memories.user_id IS NULL RETURNING rowid",
         row,
-    )
-    if cursor.rowcount != 1:
+    ).fetchall()
+    if len(changed) != 1:
         raise Conflict(f"id {row['id']!r} is taken by a user memory; give the catalog entry another id")
+    cover(conn, [(changed[0][0], row["search_text"])])
 
 
 def mark_superseded(conn: sqlite3.Connection, memory: Memory, ids: Sequence[str]) -> None:
@@ -210,6 +222,8 @@ def update(conn: sqlite3.Connection, user_id: str, memory_id: str, sets: dict[st
         f"UPDATE memories SET {assignments} WHERE id = :id AND user_id = :user_id RETURNING rowid",
         sets | {"id": memory_id, "user_id": user_id},
     ).fetchall()
+    if changed and "search_text" in sets:
+        cover(conn, [(changed[0][0], sets["search_text"])])
     return changed[0][0] if changed else None
 
 
@@ -245,14 +259,18 @@ def by_ids(conn: sqlite3.Connection, user_id: str, ids: Sequence[str], include_c
     return [by_id[i] for i in ids if i in by_id]
 
 
-def read_memories(conn: sqlite3.Connection, owner: str, ids: list[str]) -> list[Memory]:
-    """The owner's (``''``: the catalog's) memories among ``ids``, in no particular order."""
+def read_memories(
+    conn: sqlite3.Connection, owner: str, ids: list[str]
+) -> list[tuple[Memory, frozenset[str] | None]]:
+    """The owner's (``''``: the catalog's) memories among ``ids``, in no particular order, each
+    with its stored coverage (``rows.read_coverage``: None where it is to be worked out)."""
     marks = ",".join("?" * len(ids))
     found = conn.execute(
-        f"SELECT {rows.SELECT_COLUMNS} FROM memories WHERE {_BY_ID_FOR_OWNER} IS ? AND id IN ({marks})",
+        f"SELECT {rows.SELECT_COLUMNS}, c.words FROM memories m LEFT JOIN row_coverage c ON c.rowid = m.rowid "
+        f"WHERE {_BY_ID_FOR_OWNER} IS ? AND id IN ({marks})",
         (owner or None, *ids),
     )
-    return [rows.from_row(r) for r in found]
+    return [(rows.from_row(r[:-1]), rows.read_coverage(r[-1])) for r in found]
 
 
 def page(conn: sqlite3.Connection, query: ListQuery) -> list[Memory]:
