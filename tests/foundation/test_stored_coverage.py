@@ -222,3 +222,25 @@ def test_an_encrypted_store_keeps_the_words_unreadable(tmp_path: Path):
     for file in tmp_path.rglob("*"):
         if file.is_file():
             assert word.encode() not in file.read_bytes().lower(), file
+
+
+# What ``coverage`` gives today. Stores keep these words; a change to the rules that changes
+# any of them must also change ``pool.COVERAGE_RULES``, or stores keep words recall no longer
+# makes (then update this table too).
+PINNED = {
+    "Ines: we went camping near the lakes and researched the trails": "and camp camping ine lake near "
+    "research researched the trail we went",
+    "Ines wohnt seit März in der Schönhauser Allee": "alle allee der in ine marz märz schonhaus "
+    "schönhauser seit wohnt",
+    "María vive en Sevilla y trabaja en la universidad": "en la mar maría sevill sevilla trabaj trabaja "
+    "univers universidad viv vive",
+    "Ines est allée à Lyon pour les vacances": "allé allée est ine le les lyon pour vacanc vacance",
+    "Ines 上周在东京买了一台相机": "ine 一 一台 上 上周 东 东京 买 买了 了 了一 京 京买 台 台相 周 周在 在 在东 机 相 相机",
+    "김치를 좋아해요": "김치를 좋아해요",
+}
+
+
+@pytest.mark.parametrize("text", sorted(PINNED))
+def test_the_rules_stores_keep_are_the_rules_recall_uses(text: str):
+    assert sorted(pool.coverage(text)) == PINNED[text].split(), "changed coverage: bump COVERAGE_RULES"
+    assert read_coverage(stored_coverage(text)) == pool.coverage(text)
