@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import socket
 import threading
 import time
@@ -120,6 +121,10 @@ def _warm_up_in_background(service: MemoryService, user: str) -> None:
     def warm_up() -> None:
         service.warm(user)
         service.preload(user)  # once the first recall is answered
+        # What start-up and the warm-up made (modules, models, the store's caches: ~1M objects
+        # at 100k memories) lives as long as the process: out of the collector's sight, a full
+        # collection no longer walks it (~0.1 s of CPU at 100k, once every ~60 recalls).
+        gc.freeze()
 
     threading.Thread(target=warm_up, name="atlas-warm-up", daemon=True).start()
 
