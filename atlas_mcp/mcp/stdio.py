@@ -25,7 +25,6 @@ from contextlib import asynccontextmanager, suppress
 from typing import cast
 
 import anyio
-import sniffio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
@@ -38,12 +37,7 @@ async def run_stdio(server: MCPServer) -> None:
     # proactor loop reads only overlapped pipes, and a client's stdin is not one), off asyncio,
     # on a terminal or a file, or on an SDK whose server no longer keeps ``_lowlevel_server``.
     lowlevel = getattr(server, "_lowlevel_server", None)  # what ``run_stdio_async`` runs
-    if (
-        os.name != "posix"
-        or lowlevel is None
-        or sniffio.current_async_library() != "asyncio"
-        or not _separate_pipes(0, 1)
-    ):
+    if os.name != "posix" or lowlevel is None or not _on_asyncio() or not _separate_pipes(0, 1):
         await server.run_stdio_async()
         return
     async with (
@@ -54,6 +48,16 @@ async def run_stdio(server: MCPServer) -> None:
         ),
     ):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def _on_asyncio() -> bool:
+    """Is this task on asyncio's loop (anyio may run it on trio)? sniffio is not among our
+    dependencies: the loop is asked directly."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _separate_pipes(read: int, write: int) -> bool:
