@@ -73,8 +73,9 @@ PROTOTYPES: dict[str, tuple[str, ...]] = {
     "language": ("Which languages do I speak?",),
 }  # fmt: skip
 PROTOTYPE_TEXTS: tuple[str, ...] = tuple(text for texts in PROTOTYPES.values() for text in texts)
-_PROTOTYPE_CONCEPTS = np.array([c for c, texts in PROTOTYPES.items() for _ in texts])
 _CONCEPTS = tuple(PROTOTYPES)
+# Where each attribute's prototypes start in PROTOTYPE_TEXTS (each has one or more, in a run)
+_FIRST_PROTOTYPES = np.cumsum([0] + [len(texts) for texts in PROTOTYPES.values()][:-1])
 # Identifiers and accounts: a question asks for them by name; from meaning alone, "my passport
 # number" reads as "my telephone number".
 NAMED_ONLY = frozenset({"phone number", "email", "address", "mobile plan", "bank"})
@@ -105,7 +106,7 @@ def meaning_of(likeness: Sequence[float] | np.ndarray | None, threshold: float, 
     if likeness is None or len(likeness) != len(PROTOTYPE_TEXTS):
         return None
     cosines = np.asarray(likeness, dtype=np.float64)
-    best = np.array([cosines[_PROTOTYPE_CONCEPTS == c].max() for c in _CONCEPTS])
+    best = np.maximum.reduceat(cosines, _FIRST_PROTOTYPES)  # per attribute, its best prototype
     first, second = np.argsort(-best)[:2]
     if best[first] < threshold or best[first] - best[second] < margin:
         return None

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from atlas_mcp.domain import asked, calibration, gist
 from atlas_mcp.domain.model import Memory, MemoryType
@@ -172,3 +174,16 @@ def test_a_question_in_another_language_finds_the_english_fact(engine):
         service.recall("maya", "¿Dónde vivo ahora?", 3, min_relevance=0, touch=False)[0].memory.text == home
     )
     assert home in {h.memory.text for h in service.recall("maya", "¿Dónde vivo ahora?", 3, touch=False)}
+
+
+@settings(max_examples=300)
+@given(st.lists(st.floats(-1, 1), min_size=len(asked.PROTOTYPE_TEXTS), max_size=len(asked.PROTOTYPE_TEXTS)))
+def test_the_meaning_is_the_attribute_of_the_best_prototypes(cosines):
+    """Each attribute counts by its best prototype: the nearest attribute, if it reaches the
+    threshold and leads the next by the margin (per attribute, the maximum over its texts)."""
+    attributes = [a for a, texts in asked.PROTOTYPES.items() for _ in texts]
+    best = {a: max(c for c, b in zip(cosines, attributes, strict=True) if b == a) for a in asked.PROTOTYPES}
+    ranked = sorted(best, key=lambda a: -best[a])  # stable: a tie goes to the earlier attribute
+    first, second = ranked[0], ranked[1]
+    clear = best[first] >= 0.6 and best[first] - best[second] >= 0.1
+    assert asked.meaning_of(cosines, 0.6, 0.1) == (first if clear else None)
