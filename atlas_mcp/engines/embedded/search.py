@@ -111,28 +111,32 @@ class Search:
         had the user asked that. One query embedding per vector space; in one space only the
         rows of ``ids`` are read, across spaces one scan (each space's scale is this query's)."""
         with self._store.snapshot() as conn:
-            visible = self._visible(conn, plan)
-        queries = self._space_queries(text, self._spaces_of([v.index for v in visible]), {})
-        if len(queries) == 1:  # one space: each cosine is mapped alone, so only ``ids`` are read
-            return self._member_cosines(visible, queries, ids)
+            indexes = [self._index.get(conn, owner) for owner in self._owners(plan)]
+            spaces = self._spaces_of(indexes)
+            # one space: each cosine is mapped alone, so only ``ids`` are read, and which rows
+            # the recall may return is not needed
+            visible = None if len(spaces) == 1 else self._visible(conn, plan)
+        queries = self._space_queries(text, spaces, {})
+        if visible is None:
+            return self._member_cosines(indexes, queries, ids)
         dense = self._scan(visible, queries)
         found = {memory_id: dense.of(memory_id)[0] for memory_id in ids}
         return {memory_id: cosine for memory_id, cosine in found.items() if cosine is not None}
 
     def _member_cosines(
-        self, visible: list[OwnerRows], queries: Mapping[int, SpaceQuery], ids: Sequence[str]
+        self, owners: list[OwnerIndex], queries: Mapping[int, SpaceQuery], ids: Sequence[str]
     ) -> dict[str, float]:
         """``cosines`` in a recall of one vector space: the rows of ``ids`` alone (each the
         first visible owner's that holds it), the values a whole scan gives them."""
         ((code, query),) = queries.items()
         out: dict[str, float] = {}
         remaining = list(ids)
-        for owner in visible:
-            index, vectors = owner.index.index, owner.index.vectors
+        for owner in owners:
+            index, vectors = owner.index, owner.vectors
             mine = [(memory_id, index[memory_id]) for memory_id in remaining if memory_id in index]
             remaining = [memory_id for memory_id in remaining if memory_id not in index]
             rows = np.array([row for _, row in mine], dtype=np.int64)
-            searched = vectors.ready[rows] & (vectors.spaces[rows] == code) if len(rows) else rows > 0
+            searched = vectors.ready_at(rows) & (vectors.spaces[rows] == code) if len(rows) else rows > 0
             found = row_similarities(vectors, rows[searched], query)
             (scaled,) = on_one_scale([found], [np.full(len(found), code)], {code: query.background})
             chosen = [memory_id for (memory_id, _), kept in zip(mine, searched.tolist(), strict=True) if kept]

@@ -67,6 +67,11 @@ class RowVectors:
         """Per row: are its vectors there (False while its embedding is pending)?"""
         return self._passages[: self.size] > 0
 
+    def ready_at(self, rows: np.ndarray) -> np.ndarray:
+        """``ready`` of ``rows`` alone (rows below ``size``), without a pass over every row."""
+        ready: np.ndarray = self._passages[rows] > 0
+        return ready
+
     def has_vectors(self, row: int) -> bool:
         return bool(self._passages[row])
 
