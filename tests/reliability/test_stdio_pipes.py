@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from atlas_mcp.mcp.stdio import Lines
+from atlas_mcp.mcp.stdio import QUEUED_LINES, Lines
 
 from .wire import StdioWire, tool_payload
 
@@ -173,3 +173,16 @@ def test_a_server_without_the_low_level_server_is_served_by_the_sdk(monkeypatch:
     server = _ServerWithoutLowLevel()
     asyncio.run(stdio.run_stdio(server))  # type: ignore[arg-type]
     assert server.served_by_sdk
+
+
+@pytest.mark.slow
+def test_a_flood_of_requests_is_read_with_backpressure(wire: StdioWire) -> None:
+    """More lines than are read ahead (reading pauses, then resumes) and more reply bytes than
+    the pipe holds while the client is not reading: every request is answered once."""
+    ids = [wire.new_id() for _ in range(4 * QUEUED_LINES)]
+    for n, request_id in enumerate(ids):
+        method = "tools/list" if n % 2 else "ping"
+        wire.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}})
+    answered = [wire.response(request_id, timeout=60) for request_id in ids]
+    assert all("result" in reply for reply in answered)
+    assert sum(len(json.dumps(reply)) for reply in answered) > 4 * 65_536
