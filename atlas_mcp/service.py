@@ -255,6 +255,10 @@ class MemoryService(Writing):
         """Pay an engine's start-up costs (model session, vector caches) before the first recall."""
         self._engine.warm(user_id)
 
+    def keep_row_facts(self, after_first_recall: bool = True) -> None:
+        """What recall reads of each row, kept with the rows stored before it was (``Engine``)."""
+        self._engine.keep_row_facts(after_first_recall)
+
     def warm_rows(self, user_id: str) -> None:
         """The part of ``warm`` that is quick and holds the interpreter: a small store's caches."""
         self._engine.warm_rows(user_id)

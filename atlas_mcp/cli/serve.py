@@ -178,6 +178,9 @@ async def _serve_http(service: MemoryService, settings: Settings, listener: sock
     app = build_http_app(server, settings, service=service)
     log.info("serving", transport="http", **describe(settings))
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    # No user's warm-up here (``_warm_up_in_background``), but the rows of an upgraded store
+    # still get what recall reads of them kept with them, once the first recall is answered.
+    threading.Thread(target=service.keep_row_facts, name="atlas-row-facts", daemon=True).start()
     async with anyio.create_task_group() as background:
         if scheduler is not None:
             background.start_soon(scheduler.run)

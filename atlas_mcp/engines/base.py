@@ -182,4 +182,9 @@ class Engine(Protocol):
         serve's warm-up thread, so a start is not slowed)."""
         return
 
+    def keep_row_facts(self, after_first_recall: bool = True) -> None:
+        """Store what recall reads of each row and the engine keeps with it, for rows stored
+        before it was kept (an upgraded store), once this process has answered a recall."""
+        return
+
     def close(self) -> None: ...

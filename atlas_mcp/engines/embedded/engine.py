@@ -224,6 +224,9 @@ class EmbeddedEngine(Engine):
     ) -> None:
         self.search.preload(user_id, after_first_recall, first_reads)
 
+    def keep_row_facts(self, after_first_recall: bool = True) -> None:
+        self.search.keep_row_facts(after_first_recall)
+
     def stats(self) -> StoreStats:
         with self._lock:
             return store_stats(self.store.conn, self.path)

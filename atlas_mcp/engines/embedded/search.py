@@ -290,13 +290,20 @@ class Search:
         ``first_reads``, if all fit (``preload.py``); how many were read from the store. The
         first call also keeps the coverage of the store's rows that have none (``coverage.py``),
         so the preload and recalls read it."""
-        if not first_recall_answered(self.recalls, after_first_recall):
+        if not self.keep_row_facts(after_first_recall):
             return 0
+        return preload(self._store, self._index, self._memories, self.recalls, user_id, False, first_reads)
+
+    def keep_row_facts(self, after_first_recall: bool = True) -> bool:
+        """Keep the coverage of the store's rows that have none (``coverage.py``), once per
+        process, after its first recall; False if the engine closed first."""
+        if not first_recall_answered(self.recalls, after_first_recall):
+            return False
         with self._filling:
             if not self._filled:
                 coverage.fill(self._store, self.recalls)
                 self._filled = not self.recalls.closing.is_set()
-        return preload(self._store, self._index, self._memories, self.recalls, user_id, False, first_reads)
+        return not self.recalls.closing.is_set()
 
     def warm_rows(self, user_id: str) -> bool:
         """Load the user's and the catalog's vector caches now if that is quick (at most
