@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from .domain import codec
@@ -30,8 +31,11 @@ def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
         view["flags"] = list(found)
     if score is None:
         return view
-    head = {name: view.pop(name) for name in ("id", "memory_type", "text")}
-    return head | {"score": round(score, SCORE_DIGITS)} | view
+    fields = iter(view.items())  # every view opens with id, memory_type and text (codec)
+    scored = dict(islice(fields, 3))
+    scored["score"] = round(score, SCORE_DIGITS)
+    scored.update(fields)
+    return scored
 
 
 def recalled_view(

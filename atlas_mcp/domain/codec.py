@@ -215,13 +215,23 @@ def view_fields(memory_type: MemoryType) -> tuple[Field, ...]:
 
 
 _VIEW_FIELDS = {t: view_fields(t) for t in MemoryType}
+# Per type, each viewed field's name, encoder (None: shown as it is) and whether it is always
+# shown: ``view`` runs for every memory a recall returns, and looking the encoder up by kind
+# hashed an Enum per field (a third of a view's time).
+_VIEW_PLANS = {
+    t: tuple((f.name, None if f.kind is Kind.PLAIN else ENCODERS[f.kind], f.always) for f in fields)
+    for t, fields in _VIEW_FIELDS.items()
+}
+_UNSET: tuple[Any, ...] = (None, [], {})  # an optional field with one of these values is left out
 
 
 def view(memory: Memory) -> dict[str, Any]:
     """The fields that apply to the memory's type, JSON-ready; optional ones only when set."""
     out: dict[str, Any] = {}
-    for f in _VIEW_FIELDS[memory.memory_type]:
-        value = ENCODERS[f.kind](getattr(memory, f.name))
-        if f.always or value not in (None, [], {}):
-            out[f.name] = value
+    for name, encode, always in _VIEW_PLANS[memory.memory_type]:
+        value = getattr(memory, name)
+        if encode is not None:
+            value = encode(value)
+        if always or value not in _UNSET:
+            out[name] = value
     return out

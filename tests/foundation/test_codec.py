@@ -118,6 +118,30 @@ def test_every_view_matches_the_declared_result_schema(kind):
     assert set(memory_view(_full(kind))) <= set(MemoryOut.model_fields)
 
 
+def _view_by_the_rule(memory: Memory) -> dict[str, object]:
+    """A view as first written: each field's encoder looked up by its kind, in view order,
+    optional fields only when set (``codec.view`` keeps a plan per type instead)."""
+    out: dict[str, object] = {}
+    for f in codec.view_fields(memory.memory_type):
+        value = codec.ENCODERS[f.kind](getattr(memory, f.name))
+        if f.always or value not in (None, [], {}):
+            out[f.name] = value
+    return out
+
+
+@pytest.mark.parametrize("kind", list(MemoryType))
+@pytest.mark.parametrize("full", [True, False], ids=["every field set", "the required ones"])
+def test_a_view_is_the_rule_field_by_field_and_in_order(kind, full):
+    owner = None if kind is MemoryType.CATALOG else "alice"
+    memory = (
+        _full(kind) if full else Memory(id="m-1", memory_type=kind, user_id=owner, text="t", created_at=T0)
+    )
+    rule = _view_by_the_rule(memory)
+    assert list(codec.view(memory).items()) == list(rule.items())
+    head = {name: rule.pop(name) for name in ("id", "memory_type", "text")}
+    assert list(memory_view(memory, 0.1234567).items()) == list((head | {"score": 0.123457} | rule).items())
+
+
 def test_a_playbook_view_shows_its_last_success():
     view = memory_view(_full(MemoryType.PROCEDURAL))
     assert view["last_success_at"] == (T0 + timedelta(days=3)).isoformat()
