@@ -126,6 +126,8 @@ def zscores(values: np.ndarray, min_spread: float) -> np.ndarray:
 
 
 def named_in(name: str, query: str) -> bool:
+    if name.isascii() and query.isascii() and name.lower() not in query.lower():
+        return False  # all ASCII: a case-blind match is a case-blind substring (most speakers)
     return re.search(rf"\b{re.escape(name)}\b", query, re.IGNORECASE) is not None
 
 
@@ -166,6 +168,15 @@ class Episodes:
 
 
 def episodes(pool: Pool, gap: timedelta) -> Episodes:
+    """``_episodes``, worked out once per pool (both the rerank and calibration read them)."""
+    key = ("episodes", gap)
+    found: Episodes | None = pool.derived.get(key)
+    if found is None:
+        found = pool.derived[key] = _episodes(pool, gap)
+    return found
+
+
+def _episodes(pool: Pool, gap: timedelta) -> Episodes:
     events = np.flatnonzero((pool.kind == EPISODIC) & (pool.occurred != NO_TIME))
     owners = _owner_codes(pool.owners, events)
     order = events[np.lexsort((pool.created[events], pool.occurred[events], owners))]

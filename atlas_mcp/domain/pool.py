@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
@@ -164,6 +164,9 @@ class Pool(Sequence[Candidate]):
     heads: list[str | None]  # ``RowFacts.head``
     openings: list[Opening]  # ``RowFacts.opening``
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
+    # What ranking derives from these columns and reads twice (the episodes: the context rerank
+    # and calibration), kept for this pool only; ``replace`` starts a new pool without it.
+    derived: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.ids)

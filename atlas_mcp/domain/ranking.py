@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import islice
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -290,7 +291,7 @@ def rank(
     for current, older in resolved.lifted.items():
         relevance[current] = max(relevance[current], relevance[older])
     clears = (relevance >= plan.min_relevance).tolist()
-    returned = [i for i in resolved.order if clears[i]][: plan.k or None]
+    returned = list(islice((i for i in resolved.order if clears[i]), plan.k or None))
     hits = [_hit(pool, i, match, reranker.name, found, scores, features, relevance) for i in returned]
     return [_resolved(h, i, resolved, pool.memories) for h, i in zip(hits, returned, strict=True)]
 

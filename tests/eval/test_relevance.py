@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from atlas_mcp.domain.context_rerank import ContextRerankPolicy, context_match, episodes, fused_scores
+from atlas_mcp.domain.context_rerank import (
+    ContextRerankPolicy,
+    context_match,
+    episodes,
+    fused_scores,
+    named_in,
+)
 from atlas_mcp.domain.fusion import Candidate
 from atlas_mcp.domain.limits import Limits
 from atlas_mcp.domain.model import Memory, MemoryType
@@ -148,3 +157,15 @@ def test_the_length_prior_needs_enough_events_to_know_a_typical_length():
     )
     ok, trip, *_ = fused_scores(many, policy)
     assert trip > ok
+
+
+_LETTERS = st.sampled_from(list("AaKkSsIi ſİK'é-"))
+
+
+@settings(max_examples=400)
+@given(st.text(_LETTERS, min_size=1, max_size=5), st.text(_LETTERS, max_size=12))
+def test_a_speaker_is_named_in_a_query_as_the_expression_says(name, query):
+    """The ASCII shortcut (no case-blind substring, no match) answers as the expression does,
+    also for the letters a case-blind expression matches across scripts (ſ, İ, the Kelvin sign)."""
+    expected = re.search(rf"\b{re.escape(name)}\b", query, re.IGNORECASE) is not None
+    assert named_in(name, query) == expected
