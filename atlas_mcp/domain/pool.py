@@ -264,6 +264,8 @@ class Pool(Sequence[Candidate]):
 
     def candidate(self, i: int) -> Candidate:
         """The ``i``-th candidate as one object (for what a recall returns)."""
+        cosine, heard = float(self.cosine[i]), float(self.relevance_cosine[i])
+        stretched = not (cosine == heard or (math.isnan(cosine) and math.isnan(heard)))  # ``stretched``
         return Candidate(
             memory=self.memories[i],
             rrf_score=_none(self.rrf[i]),
@@ -271,7 +273,7 @@ class Pool(Sequence[Candidate]):
             dense_rank=int(self.dense_rank[i]) or None,
             bm25_score=_none(self.bm25[i]),
             dense_similarity=_none(self.cosine[i]),
-            relevance_similarity=_none(self.relevance_cosine[i]) if self.stretched[i] else None,
+            relevance_similarity=_none(heard) if stretched else None,
             rerank_score=_none(self.rerank[i]),
             embedding_pending=bool(self.pending[i]),
         )

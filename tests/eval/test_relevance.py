@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -169,3 +170,26 @@ def test_a_speaker_is_named_in_a_query_as_the_expression_says(name, query):
     also for the letters a case-blind expression matches across scripts (ſ, İ, the Kelvin sign)."""
     expected = re.search(rf"\b{re.escape(name)}\b", query, re.IGNORECASE) is not None
     assert named_in(name, query) == expected
+
+
+_COSINES = st.sampled_from([None, 0.1, 0.2, 0.0, -0.0, float("nan")])
+
+
+@given(st.lists(st.tuples(_COSINES, _COSINES), min_size=1, max_size=6))
+def test_a_returned_candidate_keeps_the_stretched_cosine_the_pool_columns_say(cosines):
+    """``Pool.candidate`` tells one candidate's relevance cosine apart from its own cosine as
+    the whole pool's ``stretched`` column does (NaN, -0.0 and a missing cosine included)."""
+    candidates = [
+        Candidate(
+            Memory(id=f"m{i}", memory_type=MemoryType.SEMANTIC, user_id="u", text="x", created_at=T0),
+            None,
+            dense_similarity=cosine,
+            relevance_similarity=heard,
+        )
+        for i, (cosine, heard) in enumerate(cosines)
+    ]
+    pool = Pool.of(candidates)
+    for i in range(len(pool)):
+        heard = float(pool.relevance_cosine[i])
+        expected = heard if pool.stretched[i] and not math.isnan(heard) else None
+        assert pool.candidate(i).relevance_similarity == expected
