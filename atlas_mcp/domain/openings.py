@@ -40,42 +40,33 @@ class Opening:
     turn: bool  # a transcript turn ("Name: ..."): its speaker is not the user
     subject: str | None = None  # the name it starts with as its subject
     owner: str | None = None  # the name it starts with as an owner ("Nora's car")
-    # The capitalised words it writes inside, not at its start or a line's: a name, not a
-    # capitalised first word ("Went")
-    inside: frozenset[str] = frozenset()
 
 
 TURN = Opening(turn=True)
+PLAIN = Opening(turn=False)
 
 
 def opening(text: str) -> Opening:
     """How ``text`` opens: a turn, a name as subject or as owner, or none of these."""
     if speaker(text):
         return TURN
-    inside = _inside_names(text)
     first = _FIRST_WORD.match(text)
     if first is None:
-        return Opening(turn=False, inside=inside)
+        return PLAIN
     word = first.group(1)
     if NAME.match(word) and word not in NOT_NAMES:
-        # "Nora's brother" reads as "Nora's": not a subject
-        return Opening(turn=False, subject=word, inside=inside)
+        return Opening(turn=False, subject=word)  # "Nora's brother" reads as "Nora's": not a subject
     owner = POSSESSIVE.sub("", word)
-    return Opening(turn=False, owner=owner if owner != word else None, inside=inside)
+    return Opening(turn=False, owner=owner) if owner != word else PLAIN
 
 
-def _inside_names(text: str) -> frozenset[str]:
-    """The words of ``text`` that look like names (``NAME``) and stand alone (no letter or
-    digit either side) somewhere other than at the start of the text or of a line."""
-    return frozenset(
-        run.group()
-        for run in _CAPITALISED_RUN.finditer(text, 1)
-        if text[run.start() - 1] != "\n" and NAME.match(run.group())
-    )
-
-
-# A whole run of letters and digits (``str.isalnum``'s characters) that starts with a capital
-_CAPITALISED_RUN = re.compile(r"(?<![^\W_])[A-Z][^\W_]*")
+def written_inside(name: str, joined: str) -> bool:
+    """Is ``name`` written in ``joined`` (texts, one per line) other than at the start of a
+    text or a line, with no letter or digit either side (a proper noun, not a capitalised
+    first word such as "Went")? One search in C: the name, then what stands before it."""
+    escaped = re.escape(name)
+    found = re.search(rf"{escaped}(?<=[^\w\n]{escaped}|_{escaped})(?![^\W_])", joined)
+    return found is not None
 
 
 def turn_head(memory: Memory) -> str | None:

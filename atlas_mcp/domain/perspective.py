@@ -24,7 +24,7 @@ from statistics import median
 
 from .lexical import detect_language
 from .model import Memory, MemoryType
-from .openings import POSSESSIVE, Opening, opening, turn_head
+from .openings import POSSESSIVE, Opening, opening, turn_head, written_inside
 
 MIN_SUBJECT_STARTS = 3  # memories that must start with the name before it is taken as the user's
 
@@ -94,16 +94,17 @@ def user_name(texts: Iterable[str]) -> str | None:
     sentences. A word some text starts with as an owner ("Nora's car is ...") is a name too:
     no verb takes a possessive, and an agent that writes every fact as "Nora ..." may never
     write her name mid-sentence."""
-    return named_user([opening(text) for text in texts])
+    texts = list(texts)
+    return named_user([opening(text) for text in texts], texts)
 
 
-def named_user(openings: Sequence[Opening]) -> str | None:
-    """``user_name`` of the texts that open as ``openings`` say (a recall's pool keeps them)."""
+def named_user(openings: Sequence[Opening], texts: Sequence[str]) -> str | None:
+    """``user_name`` of ``texts``, which open as ``openings`` say (a recall's pool keeps them)."""
     subjects = Counter([o.subject for o in openings if o.subject is not None])
     owners = {o.owner for o in openings if o.owner is not None}  # "Nora's car": proper nouns
     candidates = subjects.most_common(5)
-    inside = frozenset().union(*[o.inside for o in openings]) if candidates else frozenset()
-    ranked = [(name, count) for name, count in candidates if name in owners or name in inside]
+    joined = "\n".join([t for t, o in zip(texts, openings, strict=True) if not o.turn]) if candidates else ""
+    ranked = [(name, count) for name, count in candidates if name in owners or written_inside(name, joined)]
     if not ranked or ranked[0][1] < MIN_SUBJECT_STARTS:
         return None
     if len(ranked) > 1 and ranked[0][1] < 2 * ranked[1][1]:
@@ -157,8 +158,9 @@ def views(
         out.append(View(text, tuple(i for i, head in enumerate(heads) if head == named[0]), speaker=named[0]))
     if _in_first_person(query):
         users = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.CATALOG]
-        opened = [opening(memories[i].text) if openings is None else openings[i] for i in users]
-        name = named_user(opened)
+        texts = [memories[i].text for i in users]
+        opened = [opening(t) for t in texts] if openings is None else [openings[i] for i in users]
+        name = named_user(opened, texts)
         if name and (text := as_user(query, name)):
             about = _about_user(name, possessive=_says_my(query))
             members = tuple(i for i in users if about(memories[i].text))
