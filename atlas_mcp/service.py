@@ -266,7 +266,9 @@ class MemoryService(Writing):
     def preload(self, user_id: str, after_first_recall: bool = True) -> None:
         """What recall reads of each memory, worked out at load (``Engine.preload``), with
         what it works out the first time it shows one (``domain.first_reads``)."""
-        self._engine.preload(user_id, after_first_recall, first_reads.read_ahead)
+        self._engine.preload(
+            user_id, after_first_recall, first_reads.read_ahead, first_reads.read_ahead_facts
+        )
 
     def export_memories(
         self, out: TextIO, users: Iterable[str | None], progress: portability.Progress = portability.ignore

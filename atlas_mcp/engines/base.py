@@ -175,11 +175,13 @@ class Engine(Protocol):
         user_id: str,
         after_first_recall: bool = True,
         first_reads: Callable[[Sequence[Memory]], object] | None = None,
+        fact_reads: Callable[[Sequence[Memory]], object] | None = None,
     ) -> None:
         """Work out now what recall reads of each of ``user_id``'s memories, instead of at each
         one's first recall, and hand the memories to ``first_reads`` (what the caller works out
         the first time it shows one); by default once a first recall has been answered (from
-        serve's warm-up thread, so a start is not slowed)."""
+        serve's warm-up thread, so a start is not slowed). An engine that cannot keep all of
+        them may hand only the live facts to ``fact_reads`` (what resolution and settling read)."""
         return
 
     def keep_row_facts(self, after_first_recall: bool = True) -> None:

@@ -221,8 +221,9 @@ class EmbeddedEngine(Engine):
         user_id: str,
         after_first_recall: bool = True,
         first_reads: Callable[[Sequence[Memory]], object] | None = None,
+        fact_reads: Callable[[Sequence[Memory]], object] | None = None,
     ) -> None:
-        self.search.preload(user_id, after_first_recall, first_reads)
+        self.search.preload(user_id, after_first_recall, first_reads, fact_reads)
 
     def keep_row_facts(self, after_first_recall: bool = True) -> None:
         self.search.keep_row_facts(after_first_recall)

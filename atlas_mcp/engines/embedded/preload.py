@@ -16,9 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ...domain.model import Memory
+import numpy as np
+
+from ...domain.first_reads import FACTS_KEPT
+from ...domain.model import Memory, MemoryType
 from . import store, versions
-from .index import IndexCache
+from .index import TYPE_CODES, IndexCache
 from .memory_cache import MemoryCache
 from .slots import owner_key
 from .store import Store
@@ -68,18 +71,25 @@ def preload(
     user_id: str,
     after_first_recall: bool,
     first_reads: FirstReads | None,
+    fact_reads: FirstReads | None = None,
 ) -> int:
     """Decode ``user_id``'s memories into ``memories`` with their ranking facts and
     ``first_reads``, if all of them fit there; how many memories were read from the store.
-    ``after_first_recall``: once this process has answered a recall (a start's imports,
-    ``initialize`` and the first recall are not slowed)."""
+    If they do not, hand the user's live facts to ``fact_reads`` instead, if there are at most
+    ``FACTS_KEPT``. ``after_first_recall``: once this process has answered a recall (a start's
+    imports, ``initialize`` and the first recall are not slowed)."""
     owner = owner_key(user_id)
     if not first_recall_answered(clock, after_first_recall):
         return 0
     with rows.snapshot() as conn:
-        ids = list(index.get(conn, owner).ids)
+        cached = index.get(conn, owner)
+        ids = list(cached.ids)
+        live_facts = (cached.codes == TYPE_CODES[MemoryType.SEMANTIC.value]) & ~cached.superseded
+        facts = [ids[row] for row in np.flatnonzero(live_facts).tolist()]
     if not memories.fits(len(ids)):
-        return 0
+        if fact_reads is None or len(facts) > FACTS_KEPT:
+            return 0
+        return _facts_ahead(rows, clock, owner, facts, fact_reads)
     read = 0
     for start in range(0, len(ids), PRELOAD_CHUNK):
         if clock.closing.is_set():  # the server is stopping: what is kept is kept
@@ -105,4 +115,29 @@ def preload(
                 if not clock.wait_quiet():
                     return read
                 first_reads(loaded[step : step + READ_STEP])
+    return read
+
+
+def _facts_ahead(rows: Store, clock: RecallClock, owner: str, ids: list[str], fact_reads: FirstReads) -> int:
+    """Read the facts of ``ids`` chunk by chunk (each in its own snapshot, not kept: the memory
+    cache is full) and hand them to ``fact_reads`` between recalls; how many were read."""
+    read = 0
+    for start in range(0, len(ids), PRELOAD_CHUNK):
+        if clock.closing.is_set():
+            break
+        try:
+            with rows.snapshot() as conn:
+                found = [
+                    memory
+                    for memory, _ in store.read_memories(conn, owner, ids[start : start + PRELOAD_CHUNK])
+                ]
+        except sqlite3.ProgrammingError:  # the store closed between the check and the read
+            if clock.closing.is_set():
+                break
+            raise
+        read += len(found)
+        for step in range(0, len(found), READ_STEP):
+            if not clock.wait_quiet():
+                return read
+            fact_reads(found[step : step + READ_STEP])
     return read

@@ -284,7 +284,11 @@ class Search:
             self._fixed.vectors(self.models.members[0], PROTOTYPE_TEXTS)
 
     def preload(
-        self, user_id: str, after_first_recall: bool = False, first_reads: FirstReads | None = None
+        self,
+        user_id: str,
+        after_first_recall: bool = False,
+        first_reads: FirstReads | None = None,
+        fact_reads: FirstReads | None = None,
     ) -> int:
         """The user's memories decoded into the memory cache with their ranking facts and
         ``first_reads``, if all fit (``preload.py``); how many were read from the store. The
@@ -292,7 +296,9 @@ class Search:
         so the preload and recalls read it."""
         if not self.keep_row_facts(after_first_recall):
             return 0
-        return preload(self._store, self._index, self._memories, self.recalls, user_id, False, first_reads)
+        return preload(
+            self._store, self._index, self._memories, self.recalls, user_id, False, first_reads, fact_reads
+        )
 
     def keep_row_facts(self, after_first_recall: bool = True) -> bool:
         """Keep the coverage of the store's rows that have none (``coverage.py``), once per
