@@ -244,3 +244,17 @@ PINNED = {
 def test_the_rules_stores_keep_are_the_rules_recall_uses(text: str):
     assert sorted(pool.coverage(text)) == PINNED[text].split(), "changed coverage: bump COVERAGE_RULES"
     assert read_coverage(stored_coverage(text)) == pool.coverage(text)
+
+
+def test_the_fill_finds_the_rows_without_an_entry_in_an_index_not_by_reading_every_row(written: Path):
+    with sqlite3.connect(written) as conn:
+        plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + coverage_module._MISSING))
+        (rowid,) = conn.execute("SELECT rowid FROM memories ORDER BY rowid DESC LIMIT 1").fetchone()
+        conn.execute("DELETE FROM row_coverage WHERE rowid = ?", (rowid,))
+    assert "COVERING INDEX" in plan  # the rows' small index, not the rows (~4 KB each)
+    engine = EmbeddedEngine(written, default_embedder())
+    try:
+        assert coverage_module.fill(engine.store, RecallClock()) == 1
+    finally:
+        engine.close()
+    assert len(_entries(written)) == len(TEXTS)

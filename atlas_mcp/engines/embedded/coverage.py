@@ -19,9 +19,10 @@ from .rows import stored_coverage
 from .store import Store
 
 FILL_CHUNK = 256  # rows worked out per snapshot and kept per transaction (~20 ms of work)
-_NEXT = (
-    "SELECT m.rowid, m.search_text FROM memories m WHERE m.rowid > ? AND NOT EXISTS "
-    "(SELECT 1 FROM row_coverage c WHERE c.rowid = m.rowid) ORDER BY m.rowid LIMIT ?"
+# The rows without an entry, found in a covering index of the rows (~35 ms at 100k, whatever
+# their number), not by reading the rows themselves.
+_MISSING = (
+    "SELECT m.rowid FROM memories m WHERE NOT EXISTS (SELECT 1 FROM row_coverage c WHERE c.rowid = m.rowid)"
 )
 _KEEP = (
     "INSERT OR IGNORE INTO row_coverage(rowid, words) SELECT ?, ? "
@@ -42,19 +43,23 @@ def fill(rows: Store, clock: RecallClock, chunk: int = FILL_CHUNK) -> int:
     with rows.snapshot() as conn:
         if missing(conn) <= 0:
             return 0
-    kept, after = 0, 0
+        todo = sorted(rowid for (rowid,) in conn.execute(_MISSING))
+    kept = 0
     try:
-        while not clock.closing.is_set():
-            with rows.snapshot() as conn:
-                todo: list[tuple[int, str]] = conn.execute(_NEXT, (after, chunk)).fetchall()
-            if not todo:
+        for start in range(0, len(todo), chunk):
+            if clock.closing.is_set():
                 break
-            after = todo[-1][0]
+            wanted = todo[start : start + chunk]
+            with rows.snapshot() as conn:
+                texts: list[tuple[int, str]] = conn.execute(
+                    f"SELECT rowid, search_text FROM memories WHERE rowid IN ({','.join('?' * len(wanted))})",
+                    wanted,
+                ).fetchall()
             worked: list[tuple[int, str, int, str]] = []
-            for step in range(0, len(todo), READ_STEP):
+            for step in range(0, len(texts), READ_STEP):
                 if not clock.wait_quiet():
                     return kept
-                for rowid, text in todo[step : step + READ_STEP]:
+                for rowid, text in texts[step : step + READ_STEP]:
                     words = stored_coverage(text)
                     if words is not None:
                         worked.append((rowid, words, rowid, text))
