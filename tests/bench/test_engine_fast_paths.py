@@ -210,3 +210,39 @@ def test_the_rows_of_a_few_memories_read_as_the_whole_scan_reads_them():
     for rows in ([1, 2, 5], [11, 0, 8, 7], [3], []):
         picked = np.array(rows, dtype=np.int64)
         assert row_similarities(vectors, picked, query[0]).tolist() == whole[picked].tolist()
+
+
+def test_the_spaces_present_follow_every_change_to_the_rows():
+    """``spaces_present`` is kept between changes; each change (a pending row, vectors put,
+    a reload taking over rows in place or by copy) gives what a pass over the rows says."""
+    rng = np.random.default_rng(3)
+
+    def vectors(n: int) -> np.ndarray:
+        return rng.standard_normal((n, 8)).astype(np.float32)
+
+    def check(v: RowVectors) -> None:
+        assert v.spaces_present() == sorted(set(v.spaces[v.ready].tolist()))
+        v.spaces_present().append(99)  # the caller's copy
+        assert v.spaces_present() == sorted(set(v.spaces[v.ready].tolist()))
+
+    v = RowVectors(8)
+    check(v)
+    for _ in range(3):
+        v.append_pending()
+        check(v)
+    v.put_passages(0, vectors(1), 2)
+    check(v)
+    v.put_passages(1, vectors(3), 5)
+    check(v)
+    v.put([2], vectors(1), 7)
+    check(v)
+    v.put_passages(1, vectors(1), 2)
+    check(v)
+    moved = RowVectors(8, capacity=8)
+    moved.size = 3
+    moved.adopt(v, np.array([2, 0, 1]), np.array([True, True, False]), in_place=False)
+    check(moved)
+    kept = RowVectors(8, capacity=v.capacity)
+    kept.size = 3
+    kept.adopt(v, np.arange(3), np.array([True, False, True]), in_place=True)
+    check(kept)

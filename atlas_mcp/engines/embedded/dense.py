@@ -64,7 +64,7 @@ class DenseScan:
             mine = (rows >= 0) & ~found  # a memory is the first owner's that holds it
             found |= mine
             at, rows = np.flatnonzero(mine), rows[mine]
-            pending[at] = ~owner.index.vectors.ready[rows]
+            pending[at] = ~owner.index.vectors.ready_at(rows)
             searched = owner.searched[rows]
             cosine[at[searched]] = scores[rows[searched]]
             spaces[at[searched]] = owner.index.vectors.spaces[rows[searched]]

@@ -45,6 +45,10 @@ class RowVectors:
         self._extra_rows = np.zeros(0, dtype=np.int64)  # -1: a dropped passage
         self.extra_size = 0
         self._extras_of: dict[int, list[int]] = {}  # row -> its positions in ``_extra``
+        # ``spaces_present`` as of (changes, size): recall asks it 2-3 times per owner, a pass
+        # over every row each time (~25 us at 12k rows); a change bumps the count after it is made
+        self._changes = 0
+        self._present: tuple[int, int, list[int]] = (-1, -1, [])
 
     @property
     def dimensions(self) -> int:
@@ -77,10 +81,13 @@ class RowVectors:
 
     def spaces_present(self) -> list[int]:
         """The space codes of the rows that have vectors (one for a single-language owner)."""
-        ready = self.ready
-        if not ready.any():
-            return []
-        return [int(code) for code in np.flatnonzero(np.bincount(self.spaces[ready]))]
+        changes, size = self._changes, self.size  # read first: a change made meanwhile misses
+        if self._present[:2] == (changes, size):
+            return list(self._present[2])
+        ready = self._passages[:size] > 0
+        found = [int(code) for code in np.flatnonzero(np.bincount(self._spaces[:size][ready]))]
+        self._present = (changes, size, found)
+        return list(found)
 
     @property
     def extra(self) -> np.ndarray:
@@ -100,6 +107,7 @@ class RowVectors:
         self._passages[row] = 0
         self._spaces[row] = 0
         self.size += 1
+        self._changes += 1
 
     def put(self, rows: Sequence[int] | range, vectors: np.ndarray, spaces: np.ndarray | int) -> None:
         """Store single-passage float32 ``vectors`` (as read from SQLite) at ``rows``."""
@@ -108,6 +116,7 @@ class RowVectors:
         self._prints[index] = vectors[:, :PRINT_FLOATS]
         self._passages[index] = 1
         self._spaces[index] = spaces
+        self._changes += 1
 
     def put_passages(self, row: int, vectors: np.ndarray, space: int) -> None:
         """Store one memory's (passages, dimensions) float32 vectors at ``row``."""
@@ -118,6 +127,7 @@ class RowVectors:
         self._spaces[row] = space
         if len(vectors) > 1:
             self._add_extras(row, vectors[1:])
+        self._changes += 1
 
     def place(self, blobs: list[tuple[int, bytes, str]], space_code: Callable[[str], int]) -> None:
         """Copy stored embeddings (row, blob, model id) into their rows: single-passage ones
@@ -182,12 +192,14 @@ class RowVectors:
             self._passages[renewed] = 0
             for row in renewed:
                 self._drop_extras(int(row))
+            self._changes += 1
             return
         taken = np.flatnonzero(reuse)
         self._matrix[taken] = old._matrix[kept[reuse]]
         self._prints[taken] = old._prints[kept[reuse]]
         self._passages[taken] = old._passages[kept[reuse]]
         self._spaces[taken] = old._spaces[kept[reuse]]
+        self._changes += 1
         if old._extras_of:
             moved = np.full(old.size, -1, dtype=np.int64)
             moved[kept[reuse]] = taken
