@@ -17,7 +17,7 @@ import re
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -43,9 +43,9 @@ def microseconds(when: datetime | None) -> int:
     return NO_TIME if when is None else (when - EPOCH) // MICROSECOND
 
 
-@dataclass(frozen=True, slots=True)
-class RowFacts:
-    """What ranking reads of one memory that no query and no use changes."""
+class RowFacts(NamedTuple):
+    """What ranking reads of one memory that no query and no use changes. A tuple, so that a
+    pool turns its candidates' facts into columns in one ``zip`` (``Pool.from_columns``)."""
 
     kind: int  # ``KIND_CODES``
     occurred: int  # microseconds, or NO_TIME
@@ -231,20 +231,24 @@ class Pool(Sequence[Candidate]):
         **evidence: np.ndarray,
     ) -> Pool:
         """A pool of evidence columns and one ``RowFacts`` per candidate."""
-        numbers = np.array([(f.kind, f.occurred, f.created) for f in facts], dtype=np.int64).reshape(-1, 3)
+        # one transposition of the facts (tuples) instead of a pass per field: 90 -> 47 us at 300
+        columns: list[tuple[Any, ...]] = (
+            list(zip(*facts, strict=True)) if facts else [()] * len(RowFacts._fields)
+        )
+        kind, occurred, created, log_words, speakers, words, heads, openings, asks = columns
         return cls(
             ids=ids,
             memories=memories,
             owners=owners,
-            kind=numbers[:, 0].astype(np.uint8),
-            occurred=numbers[:, 1],
-            created=numbers[:, 2],
-            log_words=np.array([f.log_words for f in facts], dtype=np.float64),
-            asks=np.array([f.asks for f in facts], dtype=bool),
-            speakers=[f.speaker for f in facts],
-            words=[f.words for f in facts],
-            heads=[f.head for f in facts],
-            openings=[f.opening for f in facts],
+            kind=np.array(kind, dtype=np.int64).astype(np.uint8),
+            occurred=np.array(occurred, dtype=np.int64),
+            created=np.array(created, dtype=np.int64),
+            log_words=np.array(log_words, dtype=np.float64),
+            asks=np.array(asks, dtype=bool),
+            speakers=list(speakers),
+            words=list(words),
+            heads=list(heads),
+            openings=list(openings),
             meaning=None,
             **evidence,
         )

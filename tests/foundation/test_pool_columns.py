@@ -1,0 +1,74 @@
+"""``Pool.from_columns`` turns each candidate's ``RowFacts`` into the pool's columns."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from atlas_mcp.domain.model import Memory, MemoryType
+from atlas_mcp.domain.pool import Pool, row_facts
+
+
+def _pool(memories: list[Memory]) -> Pool:
+    n = len(memories)
+    facts = [row_facts(m) for m in memories]
+    return Pool.from_columns(
+        [m.id for m in memories],
+        memories,
+        [m.user_id or "" for m in memories],
+        facts=facts,
+        rrf=np.zeros(n),
+        bm25_rank=np.zeros(n, dtype=np.int64),
+        dense_rank=np.zeros(n, dtype=np.int64),
+        bm25=np.full(n, np.nan),
+        cosine=np.full(n, np.nan),
+        relevance_cosine=np.full(n, np.nan),
+        rerank=np.full(n, np.nan),
+        pending=np.zeros(n, dtype=bool),
+    )
+
+
+def test_each_column_holds_each_candidates_fact_in_order():
+    start = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    texts = [
+        (MemoryType.EPISODIC, "Caroline: I went to the LGBTQ support group yesterday. Have you been?"),
+        (MemoryType.SEMANTIC, "The user's sister lives in Lisbon"),
+        (MemoryType.PROCEDURAL, "Always answer in French"),
+        (MemoryType.EPISODIC, "Melanie: That sounds lovely!"),
+    ]
+    memories = [
+        Memory(
+            id=f"m{i}",
+            memory_type=kind,
+            user_id="u",
+            text=text,
+            created_at=start + timedelta(hours=i),
+            occurred_at=start - timedelta(days=i) if i % 2 else None,
+        )
+        for i, (kind, text) in enumerate(texts)
+    ]
+    pool = _pool(memories)
+    facts = [row_facts(m) for m in memories]
+    assert pool.kind.dtype == np.uint8 and pool.kind.tolist() == [f.kind for f in facts]
+    assert pool.occurred.dtype == np.int64 and pool.occurred.tolist() == [f.occurred for f in facts]
+    assert pool.created.dtype == np.int64 and pool.created.tolist() == [f.created for f in facts]
+    assert pool.log_words.dtype == np.float64 and pool.log_words.tolist() == [f.log_words for f in facts]
+    assert pool.asks.dtype == bool and pool.asks.tolist() == [f.asks for f in facts] == [
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert pool.speakers == [f.speaker for f in facts] and pool.speakers[0] == "Caroline"
+    assert pool.words == [f.words for f in facts]
+    assert pool.heads == [f.head for f in facts]
+    assert pool.openings == [f.opening for f in facts]
+    assert isinstance(pool.speakers, list) and isinstance(pool.words, list)
+
+
+def test_an_empty_pool_has_empty_columns_of_the_same_types():
+    pool = _pool([])
+    for column, dtype in ((pool.kind, np.uint8), (pool.occurred, np.int64), (pool.log_words, np.float64)):
+        assert column.shape == (0,) and column.dtype == dtype
+    assert pool.asks.dtype == bool and pool.speakers == [] and pool.openings == []
