@@ -354,9 +354,11 @@ class Search:
         """The memories of ``ids`` (each a row of one of ``visible``), decoded once per change."""
         out: dict[str, Memory] = {}
         for owner in visible:
-            mine = [i for i in ids if i in owner.index.index]
-            out |= self._memories.get(owner.owner, owner.stamp, mine)
-            missing = [i for i in mine if i not in out]
+            index = owner.index.index
+            mine = [i for i in ids if i in index] if index else []  # an owner without rows: none
+            cached = self._memories.get(owner.owner, owner.stamp, mine)
+            out |= cached
+            missing = [i for i in mine if i not in out] if len(cached) < len(mine) else []
             if missing:
                 found, words = _unzipped(store.read_memories(conn, owner.owner, missing))
                 self._memories.put(owner.owner, owner.stamp, found, words)
