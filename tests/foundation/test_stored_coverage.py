@@ -54,6 +54,15 @@ def _recalls(service: MemoryService) -> list[list[tuple[str, float, float]]]:
     ]
 
 
+def _recalls_reopened(path: Path) -> list[list[tuple[str, float, float]]]:
+    """``_recalls`` of a service opened on ``path`` for them alone."""
+    service = _service(path)
+    try:
+        return _recalls(service)
+    finally:
+        service.close()
+
+
 def _entries(path: Path) -> dict[str, str]:
     with sqlite3.connect(path) as conn:
         found = conn.execute(
@@ -112,9 +121,7 @@ def test_recall_reads_the_kept_words_instead_of_working_them_out(written: Path, 
 
 
 def test_rows_written_before_rank_the_same_and_are_filled(written: Path, worked_out: list[str]):
-    service = _service(written)
-    before = _recalls(service)
-    service.close()
+    before = _recalls_reopened(written)
     _sql(written, "DELETE FROM row_coverage")  # as a store written before the table was
     worked_out.clear()
     service = _service(written)
@@ -126,11 +133,7 @@ def test_rows_written_before_rank_the_same_and_are_filled(written: Path, worked_
         service.close()
     assert len(_entries(written)) == len(TEXTS)
     worked_out.clear()
-    service = _service(written)
-    try:
-        assert _recalls(service) == before
-    finally:
-        service.close()
+    assert _recalls_reopened(written) == before
     assert worked_out == []
 
 
@@ -170,16 +173,10 @@ def test_this_version_rewriting_a_text_keeps_the_new_words(written: Path):
 
 
 def test_words_kept_under_other_rules_are_worked_out_again(written: Path, worked_out: list[str]):
-    service = _service(written)
-    before = _recalls(service)
-    service.close()
+    before = _recalls_reopened(written)
     _sql(written, "UPDATE row_coverage SET words = 'c0 zzz'")
     worked_out.clear()
-    service = _service(written)
-    try:
-        assert _recalls(service) == before
-    finally:
-        service.close()
+    assert _recalls_reopened(written) == before
     assert worked_out
 
 
