@@ -178,6 +178,17 @@ def test_words_kept_under_other_rules_are_worked_out_again(written: Path, worked
     worked_out.clear()
     assert _recalls_reopened(written) == before
     assert worked_out
+    # The fill replaces them with this version's, so the next start works nothing out.
+    engine = EmbeddedEngine(written, default_embedder())
+    try:
+        assert coverage_module.fill(engine.store, RecallClock()) == len(TEXTS)
+    finally:
+        engine.close()
+    entries = _entries(written)
+    assert all(read_coverage(words) == pool.coverage(text) for text, words in entries.items())
+    worked_out.clear()
+    assert _recalls_reopened(written) == before
+    assert worked_out == []
 
 
 def test_a_fill_stopped_half_way_keeps_whole_chunks_and_the_next_one_finishes(

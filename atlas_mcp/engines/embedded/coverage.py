@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from ...domain.pool import COVERAGE_RULES
 from .preload import READ_STEP, RecallClock
 from .rows import stored_coverage
 from .store import Store
@@ -30,6 +31,11 @@ _KEEP = (
 )
 
 
+# Entries kept under other rules (an earlier or later atlas-mcp's): recall ignores them, so
+# they are dropped for the fill to keep this version's (one pass over the entries per start).
+_OTHER_RULES = "FROM row_coverage WHERE words != ? AND substr(words, 1, ?) != ?"
+
+
 def missing(conn: sqlite3.Connection) -> int:
     """How many rows have no kept coverage (two counts over small b-trees, ~15 ms at 100k)."""
     found = conn.execute("SELECT (SELECT count(*) FROM memories) - (SELECT count(*) FROM row_coverage)")
@@ -40,6 +46,12 @@ def missing(conn: sqlite3.Connection) -> int:
 def fill(rows: Store, clock: RecallClock, chunk: int = FILL_CHUNK) -> int:
     """Keep the coverage of every row that has none; how many entries this call kept. Stops
     early, keeping what it has, when the engine closes."""
+    rules = (COVERAGE_RULES, len(COVERAGE_RULES) + 1, COVERAGE_RULES + " ")
+    with rows.snapshot() as conn:  # looked for without the write lock (~20 ms at 100k)
+        other_rules = conn.execute(f"SELECT 1 {_OTHER_RULES} LIMIT 1", rules).fetchone() is not None
+    if other_rules:
+        with rows.synchronous("NORMAL"), rows.transaction() as tx:
+            tx.conn.execute(f"DELETE {_OTHER_RULES}", rules)
     with rows.snapshot() as conn:
         if missing(conn) <= 0:
             return 0
