@@ -247,7 +247,7 @@ def _matched(words: Iterable[str], known: Sequence[str]) -> list[str]:
         else:
             if prefixes is None:
                 prefixes = _by_prefix(known)
-            out.append(_prefix_match(w, prefixes.get(w[:PREFIX_CHARS], ())))
+            out.append(_match(w, prefixes.get(w[:PREFIX_CHARS], ())))
     return out
 
 
@@ -259,15 +259,6 @@ def _by_prefix(known: Sequence[str]) -> dict[str, list[str]]:
         if len(word) >= PREFIX_CHARS:
             out.setdefault(word[:PREFIX_CHARS], []).append(word)
     return out
-
-
-def _prefix_match(word: str, candidates: Sequence[str]) -> str:
-    """``_match`` among words sharing ``word``'s first letters, none of them CJK: the first that
-    is a prefix of the other."""
-    for candidate in candidates:
-        if word.startswith(candidate) if len(candidate) <= len(word) else candidate.startswith(word):
-            return candidate
-    return word
 
 
 def _match(word: str, known: Sequence[str]) -> str:

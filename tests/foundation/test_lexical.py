@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -152,7 +153,6 @@ def test_threads_stemming_at_once_get_the_stems_one_thread_gets():
     """A snowball stemmer keeps the word it works on: recall threads and the preload reading
     facts ahead stem at once, so each thread has its own (a shared one garbled stems or
     raised IndexError mid-word)."""
-    import sys
     import threading
 
     from atlas_mcp.domain import lexical
@@ -163,8 +163,6 @@ def test_threads_stemming_at_once_get_the_stems_one_thread_gets():
         for ending in ("ing", "ional", "ization", "fulness", "ively", "ed", "s", "ations", "iveness")
     ] * 40
     expected = [lexical._stemmer("en").stemWord(w) for w in words]
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible
     results: list[list[str]] = []
     failures: list[BaseException] = []
 
@@ -174,14 +172,7 @@ def test_threads_stemming_at_once_get_the_stems_one_thread_gets():
         except BaseException as exc:  # noqa: BLE001 - reported below
             failures.append(exc)
 
-    try:
-        threads = [threading.Thread(target=stem_all) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(old)
+    _run_at_once([threading.Thread(target=stem_all) for _ in range(4)])
     assert not failures and results == [expected] * 4
 
 
@@ -211,7 +202,6 @@ def test_stems_stay_right_while_threads_overflow_the_kept_stems(monkeypatch):
     """A recall and the preload stem at once; when the kept stems overflow, one thread starting
     afresh must not pull the words another has just stemmed from under it (a KeyError)."""
     import random
-    import sys
     import threading
 
     from atlas_mcp.domain import lexical
@@ -222,8 +212,6 @@ def test_stems_stay_right_while_threads_overflow_the_kept_stems(monkeypatch):
     stems = {w: lexical.stem(w, "en") for w in words}
     monkeypatch.setattr(lexical, "_STEMS", {})
     monkeypatch.setattr(lexical, "_STEMS_KEPT", 8)
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # threads take turns often, as a busy server's do
     failures: list[str] = []
 
     def stem_texts(seed: int) -> None:
@@ -239,7 +227,17 @@ def test_stems_stay_right_while_threads_overflow_the_kept_stems(monkeypatch):
                 failures.append(f"{chosen}: {sorted(found)}")
                 return
 
-    threads = [threading.Thread(target=stem_texts, args=(seed,)) for seed in range(4)]
+    _run_at_once([threading.Thread(target=stem_texts, args=(seed,)) for seed in range(4)])
+    assert failures == []
+
+
+def _run_at_once(threads: list[threading.Thread]) -> None:
+    """Start ``threads`` and wait for them, switching between them as often as the interpreter
+    can (as a busy server's threads take turns)."""
+    import sys
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
     try:
         for thread in threads:
             thread.start()
@@ -247,4 +245,3 @@ def test_stems_stay_right_while_threads_overflow_the_kept_stems(monkeypatch):
             thread.join()
     finally:
         sys.setswitchinterval(switch)
-    assert failures == []

@@ -100,9 +100,8 @@ def preload(
                 stamp = versions.stamp(conn, owner)
                 known = memories.get(owner, stamp, chunk)
                 missing = [memory_id for memory_id in chunk if memory_id not in known]
-                pairs = store.read_memories(conn, owner, missing) if missing else []
-                found = [memory for memory, _ in pairs]
-                memories.put(owner, stamp, found, [words for _, words in pairs])
+                found, words = store.unzipped(store.read_memories(conn, owner, missing) if missing else [])
+                memories.put(owner, stamp, found, words)
         except sqlite3.ProgrammingError:  # the store closed between the check and the read
             if clock.closing.is_set():
                 break
@@ -127,10 +126,9 @@ def _facts_ahead(rows: Store, clock: RecallClock, owner: str, ids: list[str], fa
             break
         try:
             with rows.snapshot() as conn:
-                found = [
-                    memory
-                    for memory, _ in store.read_memories(conn, owner, ids[start : start + PRELOAD_CHUNK])
-                ]
+                found, _ = store.unzipped(
+                    store.read_memories(conn, owner, ids[start : start + PRELOAD_CHUNK])
+                )
         except sqlite3.ProgrammingError:  # the store closed between the check and the read
             if clock.closing.is_set():
                 break

@@ -360,7 +360,7 @@ class Search:
             out |= cached
             missing = [i for i in mine if i not in out] if len(cached) < len(mine) else []
             if missing:
-                found, words = _unzipped(store.read_memories(conn, owner.owner, missing))
+                found, words = store.unzipped(store.read_memories(conn, owner.owner, missing))
                 self._memories.put(owner.owner, owner.stamp, found, words)
                 out |= {m.id: m for m in found}
         return out
@@ -368,12 +368,6 @@ class Search:
     def close(self) -> None:
         self.recalls.closing.set()
         self.query_vectors.close()
-
-
-def _unzipped(
-    read: list[tuple[Memory, frozenset[str] | None]],
-) -> tuple[list[Memory], list[frozenset[str] | None]]:
-    return [memory for memory, _ in read], [words for _, words in read]
 
 
 @dataclass(frozen=True, slots=True)

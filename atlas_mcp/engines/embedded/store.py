@@ -273,6 +273,13 @@ def read_memories(
     return [(rows.from_row(r[:-1]), rows.read_coverage(r[-1])) for r in found]
 
 
+def unzipped(
+    read: list[tuple[Memory, frozenset[str] | None]],
+) -> tuple[list[Memory], list[frozenset[str] | None]]:
+    """``read_memories``' pairs as the memories and, beside them, their stored coverage."""
+    return [memory for memory, _ in read], [words for _, words in read]
+
+
 def page(conn: sqlite3.Connection, query: ListQuery) -> list[Memory]:
     clauses, params = ["user_id IS ?"], [query.user_id]
     if query.since is not None:
