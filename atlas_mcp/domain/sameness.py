@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from enum import StrEnum
+from functools import lru_cache
 from typing import Literal
 
 from .attributes import WEEKDAYS_AND_MONTHS
@@ -99,7 +100,13 @@ def _different_subjects(old: Gist, new: Gist) -> bool:
 
 def _named(names: frozenset[str], words: frozenset[str]) -> bool:
     """Does ``words`` hold one of ``names``, also as a possessive without apostrophe ("Anjas")?"""
-    return any(n in words or f"{n}s" in words or (n.endswith("s") and n[:-1] in words) for n in names)
+    return not _name_forms(names).isdisjoint(words)
+
+
+@lru_cache(maxsize=1 << 14)  # a fact's names meet many other facts' words: one set test each
+def _name_forms(names: frozenset[str]) -> frozenset[str]:
+    """Each of ``names`` as ``_named`` finds it: as it is, with an ``s``, or without its ``s``."""
+    return frozenset(form for n in names for form in (n, f"{n}s", *((n[:-1],) if n.endswith("s") else ())))
 
 
 def _alignment(old: Gist, new: Gist) -> tuple[list[str], list[str], list[Opcode], set[str], set[str]]:
@@ -111,7 +118,12 @@ def _aligned_words(old: Gist, new: Gist) -> tuple[list[str], list[str], set[str]
     # Who a fact is about is not what it says: "Nora" opens most of Nora's facts. A word one
     # fact opens with and the other writes in lower case is a noun ("Gym sessions" / "gym").
     subject = (old.name_words - new.plain) | (new.name_words - old.plain)
-    a, b = _aligned([w for w in old.words if w not in subject], [w for w in new.words if w not in subject])
+    if subject:
+        a, b = _aligned(
+            [w for w in old.words if w not in subject], [w for w in new.words if w not in subject]
+        )
+    else:
+        a, b = _aligned(old.words, new.words)
     old_d, new_d = _aligned_set(old.distinctive, new.distinctive)
     return a, b, old_d, new_d
 
@@ -139,13 +151,13 @@ def _compare(old: Gist, new: Gist) -> Relation:
             return Relation(Kind.UPDATE, f"{why}, another value")
         # "plays in the team Los Tigres" / "plays in the team Atlético": more than the verb is shared
     shared = set(a) & set(b)
-    attribute = [w for w in dict.fromkeys(a) if w in shared and _attribute_word(w)]
-    if not attribute or not _covered(a, b, shared, old_d, new_d):
+    if not any(map(_attribute_word, shared)) or not _covered(a, b, shared, old_d, new_d):
         return DISTINCT
     ops = _opcodes(a, b)
     regions = _replaced_regions(ops, a, b, values)
     if regions > 1:
         return DISTINCT
+    attribute = [w for w in dict.fromkeys(a) if w in shared and _attribute_word(w)]
     why = f"both about {' '.join(w.strip('<>') for w in attribute)}"
     if _same_value(old, new, a, b, ops, old_d, new_d):
         return Relation(Kind.SAME, f"{why}, same value", _adds_nothing(a, b, old_d, new_d))
@@ -190,10 +202,12 @@ def _adds_nothing(a: list[str], b: list[str], old_d: set[str], new_d: set[str]) 
     return {w for w in b if not _multi_anchor(w)} <= set(a) and new_d <= old_d
 
 
+@lru_cache(maxsize=1 << 14)  # asked of every word of every pair a recall compares
 def _multi_anchor(word: str) -> bool:
     return word.startswith("<") and BY_NAME[word[1:-1].split(":")[0]].multi
 
 
+@lru_cache(maxsize=1 << 14)
 def _attribute_word(word: str) -> bool:
     """A shared word that says what the facts are about: not a number or a date, not a
     multi-valued concept ("likes", "speaks"), which many different facts share."""
@@ -226,6 +240,8 @@ def _aligned(old: Sequence[str], new: Sequence[str]) -> tuple[list[str], list[st
 
 
 def _aligned_set(old: frozenset[str], new: frozenset[str]) -> tuple[set[str], set[str]]:
+    if new <= old:  # each word is one of the old ones already (most pairs: none on either side)
+        return set(old), set(new)
     return set(old), set(_matched(new, sorted(old)))
 
 
@@ -237,18 +253,18 @@ def _matched(words: Iterable[str], known: Sequence[str]) -> list[str]:
     present = set(known)
     if known and max(known)[:1] >= _CJK_FIRST:  # the greatest first letter: is any CJK?
         return [w if w in present else _match(w, known) for w in words]
-    prefixes: dict[str, list[str]] | None = None
-    out = []
-    for w in words:
-        if w in present or (len(w) < PREFIX_CHARS and not _cjk(w)):
-            out.append(w)
-        elif _cjk(w) or w.startswith("<"):
-            out.append(_match(w, known))
-        else:
-            if prefixes is None:
-                prefixes = _by_prefix(known)
-            out.append(_match(w, prefixes.get(w[:PREFIX_CHARS], ())))
-    return out
+    # Only a word that is not known, not an anchor (which matches only itself) and long enough
+    # (or CJK) can be spelt otherwise: those alone are looked up, once each.
+    unknown = [
+        w for w in set(words).difference(present) if w[:1] != "<" and (len(w) >= PREFIX_CHARS or _cjk(w))
+    ]
+    if not unknown:
+        return list(words)
+    prefixes = _by_prefix(known)
+    spelt = {
+        w: _match(w, known) if _cjk(w) else _match(w, prefixes.get(w[:PREFIX_CHARS], ())) for w in unknown
+    }
+    return [spelt.get(w, w) for w in words]
 
 
 def _by_prefix(known: Sequence[str]) -> dict[str, list[str]]:
