@@ -13,7 +13,8 @@ Beside each memory the cache keeps its ranking facts (``domain.pool.RowFacts``: 
 speaker, the words coverage matches), made when the memory is read from the store's row (whose
 ``coverage`` column holds the words, the costly part) or else worked out the first time a
 recall ranks it, and kept as long as the memory is: they do not change with a use, so a recall
-gathers them, it does not recompute them.
+gathers them, it does not recompute them. Both live in one entry per id (``Entry``), so a
+recall's ~300 candidates are found with their facts by one look-up each (``entries``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
+from typing import cast
 
 from ...domain.model import Memory
 from ...domain.pool import RowFacts, row_facts
@@ -38,25 +41,46 @@ class _Generation:
     stamp: Stamp
 
 
+# One cached memory: the generation it was read in, the memory, and its ranking facts once
+# made (None until then). A plain tuple: a recall reads ~300 of them, by index.
+Entry = tuple[_Generation, Memory, RowFacts | None]
+
+
 class MemoryCache:
     def __init__(self, capacity: int = CAPACITY) -> None:
         self._capacity = capacity
         self._lock = threading.Lock()
         self._generations: dict[str, _Generation] = {}
-        self._entries: OrderedDict[str, tuple[_Generation, Memory]] = OrderedDict()
-        self._facts: dict[str, tuple[Memory, RowFacts]] = {}  # by id, for the memory it was read from
+        # by id; an entry's facts are always those of its own memory (its text and dates)
+        self._entries: OrderedDict[str, Entry] = OrderedDict()
 
     def get(self, owner: str, stamp: Stamp, ids: Iterable[str]) -> dict[str, Memory]:
         """The cached memories among ``ids``, if the owner's rows are as they were at ``stamp``."""
+        return {memory_id: entry[1] for memory_id, entry in self.entries(owner, stamp, ids).items()}
+
+    def entries(self, owner: str, stamp: Stamp, ids: Iterable[str]) -> dict[str, Entry]:
+        """``get``'s entries, each with its memory's facts if made (``memories_and_facts``)."""
         with self._lock:
             generation = self._generation(owner, stamp)
+            entries, used = self._entries, self._entries.move_to_end
             found = {}
             for memory_id in ids:
-                entry = self._entries.get(memory_id)
+                entry = entries.get(memory_id)
                 if entry is not None and entry[0] is generation:
-                    self._entries.move_to_end(memory_id)
-                    found[memory_id] = entry[1]
+                    used(memory_id)
+                    found[memory_id] = entry
             return found
+
+    def memories_and_facts(self, entries: Sequence[Entry]) -> tuple[list[Memory], list[RowFacts]]:
+        """The memories of ``entries`` and their ranking facts, the missing ones made now
+        (``facts``)."""
+        memories = [entry[1] for entry in entries]
+        facts = [entry[2] for entry in entries]
+        if None in facts:
+            missing = [at for at, kept in enumerate(facts) if kept is None]
+            for at, made in zip(missing, self.facts([memories[at] for at in missing]), strict=True):
+                facts[at] = made
+        return memories, cast("list[RowFacts]", facts)  # no None is left
 
     def put(
         self,
@@ -64,22 +88,27 @@ class MemoryCache:
         stamp: Stamp,
         memories: Sequence[Memory],
         words: Sequence[frozenset[str] | None] = (),
-    ) -> None:
+    ) -> list[Entry]:
         """Keep memories read at ``stamp`` (from the same snapshot as the stamp); ``words``,
         per memory, its coverage as the store holds it (None: not stored), which makes its
-        ranking facts without working the words out (``domain.pool.row_facts``)."""
-        pairs = zip(memories, words, strict=True) if words else ()
-        given = [(memory, row_facts(memory, known)) for memory, known in pairs if known is not None]
+        ranking facts without working the words out (``domain.pool.row_facts``). Their entries,
+        as ``entries`` gives them (also those a small cache could not keep)."""
+        given = [
+            None if known is None else row_facts(memory, known)
+            for memory, known in (zip(memories, words, strict=True) if words else zip(memories, repeat(None)))
+        ]
+        out: list[Entry] = []
         with self._lock:
             generation = self._generation(owner, stamp)
-            for memory in memories:
-                self._entries[memory.id] = (generation, memory)
+            for memory, facts in zip(memories, given, strict=True):
+                if facts is None:  # the facts made for the memory it replaces, if they still hold
+                    facts = self._facts_of(memory)
+                entry = self._entries[memory.id] = (generation, memory, facts)
                 self._entries.move_to_end(memory.id)
-            for kept in given:
-                self._facts[kept[0].id] = kept
+                out.append(entry)
             while len(self._entries) > self._capacity:
-                gone, _ = self._entries.popitem(last=False)
-                self._facts.pop(gone, None)
+                self._entries.popitem(last=False)
+        return out
 
     def facts(self, memories: Sequence[Memory]) -> list[RowFacts]:
         """Each memory's ranking facts: kept ones where they were read from the same memory
@@ -87,13 +116,21 @@ class MemoryCache:
         out = []
         with self._lock:
             for memory in memories:
-                kept = self._facts.get(memory.id)
-                if kept is None or (kept[0] is not memory and not _same_text_and_dates(kept[0], memory)):
-                    kept = (memory, row_facts(memory))
-                    if memory.id in self._entries:
-                        self._facts[memory.id] = kept
-                out.append(kept[1])
+                facts = self._facts_of(memory)
+                if facts is None:
+                    facts = row_facts(memory)
+                    entry = self._entries.get(memory.id)
+                    if entry is not None and _same_text_and_dates(entry[1], memory):
+                        self._entries[memory.id] = (entry[0], entry[1], facts)  # keeps its place
+                out.append(facts)
         return out
+
+    def _facts_of(self, memory: Memory) -> RowFacts | None:
+        """The kept facts of ``memory``'s id, if they are ``memory``'s (under the lock)."""
+        entry = self._entries.get(memory.id)
+        if entry is None or entry[2] is None or not _same_text_and_dates(entry[1], memory):
+            return None
+        return entry[2]
 
     def fits(self, more: int) -> bool:
         """Would ``more`` memories fit beside the ones kept, without pushing any out?"""
@@ -109,7 +146,6 @@ class MemoryCache:
             generation.stamp = change.after
             for memory_id in dropped:
                 self._entries.pop(memory_id, None)
-                self._facts.pop(memory_id, None)
 
     def record_use(self, change: Change, ids: Sequence[str], at: datetime) -> None:
         """Apply this process's committed use update to the cached memories, as the UPDATE did
@@ -126,10 +162,7 @@ class MemoryCache:
                 if entry is not None and entry[0] is generation:
                     memory = entry[1]
                     changed = memory.evolve(use_count=memory.use_count + 1, last_used_at=used_at)
-                    self._entries[memory_id] = (generation, changed)
-                    kept = self._facts.get(memory_id)
-                    if kept is not None and kept[0] is memory:  # a use changes no ranking fact
-                        self._facts[memory_id] = (changed, kept[1])
+                    self._entries[memory_id] = (generation, changed, entry[2])  # a use changes no fact
 
     def _following(self, change: Change) -> _Generation | None:
         """The owner's generation if it was current just before ``change``."""

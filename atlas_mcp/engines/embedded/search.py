@@ -20,7 +20,7 @@ import numpy as np
 from ...domain.asked import PROTOTYPE_TEXTS
 from ...domain.fusion import FusedColumns, fused_columns
 from ...domain.lexical import detect_language
-from ...domain.model import Memory, MemoryType
+from ...domain.model import MemoryType
 from ...domain.pool import Pool
 from ...domain.similarity import REFERENCE_BACKGROUND, on_one_scale, query_backgrounds
 from ...inference.embedder import ModelChoice, embed_query
@@ -29,7 +29,7 @@ from . import coverage, slots, store, timing, versions
 from .dense import DenseScan, SpaceQuery, row_similarities, searchable, similarities, top_rows
 from .fixed_texts import MINILM_MODELS, FixedTexts
 from .index import IndexCache, OwnerIndex
-from .memory_cache import MemoryCache
+from .memory_cache import Entry, MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
 from .preload import FirstReads, RecallClock, first_recall_answered, preload
@@ -164,7 +164,7 @@ class Search:
     def _candidates(
         self,
         fused: FusedColumns,
-        memories: dict[str, Memory],
+        memories: dict[str, Entry],
         lexical: list[tuple[str, float]],
         dense: DenseScan | None,
     ) -> Pool:
@@ -190,12 +190,12 @@ class Search:
         relevance = cosine.copy()
         if dense is not None:
             relevance = self._relevance_cosines(dense, cosine, spaces)
-        chosen = [memories[i] for i in ids]
+        chosen, facts = self._memories.memories_and_facts([memories[i] for i in ids])
         return Pool.from_columns(
             ids,
             chosen,
             [m.user_id or "" for m in chosen],
-            facts=self._memories.facts(chosen),
+            facts=facts,
             rrf=rrf,
             bm25_rank=ranks[:, 0],
             dense_rank=ranks[:, 1] if ranks.shape[1] > 1 else np.zeros(len(ids), dtype=np.int64),
@@ -350,19 +350,19 @@ class Search:
         ]
         return list(zip(ids, score[best].tolist(), strict=True))
 
-    def _load(self, conn: sqlite3.Connection, visible: list[OwnerRows], ids: list[str]) -> dict[str, Memory]:
-        """The memories of ``ids`` (each a row of one of ``visible``), decoded once per change."""
-        out: dict[str, Memory] = {}
+    def _load(self, conn: sqlite3.Connection, visible: list[OwnerRows], ids: list[str]) -> dict[str, Entry]:
+        """The memory cache's entries of ``ids`` (each a row of one of ``visible``): each memory
+        decoded once per change, with its ranking facts."""
+        out: dict[str, Entry] = {}
         for owner in visible:
             index = owner.index.index
             mine = [i for i in ids if i in index] if index else []  # an owner without rows: none
-            cached = self._memories.get(owner.owner, owner.stamp, mine)
+            cached = self._memories.entries(owner.owner, owner.stamp, mine)
             out |= cached
             missing = [i for i in mine if i not in out] if len(cached) < len(mine) else []
             if missing:
                 found, words = store.unzipped(store.read_memories(conn, owner.owner, missing))
-                self._memories.put(owner.owner, owner.stamp, found, words)
-                out |= {m.id: m for m in found}
+                out |= {e[1].id: e for e in self._memories.put(owner.owner, owner.stamp, found, words)}
         return out
 
     def close(self) -> None:
