@@ -76,6 +76,10 @@ class _Index:
     def __init__(self, memories: Sequence[Memory], facts: list[int]) -> None:
         self.facts = facts  # best-ranked first
         self.keys: dict[int, frozenset[str]] = {i: _keys(memories[i]) for i in facts}
+        # which of two facts is the older (``_relation``), read once per fact, not per pair
+        self.dates: dict[int, tuple[datetime, datetime]] = {
+            i: (since(memories[i]), memories[i].created_at) for i in facts
+        }
 
     def partners(self, i: int) -> list[int]:
         """Facts sharing a word or a concept with ``i``, best-ranked first, at most MAX_PARTNERS.
@@ -139,13 +143,14 @@ def _groups(memories: Sequence[Memory], head: Sequence[int], index: _Index) -> l
             following = []
             for i in frontier:
                 for j in index.partners(i):
-                    if j in group.members and (min(i, j), max(i, j)) in group.checked:
+                    pair = (i, j) if i < j else (j, i)
+                    if j in group.members and pair in group.checked:
                         continue
                     if budget[0] <= 0:
                         break
                     budget[0] -= 1
-                    group.checked.add((min(i, j), max(i, j)))
-                    kind = _relation(memories[i], memories[j])
+                    group.checked.add(pair)
+                    kind = _relation(memories[i], memories[j], index.dates[i], index.dates[j])
                     if kind is Kind.DISTINCT:
                         continue
                     group.edges.append((i, j, kind))
@@ -166,9 +171,12 @@ class _Group:
     checked: set[tuple[int, int]] = field(default_factory=set)
 
 
-def _relation(a: Memory, b: Memory) -> Kind:
+def _relation(
+    a: Memory, b: Memory, a_dates: tuple[datetime, datetime], b_dates: tuple[datetime, datetime]
+) -> Kind:
+    """``a_dates``, ``b_dates``: each one's (``since``, ``created_at``)."""
     # the older first; on equal dates the pair's order (as a stable sort of the two)
-    older, newer = (b, a) if (since(b), b.created_at) < (since(a), a.created_at) else (a, b)
+    older, newer = (b, a) if b_dates < a_dates else (a, b)
     return _kind(older.text, newer.text, older.about, newer.about)
 
 
