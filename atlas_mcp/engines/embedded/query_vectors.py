@@ -34,8 +34,18 @@ class QueryVectors:
         self._lock = threading.Lock()
 
     def submit(self, text: str, code: int) -> Future[SpaceQuery]:
-        """``get`` on the pool."""
-        return self._pool.submit(self.get, text, code)
+        """``get`` on the pool; a recent vector, or the run already started for ``text``
+        (``foresee``), without a trip through the pool."""
+        key = (self._model_of(code), text)
+        with self._lock:
+            found = self._recent.get(key)
+            if found is not None:
+                self._recent.move_to_end(key)
+                done: Future[SpaceQuery] = Future()
+                done.set_result(found)
+                return done
+            coming = self._coming.get(key)
+        return coming if coming is not None else self._pool.submit(self.get, text, code)
 
     def foresee(self, texts: Sequence[str], codes: Iterable[int]) -> None:
         """Start embedding ``texts`` in each space of ``codes`` on the pool (after what was
