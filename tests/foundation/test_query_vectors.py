@@ -17,14 +17,13 @@ def test_a_recent_vector_is_not_queued_behind_other_runs() -> None:
     gate = threading.Event()
     try:
         recent = vectors.get("Where do I live?", 0)
-        vectors.foresee(["What is my job?"], [0])
-        coming = vectors._coming.get((embedder.model_id, "What is my job?"))  # None once it ran
         for _ in range(2):
             vectors._pool.submit(gate.wait)  # both workers busy from here
+        vectors.foresee(["What is my job?"], [0])  # queued behind them
+        coming = vectors._coming[(embedder.model_id, "What is my job?")]
         got = vectors.submit("Where do I live?", 0)
         assert got.done() and got.result() is recent
-        if coming is not None:
-            assert vectors.submit("What is my job?", 0) is coming
+        assert vectors.submit("What is my job?", 0) is coming
         gate.set()
         other = vectors.submit("Which city is that in?", 0).result(timeout=30)  # a new text: the pool
         assert (other.vector == embedder.embed_queries(["Which city is that in?"])[0]).all()
