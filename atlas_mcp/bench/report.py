@@ -65,6 +65,28 @@ def stage_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def client_lines(report: dict[str, Any]) -> list[str]:
+    """The same recalls through the TypeScript client (``--ts-client``) beside the Python
+    client's, one line per corpus and size that has them."""
+    lines = []
+    for r in report["sizes"]:
+        ts = r.get("typescript")
+        if not ts:
+            continue
+        python = r["recall_ms"]
+        server = (
+            f", server CPU {_ms(ts['recall_server_cpu_ms'])}/recall" if "recall_server_cpu_ms" in ts else ""
+        )
+        own = f" ({_ms(r['recall_client_cpu_ms'])})" if "recall_client_cpu_ms" in r else ""
+        lines.append(
+            f"TypeScript client, {r.get('corpus', 'template')} {r['memories_per_tenant']:,}: recall p50 "
+            f"{_ms(ts['recall_ms']['p50'])}, p95 {_ms(ts['recall_ms']['p95'])} (Python client "
+            f"{_ms(python['p50'])}, {_ms(python['p95'])}){server}, the client's own CPU "
+            f"{_ms(ts['client_cpu_ms'])}/recall{own}"
+        )
+    return lines
+
+
 def burst_lines(report: dict[str, Any]) -> list[str]:
     """The write-burst scenarios, one line each."""
     found = report.get("bursts") or {}

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import numpy as np
 
 from .. import __version__
 from ..engines.embedded.maintenance import EmbeddedEngine, StoreKey, connect_file, synchronous, write_many
 from ..inference.base import Embedder
 from ..log import get_logger
-from . import bursts, corpus, measure, realtext, stages
+from . import bursts, corpus, measure, realtext, stages, typescript
 from .bursts import KILL_BURST
 from .corpus import MemorySpec
 from .es_overhead import es_client_overhead
@@ -47,6 +48,7 @@ class BenchConfig:
     bursts: tuple[int, ...] = (100, 1_000, 5_000)
     kill_burst: int = KILL_BURST  # 0: no kill scenario
     encryption_key: str | None = None  # every store encrypted at rest with it (SQLCipher + sealed files)
+    ts_sdk: Path | None = None  # @modelcontextprotocol/sdk: the recalls also through the TypeScript client
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ def run(config: BenchConfig, embedder: Embedder) -> dict[str, Any]:
             "bursts": list(config.bursts),
             "kill_burst": config.kill_burst,
             "encrypted": config.encryption_key is not None,
+            "typescript_client": config.ts_sdk is not None,
         },
         "sizes": [],
     }
@@ -174,14 +177,20 @@ async def _over_mcp(server: measure.ServerRun, config: BenchConfig, run: CorpusR
     # writing the new store back to disk.
     starts = [round(await measure.cold_start(server, queries[0]), 3) for _ in range(COLD_STARTS)]
     out: dict[str, Any] = {"cold_start_s": float(np.median(starts)), "cold_start_samples_s": starts}
+    if config.ts_sdk is not None:  # the same recalls, on a server of its own, before the store changes
+        out["typescript"] = await anyio.to_thread.run_sync(
+            typescript.recalls, server, config.ts_sdk, queries, warmup
+        )
     async with measure.stdio_session(server) as client:
         await measure.timed_calls(client, "recall_memory", [{"query": q} for q in warmup])
         # Recalls are timed once the server's background start-up work is done (cold start is
         # measured above): its CPU then is reported apart, not spread over the recalls.
         out["start_cpu_s"] = await measure.settled()
-        cpu_before = measure.server_cpu()
+        cpu_before, own_before = measure.server_cpu(), time.process_time()
         recalls = await measure.timed_calls(client, "recall_memory", [{"query": q} for q in queries])
-        cpu_after = measure.server_cpu()
+        cpu_after, own_after = measure.server_cpu(), time.process_time()
+        # the Python SDK client's own work per recall (parse, model and output-schema validation)
+        out["recall_client_cpu_ms"] = round((own_after - own_before) * 1000 / len(queries), 2)
         after_recalls = measure.server_rss()
         write_s, recall_after_write_s = await measure.writes_then_recalls(client, writes, queries)
         after_writes = measure.server_rss()

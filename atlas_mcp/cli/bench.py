@@ -98,6 +98,16 @@ def _real_text(_ctx: click.Context, _param: click.Parameter, value: str) -> Path
     help="Writes in the burst the server is killed in the middle of (0: skip).",
 )
 @click.option("--http", is_flag=True, help="Also measure over streamable HTTP (one server, many clients).")
+@click.option(
+    "--ts-client",
+    is_flag=True,
+    help="Also time the recalls through the official TypeScript MCP client (needs node and the SDK; skipped, saying why, without them).",
+)
+@click.option(
+    "--ts-sdk",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The @modelcontextprotocol/sdk package for --ts-client (default: where scripts/install_peers.sh puts it, under $ATLAS_PEERS_DIR or ./.peers).",
+)
 @click.option("--json", "json_file", type=OutputFile(), help="Write the report here.")
 @click.option(
     "--plot",
@@ -131,6 +141,8 @@ def bench(
     burst_sizes: tuple[int, ...],
     kill_burst: int,
     http: bool,
+    ts_client: bool,
+    ts_sdk: Path | None,
     json_file: Path | None,
     plot_file: Path | None,
     cache_dir: Path,
@@ -142,17 +154,24 @@ def bench(
     Each size gets a fresh store seeded through the engine's bulk path; every number is then
     measured through a real MCP client talking to an `atlas-mcp serve` process over stdio.
     """
-    from ..bench import report
+    from ..bench import report, typescript
     from ..bench.runner import BenchConfig, run
     from ..inference.embedder import default_embedder
 
     configure_logging("INFO")
+    if ts_client:
+        ts_sdk = ts_sdk or typescript.default_sdk()
+        if reason := typescript.missing(ts_sdk):
+            click.echo(f"TypeScript client skipped: {reason}", err=True)
+            ts_sdk = None
+    else:
+        ts_sdk = None
     for client in ("httpx", "httpx2"):  # one line per HTTP request otherwise
         logging.getLogger(client).setLevel(logging.WARNING)
     config = BenchConfig(
         sizes=memories, tenants=tenants, queries=queries, writes=writes, clients=clients, seed=seed,
         http=http, cache_dir=cache_dir, work_dir=work_dir, real_text=real_text, bursts=burst_sizes,
-        kill_burst=kill_burst, encryption_key=secrets.token_hex(32) if encrypted else None,
+        kill_burst=kill_burst, encryption_key=secrets.token_hex(32) if encrypted else None, ts_sdk=ts_sdk,
     )  # fmt: skip
     result = run(config, default_embedder())
     click.echo(report.table(result))
@@ -160,6 +179,8 @@ def bench(
         click.echo(
             f"\nWhere a recall's CPU goes, in process (the rest of the server CPU above is MCP):\n{stages}"
         )
+    for line in report.client_lines(result):
+        click.echo(line)
     for line in report.burst_lines(result):
         click.echo(line)
     click.echo(f"\n{report.es_line(result)}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from atlas_mcp.bench import corpus, realtext, stages
+from atlas_mcp.bench import corpus, realtext, stages, typescript
 from atlas_mcp.bench.seed import memory_vectors
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.engines.base import ListQuery
@@ -86,6 +86,7 @@ def test_bench_command_reports_sane_numbers(tmp_path):
         "bench", "--memories", "40", "--tenants", "2", "--queries", "10", "--writes", "4",
         "--clients", "2", "--cache-dir", str(tmp_path / "cache"), "--work-dir", str(tmp_path),
         "--json", str(report_file), "--http", "--real-text", "none", "--bursts", "5,20", "--kill-burst", "40",
+        "--ts-client",
     ]  # fmt: skip
     try:
         import matplotlib  # noqa: F401
@@ -116,6 +117,17 @@ def test_bench_command_reports_sane_numbers(tmp_path):
         if size["rss_mb"] is not None:  # Linux: read from /proc
             assert 0 < size["rss_mb"] <= size["peak_rss_mb"]
     assert report["conditions"]["cpus"] >= 1
+    # the same recalls through the TypeScript client where node and its SDK are installed
+    if (reason := typescript.missing(typescript.default_sdk())) is None:
+        for size in report["sizes"]:
+            ts = size["typescript"]
+            assert ts["recall_ms"]["count"] == 10 and 0 < ts["recall_ms"]["p50"] <= ts["recall_ms"]["p95"]
+            assert ts["client_cpu_ms"] > 0 and ts.get("recall_server_cpu_ms", 0) >= 0
+        assert "TypeScript client, template 40: recall p50" in result.stdout
+    else:
+        assert f"TypeScript client skipped: {reason}" in result.stderr
+        assert all("typescript" not in size for size in report["sizes"])
+    assert all(size["recall_client_cpu_ms"] > 0 for size in report["sizes"])
     bursts = report["bursts"]["bursts"]
     assert [b["writes"] for b in bursts] == [5, 20]
     for b in bursts:
@@ -178,3 +190,11 @@ def test_a_stage_counts_its_own_cpu_not_the_stages_it_calls():
     outer()
     assert clock.seconds["inner"] == pytest.approx(0.02, abs=0.005)
     assert clock.seconds["outer"] == pytest.approx(0.01, abs=0.005)
+
+
+def test_the_typescript_client_is_skipped_saying_what_is_missing(tmp_path, monkeypatch):
+    assert "install_peers.sh" in (typescript.missing(tmp_path / "sdk") or "")
+    monkeypatch.setattr(typescript.shutil, "which", lambda name: None)
+    assert typescript.missing(tmp_path / "sdk") == "node is not on PATH"
+    monkeypatch.setenv("ATLAS_PEERS_DIR", str(tmp_path / "peers"))
+    assert typescript.default_sdk() == tmp_path / "peers/node/node_modules/@modelcontextprotocol/sdk"
