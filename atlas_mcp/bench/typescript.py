@@ -11,7 +11,6 @@ them the bench says why and goes on without these numbers.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,8 +26,9 @@ TIMEOUT_S = 900.0
 
 
 def default_sdk() -> Path:
-    """Where ``scripts/install_peers.sh`` puts the SDK: ``$ATLAS_PEERS_DIR`` or ``./.peers``."""
-    return Path(os.environ.get("ATLAS_PEERS_DIR") or ".peers") / SDK_PACKAGE
+    """Where ``scripts/install_peers.sh`` puts the SDK when run from this checkout: ``./.peers``
+    (an install elsewhere is named with ``--ts-sdk``)."""
+    return Path(".peers") / SDK_PACKAGE
 
 
 def missing(sdk: Path) -> str | None:

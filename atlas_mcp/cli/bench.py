@@ -106,7 +106,7 @@ def _real_text(_ctx: click.Context, _param: click.Parameter, value: str) -> Path
 @click.option(
     "--ts-sdk",
     type=click.Path(file_okay=False, path_type=Path),
-    help="The @modelcontextprotocol/sdk package for --ts-client (default: where scripts/install_peers.sh puts it, under $ATLAS_PEERS_DIR or ./.peers).",
+    help="The @modelcontextprotocol/sdk package for --ts-client (default: where scripts/install_peers.sh puts it, ./.peers/node/node_modules/@modelcontextprotocol/sdk).",
 )
 @click.option("--json", "json_file", type=OutputFile(), help="Write the report here.")
 @click.option(

@@ -196,5 +196,4 @@ def test_the_typescript_client_is_skipped_saying_what_is_missing(tmp_path, monke
     assert "install_peers.sh" in (typescript.missing(tmp_path / "sdk") or "")
     monkeypatch.setattr(typescript.shutil, "which", lambda name: None)
     assert typescript.missing(tmp_path / "sdk") == "node is not on PATH"
-    monkeypatch.setenv("ATLAS_PEERS_DIR", str(tmp_path / "peers"))
-    assert typescript.default_sdk() == tmp_path / "peers/node/node_modules/@modelcontextprotocol/sdk"
+    assert typescript.default_sdk() == Path(".peers/node/node_modules/@modelcontextprotocol/sdk")
