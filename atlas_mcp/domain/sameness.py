@@ -22,7 +22,7 @@ worse than showing both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from enum import StrEnum
@@ -235,36 +235,53 @@ def _replaced_regions(ops: list[Opcode], a: list[str], b: list[str], value_words
 def _aligned(old: Sequence[str], new: Sequence[str]) -> tuple[list[str], list[str]]:
     """Both word lists with each new word spelt as the old word it matches (inflection,
     compound: "allerg"/"allergi", "handball"/"handballverein")."""
-    known = list(dict.fromkeys(old))
-    return list(old), _matched(new, known)
+    return list(old), _matched(new, tuple(old))
 
 
 def _aligned_set(old: frozenset[str], new: frozenset[str]) -> tuple[set[str], set[str]]:
     if new <= old:  # each word is one of the old ones already (most pairs: none on either side)
         return set(old), set(new)
-    return set(old), set(_matched(new, sorted(old)))
+    return set(old), set(_matched(new, tuple(sorted(old))))
 
 
-def _matched(words: Iterable[str], known: Sequence[str]) -> list[str]:
-    """``_match`` of each of ``words``; a short word (under ``PREFIX_CHARS``, not Chinese or
-    Japanese) can only match a Chinese or Japanese word, so without one it stays as it is.
-    Without Chinese or Japanese words on either side only a shared prefix can match, so a word
-    is compared with the known words that start with its first ``PREFIX_CHARS`` letters alone."""
-    present = set(known)
-    if known and max(known)[:1] >= _CJK_FIRST:  # the greatest first letter: is any CJK?
-        return [w if w in present else _match(w, known) for w in words]
-    # Only a word that is not known, not an anchor (which matches only itself) and long enough
-    # (or CJK) can be spelt otherwise: those alone are looked up, once each.
-    unknown = [
-        w for w in set(words).difference(present) if w[:1] != "<" and (len(w) >= PREFIX_CHARS or _cjk(w))
-    ]
-    if not unknown:
+def _matched(words: Sequence[str] | frozenset[str], known: Sequence[str]) -> list[str]:
+    """``_match`` of each of ``words`` against ``known`` (in order; repeats change nothing); a
+    short word (under ``PREFIX_CHARS``, not Chinese or Japanese) can only match a Chinese or
+    Japanese word, so without one it stays as it is. Without Chinese or Japanese words on either
+    side only a shared prefix can match, so a word is compared with the known words that start
+    with its first ``PREFIX_CHARS`` letters alone.
+
+    A fact meets many others in a recall: what each side's words allow is kept per word list
+    (``_known_words``, ``_spellable``), so a pair only looks up the words that may match."""
+    known = known if isinstance(known, tuple) else tuple(known)
+    present, prefixes, cjk_known = _known_words(known)
+    if cjk_known:
+        ordered = list(dict.fromkeys(known))
+        return [w if w in present else _match(w, ordered) for w in words]
+    spelt = {}
+    for w in _spellable(words if isinstance(words, frozenset) else tuple(words)).difference(present):
+        if _cjk(w):
+            spelt[w] = _match(w, list(dict.fromkeys(known)))
+        elif (bucket := prefixes.get(w[:PREFIX_CHARS])) is not None:  # else nothing can match it
+            spelt[w] = _match(w, bucket)
+    if not spelt:
         return list(words)
-    prefixes = _by_prefix(known)
-    spelt = {
-        w: _match(w, known) if _cjk(w) else _match(w, prefixes.get(w[:PREFIX_CHARS], ())) for w in unknown
-    }
     return [spelt.get(w, w) for w in words]
+
+
+@lru_cache(maxsize=1 << 13)
+def _known_words(known: tuple[str, ...]) -> tuple[frozenset[str], dict[str, list[str]], bool]:
+    """``known`` as a set, by prefix (``_by_prefix``), and whether any of it is CJK."""
+    ordered = list(dict.fromkeys(known))
+    cjk = bool(ordered) and max(ordered)[:1] >= _CJK_FIRST  # the greatest first letter: is any CJK?
+    return frozenset(ordered), _by_prefix(ordered), cjk
+
+
+@lru_cache(maxsize=1 << 13)
+def _spellable(words: tuple[str, ...] | frozenset[str]) -> frozenset[str]:
+    """The words of ``words`` that another spelling may match: not an anchor (which matches only
+    itself), and long enough or Chinese or Japanese."""
+    return frozenset(w for w in words if w[:1] != "<" and (len(w) >= PREFIX_CHARS or _cjk(w)))
 
 
 def _by_prefix(known: Sequence[str]) -> dict[str, list[str]]:
