@@ -22,6 +22,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+import numpy as np
+
 from .lexical import detect_language
 from .model import Memory, MemoryType
 from .openings import POSSESSIVE, Opening, opening, turn_head, written_inside
@@ -218,6 +220,32 @@ def blended(cosine: float, seen: float, weight: float) -> float:
     view). The mean, not the better of the two: on LoCoMo dev the max gained +0.001 R@10, the
     mean +0.009 (a speaker's turns about the topic gain, the rest of their chatter does not)."""
     return (cosine + weight * seen) / (1.0 + weight)
+
+
+def hear(
+    cosine: np.ndarray,
+    heard: np.ndarray,
+    own: np.ndarray,
+    members: Sequence[int],
+    seen: Sequence[float | None],
+    discounts: Sequence[float],
+    weight: float,
+) -> None:
+    """One view heard, in place, over the pool's columns: each of ``members`` (distinct) with
+    a cosine and a view cosine (``seen``, per member; None: the engine has none) gets the
+    ``blended`` cosine of its own and the view's, less its ``discounts``. Relevance asks whether
+    the memory bears on the question at all, so where it still reads the member's own cosine
+    (``own``) it reads the better of the two readings (``heard``); the mean, less the name's own
+    pull, is for ordering. The same float operations as ``blended`` per member, as arrays."""
+    at = np.asarray(members, dtype=np.int64)
+    view = np.array([np.nan if s is None else s for s in seen], dtype=np.float64)
+    mine = cosine[at]
+    hears = np.array([s is not None for s in seen], dtype=bool) & ~np.isnan(mine)
+    first = hears & own[at]
+    heard[at] = np.where(first, np.where(view > mine, view, mine), heard[at])  # max(mine, view)
+    own[at] &= ~hears
+    mean = (mine + weight * (view - np.asarray(discounts, dtype=np.float64))) / (1.0 + weight)
+    cosine[at] = np.where(hears, mean, mine)
 
 
 def name_discounts(named: Sequence[float]) -> list[float]:

@@ -13,7 +13,6 @@ for every engine, and ``atlas-mcp es-query`` prints the plan recall itself uses.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -229,15 +228,10 @@ def from_their_side(
         ids = [pool.ids[i] for i in view.members]
         seen = cosines(plan, view.text, ids)
         discount = _name_discounts(plan, view, ids, cosines)
-        for i, id_ in zip(view.members, ids, strict=True):
-            other = seen.get(id_)
-            if math.isnan(cosine[i]) or other is None:
-                continue
-            # Relevance asks whether the memory bears on the question at all, so it reads the
-            # better of the two readings (the mean, less the name's own pull, is for ordering).
-            if own[i]:
-                heard[i], own[i] = max(float(cosine[i]), other), False
-            cosine[i] = perspective.blended(float(cosine[i]), other - discount.get(id_, 0.0), weight)
+        others = [seen.get(id_) for id_ in ids]
+        perspective.hear(
+            cosine, heard, own, view.members, others, [discount.get(i, 0.0) for i in ids], weight
+        )
     return replace(pool, cosine=cosine, relevance_cosine=heard)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -293,3 +294,33 @@ def test_a_foreseen_text_still_queued_is_embedded_by_the_recall_that_needs_it():
     finally:
         gate.set()
         vectors.close()
+
+
+_COSINE = st.one_of(st.floats(-1, 1), st.just(float("nan")), st.just(0.0), st.just(-0.0))
+
+
+@given(
+    st.lists(st.tuples(_COSINE, _COSINE, st.booleans(), st.one_of(st.none(), _COSINE), st.floats(-0.5, 0.5)),
+             min_size=1, max_size=12),
+    st.floats(0.05, 2.0),
+)  # fmt: skip
+def test_a_view_is_heard_over_the_columns_as_member_by_member(rows, weight):
+    """``hear`` gives each member what the member-by-member rule gives: skipped without a
+    cosine or a view cosine, the better reading for relevance the first time, ``blended``."""
+    cosine = np.array([r[0] for r in rows])
+    heard = np.array([r[1] for r in rows])
+    own = np.array([r[2] for r in rows])
+    members = list(range(len(rows)))[::-1]  # any order of distinct members
+    seen = [rows[i][3] for i in members]
+    discounts = [rows[i][4] for i in members]
+    expect_cosine, expect_heard, expect_own = cosine.tolist(), heard.tolist(), own.tolist()
+    for i, other, discount in zip(members, seen, discounts, strict=True):
+        if np.isnan(expect_cosine[i]) or other is None:
+            continue
+        if expect_own[i]:
+            expect_heard[i], expect_own[i] = max(expect_cosine[i], other), False
+        expect_cosine[i] = perspective.blended(expect_cosine[i], other - discount, weight)
+    perspective.hear(cosine, heard, own, members, seen, discounts, weight)
+    assert [repr(x) for x in cosine.tolist()] == [repr(x) for x in expect_cosine]
+    assert [repr(x) for x in heard.tolist()] == [repr(x) for x in expect_heard]
+    assert own.tolist() == expect_own
