@@ -196,6 +196,23 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def runqueue_seconds(pid: int) -> float | None:
+    """How long the threads of ``pid`` have waited, runnable, for a core (``schedstat``): on a
+    busy machine the part of a recall's latency that is neither its CPU nor its own waits."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / 1e9
+
+
+def server_runqueue() -> float | None:
+    pids = server_pids()
+    return runqueue_seconds(pids[0]) if len(pids) == 1 else None
+
+
 def server_cpu() -> float | None:
     pids = server_pids()
     return cpu_seconds(pids[0]) if len(pids) == 1 else None

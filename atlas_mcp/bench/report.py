@@ -20,6 +20,10 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
         "server CPU/recall",
         lambda r: _ms(r["recall_server_cpu_ms"]) if r.get("recall_server_cpu_ms") else "n/a",
     ),
+    (
+        "server's wait for a core/recall",
+        lambda r: _ms(r["recall_server_runqueue_ms"]) if "recall_server_runqueue_ms" in r else "n/a",
+    ),
     ("recall after write p95", lambda r: _ms(r["recall_after_write_ms"]["p95"])),
     ("write p50", lambda r: _ms(r["write_ms"]["p50"])),
     ("write p95", lambda r: _ms(r["write_ms"]["p95"])),

@@ -187,8 +187,12 @@ async def _over_mcp(server: measure.ServerRun, config: BenchConfig, run: CorpusR
         # measured above): its CPU then is reported apart, not spread over the recalls.
         out["start_cpu_s"] = await measure.settled()
         cpu_before, own_before = measure.server_cpu(), time.process_time()
+        queued_before = measure.server_runqueue()
         recalls = await measure.timed_calls(client, "recall_memory", [{"query": q} for q in queries])
         cpu_after, own_after = measure.server_cpu(), time.process_time()
+        queued_after = measure.server_runqueue()
+        if queued_before is not None and queued_after is not None:  # Linux with schedstats
+            out["recall_server_runqueue_ms"] = round((queued_after - queued_before) * 1000 / len(queries), 2)
         # the Python SDK client's own work per recall (parse, model and output-schema validation)
         out["recall_client_cpu_ms"] = round((own_after - own_before) * 1000 / len(queries), 2)
         after_recalls = measure.server_rss()

@@ -114,6 +114,7 @@ def test_bench_command_reports_sane_numbers(tmp_path):
         for mode in ("synchronous_full", "synchronous_normal"):
             assert size["commit_ms"][mode]["p50"] > 0
         assert size.get("recall_server_cpu_ms", 0) >= 0
+        assert size.get("recall_server_runqueue_ms", 0) >= 0
         if size["rss_mb"] is not None:  # Linux: read from /proc
             assert 0 < size["rss_mb"] <= size["peak_rss_mb"]
     assert report["conditions"]["cpus"] >= 1
@@ -197,3 +198,17 @@ def test_the_typescript_client_is_skipped_saying_what_is_missing(tmp_path, monke
     monkeypatch.setattr(typescript.shutil, "which", lambda name: None)
     assert typescript.missing(tmp_path / "sdk") == "node is not on PATH"
     assert typescript.default_sdk() == Path(".peers/node/node_modules/@modelcontextprotocol/sdk")
+
+
+def test_the_wait_for_a_core_is_read_per_thread_from_proc():
+    """A process's threads' run-queue wait (``schedstat``), summed: grows, never negative."""
+    import os
+
+    from atlas_mcp.bench import measure
+
+    before = measure.runqueue_seconds(os.getpid())
+    if before is None:
+        pytest.skip("no /proc schedstat here")
+    sum(range(2_000_000))
+    assert measure.runqueue_seconds(os.getpid()) >= before >= 0
+    assert measure.runqueue_seconds(2**31 - 1) is None  # no such process
