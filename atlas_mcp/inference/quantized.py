@@ -78,7 +78,7 @@ def model_cache_dir() -> Path:
 @cache  # one per process, whichever model asks
 def _private_directory() -> Path:
     """A temporary directory for this process's derived models, removed when it exits: a
-    derived MiniLM is ~70 MB, and one left per start would fill the temporary file system."""
+    derived MiniLM is ~24 MB, and one left per start would fill the temporary file system."""
     directory = Path(tempfile.mkdtemp(prefix="atlas-mcp-models-"))
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
     return directory

@@ -107,7 +107,7 @@ def test_an_unwritable_cache_falls_back_to_a_private_directory_removed_at_exit(t
     directory = Path(done.stdout.strip())
     assert blocker not in directory.parents
     assert "XDG_CACHE_HOME" in done.stderr  # the warning says how to derive once
-    assert not directory.exists()  # a ~70 MB model per start must not pile up in /tmp
+    assert not directory.exists()  # a ~24 MB model per start must not pile up in /tmp
 
 
 class FloatPerLanguage(PerLanguage):
