@@ -9,8 +9,8 @@ is a name ("TC Blau-Weiß"); an opening light word is not ("Uses a standing desk
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from .attributes import CHANGE_WORDS, LIGHT_WORDS, TITLES
 from .lexical import _TOKEN, has_cjk
@@ -31,8 +31,7 @@ def has_digit(word: str) -> bool:
     return any(c.isdigit() for c in word)
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):  # a tuple: a text's tokens are made ~3x faster than frozen dataclasses
     text: str  # as written
     word: str  # lower-cased, possessive dropped
     start: int  # character offset
@@ -49,35 +48,40 @@ def tokens_of(text: str, language: str) -> list[Token]:
             raw += "'"
         between = text[previous_end : match.start()]
         word = raw.lower()
-        for suffix in POSSESSIVE_SUFFIXES:
-            if word.endswith(suffix) and len(word) > len(suffix) + 1:
-                word = word[: -len(suffix)]
-                break
+        if word.endswith(POSSESSIVE_SUFFIXES):  # most words end otherwise: one test for all four
+            for suffix in POSSESSIVE_SUFFIXES:
+                if word.endswith(suffix) and len(word) > len(suffix) + 1:
+                    word = word[: -len(suffix)]
+                    break
         # A full stop after a title ("Dr. Hale") or an ordinal ("am 3. Dezember") ends nothing.
         not_an_end = (
             bool(out) and between.strip() == "." and (out[-1].word in TITLES or out[-1].word.isdigit())
         )
         initial = not out or (bool(_SENTENCE_MARK.search(between)) and not not_an_end)
-        # the article before a noun, or before the adjective before it ("die neue Adresse")
-        previous = {out[-1].word} if out else set()
-        if len(out) > 1 and not out[-1].text[:1].isupper():
-            previous.add(out[-2].word)
-        out.append(
-            Token(raw, word, match.start(), initial, _name_like(raw, word, initial, previous, language))
-        )
+        out.append(Token(raw, word, match.start(), initial, _name_like(raw, word, initial, out, language)))
         previous_end = match.end()
     return out
 
 
-def _name_like(raw: str, word: str, initial: bool, previous: set[str], language: str) -> bool:
+def _name_like(raw: str, word: str, initial: bool, before: list[Token], language: str) -> bool:
+    """Is the word ``raw`` (read as ``word``) written as a name is, after the tokens ``before``?"""
     if not raw[:1].isupper() or has_cjk(raw) or word in TITLES:
         return False
     if len(raw) > 1 and raw.isupper():
         return True  # an acronym ("TC Altona", "IKEA")
-    if language == "de" and previous & GERMAN_ARTICLES:
+    if language == "de" and not _after_article(before).isdisjoint(GERMAN_ARTICLES):
         return False  # "der Termin", "die neue Adresse": a noun, not a name
     # "Uses a standing desk", "Now ...": an opening word, not a name
     return not (initial and (word in LIGHT_WORDS or word in CHANGE_WORDS))
+
+
+def _after_article(before: list[Token]) -> set[str]:
+    """The words that may be the article before a noun: the previous word, and the one before
+    it when the previous is not capitalised (the adjective in "die neue Adresse")."""
+    previous = {before[-1].word} if before else set()
+    if len(before) > 1 and not before[-1].text[:1].isupper():
+        previous.add(before[-2].word)
+    return previous
 
 
 def is_name(token: Token) -> bool:
