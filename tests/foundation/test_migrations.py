@@ -17,7 +17,7 @@ from atlas_mcp.engines.embedded import migrations
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.store import Store
 from atlas_mcp.errors import ConfigurationError
-from atlas_mcp.inference.embedder import open_models
+from atlas_mcp.inference.embedder import MINILM_PREVIOUS_ID, open_models
 from atlas_mcp.service import MemoryService
 
 WRITTEN_BEFORE = Path(__file__).parent / "data" / "store_before_named_migrations.db"
@@ -53,9 +53,13 @@ def test_a_store_written_before_named_migrations_is_bridged_and_serves(tmp_path:
         assert not {n for n in names if n.startswith("memories_fts")} and "memories_ai" not in names
         assert "recall_filter" not in {c[1] for c in _read(path, "PRAGMA table_info(memories)")}
         assert _read(path, "SELECT key FROM meta") == [("embedding_model",)]
-        assert _read(path, "SELECT count(*) FROM pending_embeddings") == [
-            (0,)
-        ]  # routed already: nothing to redo
+        # Routed already: only the rows of MiniLM's first integer recipe are queued, to move to
+        # this one (one statement, so a row the repair finishes meanwhile is in neither).
+        assert _read(
+            path,
+            "SELECT count(*) FROM pending_embeddings WHERE rowid NOT IN "
+            f"(SELECT rowid FROM memories WHERE embedding_model = '{MINILM_PREVIOUS_ID}')",
+        ) == [(0,)]
         assert _read(path, "PRAGMA integrity_check") == [("ok",)]
         hits = service.recall("ana", "where does Ana live now", min_relevance=0.0, touch=False)
         assert hits[0].memory.text == "Ana moved to Nantes in October."
