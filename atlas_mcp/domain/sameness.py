@@ -24,16 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from enum import StrEnum
 from functools import lru_cache
-from typing import Literal
 
+from .alignment import Opcode, opcodes
 from .attributes import WEEKDAYS_AND_MONTHS
 from .gist import BY_NAME, Gist, gist, normal_key
 from .lexical import detect_language
-
-Opcode = tuple[Literal["replace", "delete", "insert", "equal"], int, int, int, int]  # difflib's
 
 PREFIX_CHARS = 5  # shortest common prefix that matches a word to its inflection or compound
 MIN_SHARED = 0.5  # share of each fact's words (its own values aside) the two must have in common
@@ -129,7 +126,7 @@ def _aligned_words(old: Gist, new: Gist) -> tuple[list[str], list[str], set[str]
 
 
 def _opcodes(a: list[str], b: list[str]) -> list[Opcode]:
-    return SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return opcodes(a, b)  # difflib's SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
 
 
 def _compare(old: Gist, new: Gist) -> Relation:
