@@ -52,6 +52,9 @@ def derived_model(source: Path, source_sha256: str, cache_dir: Path | None = Non
     if done.returncode != 0 or not target.is_file():
         tail = (done.stderr or "").strip().splitlines()[-3:]
         raise ConfigurationError(f"could not derive the embedding model into {directory}: {' | '.join(tail)}")
+    # The first recipe's file (~70 MB) serves nothing once this one exists: stores of it are
+    # read and re-embedded with this model (embedder.MINILM_PREVIOUS_ID).
+    (directory / f"minilm-l6-{source_sha256[:16]}-{PREVIOUS_RECIPE}.onnx").unlink(missing_ok=True)
     return target
 
 

@@ -52,7 +52,10 @@ def test_integer_vectors_stay_within_a_hair_of_the_float_run():
 
 
 def test_the_derived_graph_keeps_the_stored_int8_weights_and_runs_attention_as_one_op(tmp_path: Path):
+    first_recipe = tmp_path / f"minilm-l6-{MINILM_SHA256[:16]}-{quantized.PREVIOUS_RECIPE}.onnx"
+    first_recipe.write_bytes(b"the first recipe's derived model")
     derived = quantized.derived_model(_minilm_file(), MINILM_SHA256, tmp_path)
+    assert not first_recipe.exists()  # replaced: its stores are re-embedded with this model
     graph = onnx.load(str(derived)).graph
     ops = [node.op_type for node in graph.node]
     # 6 layers x (query+key+value as one product, attention output, feed-forward in) scaled per
