@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.domain.pool import Pool, row_facts
+from atlas_mcp.domain.pool import NO_TIME, Pool, microseconds, row_facts
 
 
 def _pool(memories: list[Memory]) -> Pool:
@@ -72,3 +72,31 @@ def test_an_empty_pool_has_empty_columns_of_the_same_types():
     for column, dtype in ((pool.kind, np.uint8), (pool.occurred, np.int64), (pool.log_words, np.float64)):
         assert column.shape == (0,) and column.dtype == dtype
     assert pool.asks.dtype == bool and pool.speakers == [] and pool.openings == []
+
+
+def test_uses_are_read_from_the_memories_that_track_them_as_they_are_now():
+    start = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    kinds = [MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PROCEDURAL, MemoryType.SEMANTIC]
+    memories = [
+        Memory(
+            id=f"m{i}",
+            memory_type=kind,
+            user_id="u",
+            text=f"memory {i}",
+            created_at=start,
+            use_count=3 * i,
+            last_used_at=start + timedelta(seconds=i) if i != 3 else None,
+        )
+        for i, kind in enumerate(kinds)
+    ]
+    for _ in range(2):  # the second time, the last uses' microseconds are the kept ones
+        uses, last = _pool(memories).used()
+        tracked = [m.tracks_usage for m in memories]
+        assert uses.tolist() == [m.use_count if t else 0 for m, t in zip(memories, tracked, strict=True)]
+        assert last.tolist() == [
+            microseconds(m.last_used_at) if t else NO_TIME for m, t in zip(memories, tracked, strict=True)
+        ]
+    used_again = [
+        m.evolve(use_count=m.use_count + 1, last_used_at=start + timedelta(days=1)) for m in memories
+    ]
+    assert _pool(used_again).used()[1].tolist()[1] == microseconds(start + timedelta(days=1))
