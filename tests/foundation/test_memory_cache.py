@@ -136,6 +136,24 @@ def test_the_cache_keeps_at_most_its_capacity():
     assert set(cache.get(USER, (1, 0), [m.id for m in memories])) == {"m2", "m3", "m4"}
 
 
+def test_the_order_of_use_is_kept_once_the_cache_is_nearly_full():
+    """What goes first when the cache is full is the least recently used, counted from 90% full
+    on: below that nothing goes soon, and a recall does not reorder its ~300 entries."""
+    cache = MemoryCache(capacity=10)
+    now = datetime.now(UTC)
+    memories = [
+        Memory(id=f"m{i}", memory_type=MemoryType.EPISODIC, user_id=USER, text="x", created_at=now)
+        for i in range(11)
+    ]
+    cache.put(USER, (1, 0), memories[:3])
+    assert set(cache.get(USER, (1, 0), ["m0"])) == {"m0"}  # 3 of 10: no reordering
+    cache.put(USER, (1, 0), memories[3:10])
+    assert set(cache.get(USER, (1, 0), ["m1"])) == {"m1"}  # full: m1 is now the most recent
+    cache.put(USER, (1, 0), memories[10:])
+    kept = set(cache.get(USER, (1, 0), [m.id for m in memories]))
+    assert kept == {m.id for m in memories} - {"m0"}  # m0 went first, m1 stayed
+
+
 def test_an_agent_writing_between_recalls_keeps_the_cache(pair, reads):
     service, _ = pair
     for n in range(20):
