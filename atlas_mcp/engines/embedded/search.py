@@ -356,10 +356,14 @@ class Search:
         out: dict[str, Entry] = {}
         for owner in visible:
             index = owner.index.index
-            mine = [i for i in ids if i in index] if index else []  # an owner without rows: none
-            cached = self._memories.entries(owner.owner, owner.stamp, mine)
+            # The cache finds an owner's memories among all the ids (another owner's are kept
+            # under its own generation), so the ids are only sorted by owner for what it lacks.
+            wanted = [i for i in ids if i not in out] if out else ids
+            cached = self._memories.entries(owner.owner, owner.stamp, wanted if index else [])
             out |= cached
-            missing = [i for i in mine if i not in out] if len(cached) < len(mine) else []
+            missing = (
+                [i for i in wanted if i in index and i not in cached] if len(cached) < len(wanted) else []
+            )
             if missing:
                 found, words = store.unzipped(store.read_memories(conn, owner.owner, missing))
                 out |= {e[1].id: e for e in self._memories.put(owner.owner, owner.stamp, found, words)}
