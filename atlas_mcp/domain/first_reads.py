@@ -15,9 +15,7 @@ from collections.abc import Sequence
 
 from .guard import flags
 from .model import Memory
-from .resolution import KEPT_FACTS, grouping_keys
-
-FACTS_KEPT = KEPT_FACTS  # facts whose grouping keys stay worked out (``read_ahead_facts``)
+from .resolution import grouping_keys
 
 
 def read_ahead(memories: Sequence[Memory]) -> None:
@@ -31,6 +29,6 @@ def read_ahead_facts(memories: Sequence[Memory]) -> None:
     """Work out what resolution and a write's settling read of each fact among ``memories``
     (its grouping keys, from its gist), for a store too large to read ahead whole: a recall
     and a write meet many facts there for the first time (~0.1 ms each: ~4 ms a recall at
-    100k memories), and up to ``FACTS_KEPT`` facts the answers stay kept."""
+    100k memories), and up to ``resolution.KEPT_FACTS`` facts the answers stay kept."""
     for memory in memories:
         grouping_keys(memory)

@@ -108,7 +108,7 @@ def _name_forms(names: frozenset[str]) -> frozenset[str]:
 
 def _alignment(old: Gist, new: Gist) -> tuple[list[str], list[str], list[Opcode], set[str], set[str]]:
     a, b, old_d, new_d = _aligned_words(old, new)
-    return a, b, _opcodes(a, b), old_d, new_d
+    return a, b, opcodes(a, b), old_d, new_d
 
 
 def _aligned_words(old: Gist, new: Gist) -> tuple[list[str], list[str], set[str], set[str]]:
@@ -125,10 +125,6 @@ def _aligned_words(old: Gist, new: Gist) -> tuple[list[str], list[str], set[str]
     return a, b, old_d, new_d
 
 
-def _opcodes(a: list[str], b: list[str]) -> list[Opcode]:
-    return opcodes(a, b)  # difflib's SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-
-
 def _compare(old: Gist, new: Gist) -> Relation:
     # What needs no alignment is asked first, and the word alignment (difflib) only of pairs
     # that share an attribute: most pairs a recall compares end before it.
@@ -142,7 +138,7 @@ def _compare(old: Gist, new: Gist) -> Relation:
     values = old_d | new_d
     if same_concept:
         why = f"both about {old.concept}"
-        if _same_value(old, new, a, b, _opcodes(a, b), old_d, new_d):
+        if _same_value(old, new, a, b, opcodes(a, b), old_d, new_d):
             return Relation(Kind.SAME, f"{why}, same value", _adds_nothing(a, b, old_d, new_d))
         if not old.multi:
             return Relation(Kind.UPDATE, f"{why}, another value")
@@ -150,7 +146,7 @@ def _compare(old: Gist, new: Gist) -> Relation:
     shared = set(a) & set(b)
     if not any(map(_attribute_word, shared)) or not _covered(a, b, shared, old_d, new_d):
         return DISTINCT
-    ops = _opcodes(a, b)
+    ops = opcodes(a, b)
     regions = _replaced_regions(ops, a, b, values)
     if regions > 1:
         return DISTINCT

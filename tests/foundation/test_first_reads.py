@@ -196,7 +196,7 @@ def test_facts_past_what_their_cache_keeps_are_not_read_ahead(tmp_path, monkeypa
     _store(path)
     resolution._keys_of.cache_clear()
     monkeypatch.setattr(MemoryCache, "fits", lambda self, more: False)
-    monkeypatch.setattr(preload_module, "FACTS_KEPT", 1)  # fewer than the store's live facts
+    monkeypatch.setattr(preload_module, "KEPT_FACTS", 1)  # fewer than the store's live facts
     service = _service(path, preloaded=True)
     try:
         assert resolution._keys_of.cache_info().currsize == 0

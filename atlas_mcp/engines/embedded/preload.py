@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...domain.first_reads import FACTS_KEPT
 from ...domain.model import Memory, MemoryType
+from ...domain.resolution import KEPT_FACTS
 from . import store, versions
 from .index import TYPE_CODES, IndexCache
 from .memory_cache import MemoryCache
@@ -76,7 +76,7 @@ def preload(
     """Decode ``user_id``'s memories into ``memories`` with their ranking facts and
     ``first_reads``, if all of them fit there; how many memories were read from the store.
     If they do not, hand the user's live facts to ``fact_reads`` instead, if there are at most
-    ``FACTS_KEPT``. ``after_first_recall``: once this process has answered a recall (a start's
+    ``KEPT_FACTS``. ``after_first_recall``: once this process has answered a recall (a start's
     imports, ``initialize`` and the first recall are not slowed)."""
     owner = owner_key(user_id)
     if not first_recall_answered(clock, after_first_recall):
@@ -87,7 +87,7 @@ def preload(
         live_facts = (cached.codes == TYPE_CODES[MemoryType.SEMANTIC.value]) & ~cached.superseded
         facts = [ids[row] for row in np.flatnonzero(live_facts).tolist()]
     if not memories.fits(len(ids)):
-        if fact_reads is None or len(facts) > FACTS_KEPT:
+        if fact_reads is None or len(facts) > KEPT_FACTS:
             return 0
         return _facts_ahead(rows, clock, owner, facts, fact_reads)
     read = 0
