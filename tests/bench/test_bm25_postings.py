@@ -10,6 +10,7 @@ reads from saved postings and brings up to date, and damaged saved postings are 
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import time
@@ -364,7 +365,8 @@ def test_fill_of_an_owner_with_no_words(texts):
     filled.fill(columns)
     assert filled.size == len(columns) and filled.total_length == 0
     assert [len(a) for a in filled.entries("x")] == [0, 0]
-    assert postings.bm25([filled], [QueryWord("x", 1.0)])[0][1].tolist() == [False] * len(columns)
+    matched, scores = postings.bm25([filled], [QueryWord("x", 1.0)])[0]
+    assert matched.tolist() == [] and scores.tolist() == []
 
 
 def _ranking_without_saved_postings(path, plans) -> list[list[tuple[str, float]]]:
@@ -508,3 +510,40 @@ def test_a_disk_that_refuses_saved_postings_costs_only_the_head_start(tmp_path, 
         assert engine.get(user, [memories[0].id]) == []
     finally:
         engine.close()
+
+
+def test_one_pass_over_all_words_scores_as_a_pass_per_word():
+    """``bm25`` sums each row's words in one ``bincount``; its scores must be, to the last
+    bit, what adding the words one pass at a time gives (the question's order, repeated and
+    unknown words, two owners sharing the statistics, rows still in ``recent``)."""
+    rng = np.random.default_rng(7)
+    vocabulary = [f"w{i}" for i in range(40)]
+
+    def owner(rows: int) -> postings.OwnerPostings:
+        made = postings.OwnerPostings()
+        made.fill(
+            [(" ".join(rng.choice(vocabulary, 12)), " ".join(rng.choice(vocabulary, 5))) for _ in range(rows)]
+        )
+        for row in range(0, rows, 7):  # changed since the build: their entries come from ``recent``
+            made.put(row, " ".join(rng.choice(vocabulary, 9)), "w1 w2")
+        return made
+
+    owners = [owner(300), owner(40)]
+    words = [QueryWord(w, weight) for w, weight in [("w1", 0.2), (STEM_MARK + "w1", 1.0), ("w3", 0.2),
+                                                    ("nope", 1.0), ("w1", 0.2), (STEM_MARK + "w39", 1.0)]]  # fmt: skip
+    rows = sum(p.size for p in owners)
+    mean_length = sum(p.total_length for p in owners) / rows
+    want = [np.zeros(p.size) for p in owners]
+    for word in words:
+        found = [p.entries(word.key) for p in owners]
+        hits = sum(len(r) for r, _ in found)
+        if hits:
+            idf = math.log((max(rows, postings.MIN_COUNTED_ROWS) - hits + 0.5) / (hits + 0.5))
+            idf = idf if idf > 0 else postings.IDF_FLOOR
+            for p, (matched, counts), scores in zip(owners, found, want, strict=True):
+                frequency = word.weight * counts
+                norm = postings.K1 * (1 - postings.B + postings.B * p.lengths[matched] / mean_length)
+                scores[matched] += idf * frequency * (postings.K1 + 1) / (frequency + norm)
+    for (matched, scores), expected in zip(postings.bm25(owners, words), want, strict=True):
+        assert matched.tolist() == np.flatnonzero(expected).tolist()
+        assert scores.tolist() == expected[matched].tolist()

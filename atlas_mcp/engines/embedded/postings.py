@@ -326,24 +326,48 @@ def _from_saved(saved: dict[str, np.ndarray]) -> OwnerPostings | None:
 
 
 def bm25(owners: Sequence[OwnerPostings], words: Sequence[QueryWord]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per owner, every row's score (0 where nothing matched) and which rows matched, the
-    statistics counted over all of ``owners``' rows (see the module docstring)."""
-    out = [(np.zeros(p.size), np.zeros(p.size, dtype=bool)) for p in owners]
+    """Per owner, the rows some word matched (ascending) and their scores, the statistics
+    counted over all of ``owners``' rows (see the module docstring).
+
+    Each owner's entries of every word are scored in one pass and summed per row by one
+    ``bincount``, which adds a row's words in the question's order, as a pass per word did
+    (the same float operations: ~2x less CPU than a pass per word at 12k memories)."""
+    parts: list[list[tuple[np.ndarray, np.ndarray, float, float]]] = [[] for _ in owners]
     rows = sum(p.size for p in owners)
-    if not rows or not words:
-        return out
-    mean_length = sum(p.total_length for p in owners) / rows
-    counted = max(rows, MIN_COUNTED_ROWS)
-    for word in words:
-        found = [p.entries(word.key) for p in owners]
-        hits = sum(len(r) for r, _ in found)
-        if not hits:
-            continue
-        idf = math.log((counted - hits + 0.5) / (hits + 0.5))
-        idf = idf if idf > 0 else IDF_FLOOR
-        for p, (matched_rows, counts), (scores, matched) in zip(owners, found, out, strict=True):
-            frequency = word.weight * counts
-            norm = K1 * (1 - B + B * p.lengths[matched_rows] / mean_length)
-            scores[matched_rows] += idf * frequency * (K1 + 1) / (frequency + norm)
-            matched[matched_rows] = True
-    return out
+    mean_length = sum(p.total_length for p in owners) / rows if rows else 0.0
+    if rows and words:
+        counted = max(rows, MIN_COUNTED_ROWS)
+        for word in words:
+            found = [p.entries(word.key) for p in owners]
+            hits = sum(len(r) for r, _ in found)
+            if not hits:
+                continue
+            idf = math.log((counted - hits + 0.5) / (hits + 0.5))
+            idf = idf if idf > 0 else IDF_FLOOR
+            for mine, (matched_rows, counts) in zip(parts, found, strict=True):
+                if len(matched_rows):
+                    mine.append((matched_rows, counts, word.weight, idf))
+    return [
+        _scored(p, mine, mean_length) if mine else _NO_SCORES for p, mine in zip(owners, parts, strict=True)
+    ]
+
+
+_NO_SCORES = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+
+def _scored(
+    p: OwnerPostings, parts: list[tuple[np.ndarray, np.ndarray, float, float]], mean_length: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """One owner's matched rows and scores from each word's (rows, counts, weight, idf)."""
+    sizes = [len(r) for r, _, _, _ in parts]
+    matched_rows = np.concatenate([r for r, _, _, _ in parts])
+    frequency = np.repeat([w for _, _, w, _ in parts], sizes) * np.concatenate([c for _, c, _, _ in parts])
+    idf = np.repeat([i for _, _, _, i in parts], sizes)
+    norm = K1 * (1 - B + B * p.lengths[matched_rows] / mean_length)
+    scores = np.bincount(
+        matched_rows, weights=idf * frequency * (K1 + 1) / (frequency + norm), minlength=p.size
+    )
+    seen = np.zeros(p.size, dtype=bool)
+    seen[matched_rows] = True
+    hit = np.flatnonzero(seen)
+    return hit, scores[hit]

@@ -333,17 +333,18 @@ class Search:
         the earlier owner (the user before the catalog), then the older row."""
         words = query_words(plan.lexical_text, detect_language(plan.query))
         scored = bm25([owner.index.postings for owner in visible], words)
+        # the best allowed rows among those matched (ascending: ties still go to the lower row)
         tops = [
-            top_rows(scores, owner.allowed & matched, plan.window)
-            for owner, (scores, matched) in zip(visible, scored, strict=True)
+            top_rows(scores, owner.allowed[matched], plan.window)
+            for owner, (matched, scores) in zip(visible, scored, strict=True)
         ]
         if not tops:
             return []
         score = np.concatenate(
-            [scores[rows] for (scores, _), rows in zip(scored, tops, strict=True)], dtype=np.float64
+            [scores[at] for (_, scores), at in zip(scored, tops, strict=True)], dtype=np.float64
         )
         place = np.concatenate([np.full(len(rows), at) for at, rows in enumerate(tops)])
-        row = np.concatenate(tops)
+        row = np.concatenate([matched[at] for (matched, _), at in zip(scored, tops, strict=True)])
         best = np.lexsort((row, place, -score))[: plan.window]  # best score, then owner, then row
         ids = [
             visible[at].index.ids[r] for at, r in zip(place[best].tolist(), row[best].tolist(), strict=True)
