@@ -213,8 +213,9 @@ def test_the_rows_of_a_few_memories_read_as_the_whole_scan_reads_them():
 
 
 def test_the_spaces_present_follow_every_change_to_the_rows():
-    """``spaces_present`` is kept between changes; each change (a pending row, vectors put,
-    a reload taking over rows in place or by copy) gives what a pass over the rows says."""
+    """``spaces_present`` and ``searchable`` are kept between changes; each change (a pending
+    row, vectors put, a reload taking over rows in place or by copy) gives what a pass over
+    the rows says."""
     rng = np.random.default_rng(3)
 
     def vectors(n: int) -> np.ndarray:
@@ -224,6 +225,11 @@ def test_the_spaces_present_follow_every_change_to_the_rows():
         assert v.spaces_present() == sorted(set(v.spaces[v.ready].tolist()))
         v.spaces_present().append(99)  # the caller's copy
         assert v.spaces_present() == sorted(set(v.spaces[v.ready].tolist()))
+        for codes in ({2}, {2, 5}, {7}, {5, 7, 9}):
+            for _ in range(2):  # the pass, then the kept answer
+                searched = v.searchable(frozenset(codes))
+                assert searched.tolist() == (v.ready & np.isin(v.spaces, list(codes))).tolist()
+                assert not searched.flags.writeable
 
     v = RowVectors(8)
     check(v)

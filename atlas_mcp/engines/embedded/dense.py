@@ -94,8 +94,8 @@ class SpaceQuery:
 
 
 def searchable(vectors: RowVectors, queries: Mapping[int, SpaceQuery]) -> np.ndarray:
-    """Per row: has it a vector in a space the query was embedded in?"""
-    return vectors.ready & np.isin(vectors.spaces, list(queries))
+    """Per row: has it a vector in a space the query was embedded in? (read-only)"""
+    return vectors.searchable(frozenset(queries))
 
 
 def similarities(vectors: RowVectors, queries: Mapping[int, SpaceQuery], threads: int) -> np.ndarray:

@@ -49,6 +49,12 @@ class RowVectors:
         # over every row each time (~25 us at 12k rows); a change bumps the count after it is made
         self._changes = 0
         self._present: tuple[int, int, list[int]] = (-1, -1, [])
+        self._searchable: tuple[int, int, frozenset[int], np.ndarray] = (
+            -1,
+            -1,
+            frozenset(),
+            np.zeros(0, bool),
+        )
 
     @property
     def dimensions(self) -> int:
@@ -88,6 +94,20 @@ class RowVectors:
         found = [int(code) for code in np.flatnonzero(np.bincount(self._spaces[:size][ready]))]
         self._present = (changes, size, found)
         return list(found)
+
+    def searchable(self, codes: frozenset[int]) -> np.ndarray:
+        """Per row: has it a vector in one of the spaces ``codes``? (read-only; kept as of
+        (changes, size, codes) like ``spaces_present``: each recall asks it, ~0.1 ms at 12k)"""
+        changes, size = self._changes, self.size  # read first: a change made meanwhile misses
+        kept = self._searchable
+        if kept[:3] == (changes, size, codes):
+            return kept[3]
+        spaces = self._spaces[:size]
+        of_codes = spaces == next(iter(codes)) if len(codes) == 1 else np.isin(spaces, list(codes))
+        found = (self._passages[:size] > 0) & of_codes
+        found.setflags(write=False)
+        self._searchable = (changes, size, codes, found)
+        return found
 
     @property
     def extra(self) -> np.ndarray:
