@@ -26,6 +26,7 @@ from .fusion import Candidate
 from .lexical import CJK_CHARACTERS, has_cjk, stemmed_forms, word_count
 from .model import USAGE_TYPES, Memory, MemoryType
 from .openings import Opening, opening, speaker, turn_head
+from .vocabulary import encoded
 
 NO_TIME = np.iinfo(np.int64).min  # a date a memory does not have
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -59,6 +60,7 @@ class RowFacts(NamedTuple):
     head: str | None  # an event's text before its first ": " (``openings.turn_head``)
     opening: Opening  # how the text opens: a turn, or a name as subject or owner
     asks: bool  # the text asks something (a "?"): the next turn may answer it
+    codes: bytes  # ``words`` as ``vocabulary`` codes (packed int32), in the set's order
 
 
 def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
@@ -67,16 +69,18 @@ def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
     the stems)."""
     text = memory.text
     event = memory.memory_type is MemoryType.EPISODIC
+    words = coverage(memory.search_text()) if words is None else words
     return RowFacts(
         kind=KIND_CODES[memory.memory_type],
         occurred=microseconds(memory.occurred_at),
         created=microseconds(memory.created_at),
         log_words=math.log1p(word_count(text)),  # CJK-fair
         speaker=speaker(text) if event else None,
-        words=coverage(memory.search_text()) if words is None else words,
+        words=words,
         head=turn_head(memory),
         opening=opening(text),
         asks="?" in text or "？" in text,
+        codes=encoded(words),
     )
 
 
@@ -164,6 +168,7 @@ class Pool(Sequence[Candidate]):
     words: list[frozenset[str]]
     heads: list[str | None]  # ``RowFacts.head``
     openings: list[Opening]  # ``RowFacts.opening``
+    codes: list[bytes]  # ``RowFacts.codes``
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
     # What ranking derives from these columns and reads twice (the episodes: the context rerank
     # and calibration), kept for this pool only; ``replace`` starts a new pool without it.
@@ -236,7 +241,7 @@ class Pool(Sequence[Candidate]):
         columns: list[tuple[Any, ...]] = (
             list(zip(*facts, strict=True)) if facts else [()] * len(RowFacts._fields)
         )
-        kind, occurred, created, log_words, speakers, words, heads, openings, asks = columns
+        kind, occurred, created, log_words, speakers, words, heads, openings, asks, codes = columns
         return cls(
             ids=ids,
             memories=memories,
@@ -250,6 +255,7 @@ class Pool(Sequence[Candidate]):
             words=list(words),
             heads=list(heads),
             openings=list(openings),
+            codes=list(codes),
             meaning=None,
             **evidence,
         )
@@ -262,7 +268,7 @@ class Pool(Sequence[Candidate]):
             for name in self.__dataclass_fields__
             if isinstance(value := getattr(self, name), np.ndarray)
         }
-        for name in ("ids", "memories", "owners", "speakers", "words", "heads", "openings"):
+        for name in ("ids", "memories", "owners", "speakers", "words", "heads", "openings", "codes"):
             column = getattr(self, name)
             changes[name] = [column[i] for i in picked]
         return replace(self, **changes)

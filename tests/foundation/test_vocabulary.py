@@ -1,0 +1,35 @@
+"""Coverage read through word codes (``domain.vocabulary``) finds what the words' sets hold."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from atlas_mcp.domain import calibration, vocabulary
+
+_WORDS = st.text(alphabet="abcdé猫", min_size=1, max_size=3)
+
+
+def _by_sets(words: list[str], stems: list[str], bags: list[frozenset[str]]) -> list[list[bool]]:
+    return [[word in bag or stemmed in bag for word, stemmed in zip(words, stems)] for bag in bags]
+
+
+@given(
+    st.lists(st.frozensets(_WORDS, max_size=8), max_size=12),
+    st.lists(st.tuples(_WORDS, _WORDS), min_size=1, max_size=5, unique_by=lambda pair: pair[0]),
+)
+def test_a_pool_of_codes_holds_the_words_its_sets_hold(bags, asked):
+    words, stems = [w for w, _ in asked], [s for _, s in asked]
+    held = calibration._held(words, stems, [vocabulary.encoded(bag) for bag in bags])
+    assert held.shape == (len(bags), len(words))
+    assert held.tolist() == _by_sets(words, stems, bags)
+
+
+def test_a_word_keeps_its_code_and_a_query_adds_none():
+    first = vocabulary.encoded(frozenset({"lantern", "harbour"}))
+    assert vocabulary.encoded(frozenset({"lantern", "harbour"})) == first
+    size = vocabulary.size()
+    assert vocabulary.code("never-stored-word-xyz") is None
+    assert vocabulary.size() == size
+    held = calibration._held(["never-stored-word-xyz"], ["never-stored-word-xyz"], [first])
+    assert held.tolist() == [[False]]
