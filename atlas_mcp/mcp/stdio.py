@@ -8,6 +8,11 @@ pair per stream as libuv makes them) they are read and written here without a th
 the event loop's own pipe transports; anything else (a terminal, a file, one socket both ways)
 keeps the SDK's wrapper.
 
+Nor do the SDK's two stdio tasks stand between the pipes and the server: a line read is parsed
+into a message when the server asks for the next one, and a message the server sends is written
+to the pipe by the sending task itself, so a tool call costs two task switches fewer (its
+request no longer passes through a reader task, its reply through a writer task).
+
 The wire is the same: lines split as the SDK's text wrapper splits them (``\\n``, ``\\r\\n`` or
 ``\\r``), invalid UTF-8 read as U+FFFD, replies written as UTF-8. As in the SDK, fd 0 and fd 1
 point at the null device and at stderr while serving, so stray output cannot corrupt the wire.
@@ -22,11 +27,12 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import cast
+from typing import Self, cast
 
 import anyio
+import mcp_types
 from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 QUEUED_LINES = 64  # lines read ahead of the server before reading pauses (backpressure)
 
@@ -40,14 +46,8 @@ async def run_stdio(server: MCPServer) -> None:
     if os.name != "posix" or lowlevel is None or not _on_asyncio() or not _separate_pipes(0, 1):
         await server.run_stdio_async()
         return
-    async with (
-        _pipe_ends() as (lines, out),
-        stdio_server(stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", out)) as (
-            read_stream,
-            write_stream,
-        ),
-    ):
-        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+    async with _pipe_ends() as (lines, replies):
+        await lowlevel.run(Incoming(lines), Outgoing(replies), lowlevel.create_initialization_options())
 
 
 def _on_asyncio() -> bool:
@@ -189,40 +189,92 @@ class Replies(asyncio.Protocol):
     def __init__(self) -> None:
         self._transport: asyncio.WriteTransport | None = None
         self._lost: BaseException | None = None
-        self._paused = False
-        self._waiter: asyncio.Future[None] | None = None
+        self._drained = asyncio.Event()  # one for every writer: several tasks reply at once
+        self._drained.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.WriteTransport, transport)
 
     def pause_writing(self) -> None:
-        self._paused = True
+        self._drained.clear()
 
     def resume_writing(self) -> None:
-        self._paused = False
-        self._wake()
+        self._drained.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = exc or BrokenPipeError("the client closed the server's stdout")
-        self._wake()
+        self._drained.set()
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def write(self, text: str) -> int:
+    async def write(self, data: bytes) -> None:
         if self._lost is not None or self._transport is None:
             raise self._lost or BrokenPipeError("stdout is not connected")
-        self._transport.write(text.encode("utf-8"))
-        while self._paused and self._lost is None:
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+        self._transport.write(data)  # one whole line: replies of several tasks never interleave
+        await self._drained.wait()
         if self._lost is not None:
             raise self._lost
-        return len(text)
 
-    async def flush(self) -> None:
-        """Nothing to flush: what the pipe did not take is the transport's to write."""
+
+class Incoming:
+    """The server's read stream: the next line from stdin parsed as the SDK's stdio reader
+    parses it (a line that is not a JSON-RPC message is handed on as its exception)."""
+
+    def __init__(self, lines: Lines) -> None:
+        self._lines = lines
+        self._closed = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        try:
+            line = await anext(self._lines)
+        except StopAsyncIteration:
+            raise anyio.EndOfStream from None
+        try:
+            return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except Exception as exc:  # noqa: BLE001 - as the SDK's reader: the parse's error is handed on
+            return exc
+
+    def __aiter__(self) -> Incoming:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class Outgoing:
+    """The server's write stream: each message written to stdout by the task that sends it,
+    as one line in the SDK's stdio writer's JSON; a send waits while the client lags."""
+
+    def __init__(self, replies: Replies) -> None:
+        self._replies = replies
+        self._closed = False
+
+    async def send(self, item: SessionMessage) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        try:
+            await self._replies.write(line.encode("utf-8"))
+        except OSError as exc:  # the client is gone: as a send to a stopped writer task fails
+            raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
