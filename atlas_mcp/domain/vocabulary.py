@@ -1,13 +1,14 @@
-"""Words as small integers: one code per distinct word for the life of the process.
+"""Names as small integers: one code per distinct word (or speaker) for the life of the process.
 
 A memory's coverage words (``pool.RowFacts.words``) are kept as codes beside the set
 (``RowFacts.codes``, worked out once per memory, when its facts are). A recall then asks which
 of its ~300 candidates hold each query word as one gather over the pool's codes
 (``calibration.coverages``) instead of a set intersection per candidate (at one-chat 12k,
-~195 -> ~50 us a recall on captured pools).
+~195 -> ~50 us a recall on captured pools). A turn's speaker is kept as a code too
+(``RowFacts.speaker_code``), so "is this the same speaker" is one array comparison.
 
-Only memories' words are given codes; a query looks its words up (``code``) and never adds
-one, so the table grows with what is stored, not with what is asked.
+Only memories' names are given codes; a query looks its words up (``Codes.code``) and never
+adds one, so a table grows with what is stored, not with what is asked.
 """
 
 from __future__ import annotations
@@ -17,27 +18,44 @@ from collections.abc import Collection
 
 import numpy as np
 
-_CODES: dict[str, int] = {}
-_LOCK = threading.Lock()  # a new code is the table's size: two writers must not both take it
+
+class Codes:
+    """One table of codes: 0, 1, 2 ... in the order names are first added."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {}
+        self._lock = threading.Lock()  # a new code is the table's size: two writers must not both take it
+
+    def add(self, names: Collection[str]) -> list[int]:
+        """The codes of ``names``, in their iteration order (new names get new codes)."""
+        codes = self._codes
+        missing = [name for name in names if name not in codes]
+        if missing:
+            with self._lock:
+                for name in missing:
+                    codes.setdefault(name, len(codes))
+        return [codes[name] for name in names]
+
+    def code(self, name: str) -> int | None:
+        """``name``'s code, None if it was never added."""
+        return self._codes.get(name)
+
+    def size(self) -> int:
+        """One more than the highest code given so far."""
+        return len(self._codes)
+
+
+WORDS = Codes()  # coverage words and their stems
+SPEAKERS = Codes()  # the speakers of transcript turns (``openings.speaker``)
+NO_SPEAKER = -1
 
 
 def encoded(words: Collection[str]) -> bytes:
-    """The codes of ``words``, in their iteration order, as packed int32 (a memory's
+    """The ``WORDS`` codes of ``words``, in their iteration order, as packed int32 (a memory's
     ``RowFacts.codes``: bytes, so a pool joins ~300 of them at C speed)."""
-    codes = _CODES
-    missing = [word for word in words if word not in codes]
-    if missing:
-        with _LOCK:
-            for word in missing:
-                codes.setdefault(word, len(codes))
-    return np.array([codes[word] for word in words], dtype=np.int32).tobytes()
+    return np.array(WORDS.add(words), dtype=np.int32).tobytes()
 
 
-def code(word: str) -> int | None:
-    """``word``'s code, None if no memory's words hold it."""
-    return _CODES.get(word)
-
-
-def size() -> int:
-    """One more than the highest code given so far."""
-    return len(_CODES)
+def speaker_code(name: str | None) -> int:
+    """``name``'s ``SPEAKERS`` code, ``NO_SPEAKER`` for None."""
+    return NO_SPEAKER if name is None else SPEAKERS.add((name,))[0]

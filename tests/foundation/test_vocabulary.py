@@ -28,8 +28,8 @@ def test_a_pool_of_codes_holds_the_words_its_sets_hold(bags, asked):
 def test_a_word_keeps_its_code_and_a_query_adds_none():
     first = vocabulary.encoded(frozenset({"lantern", "harbour"}))
     assert vocabulary.encoded(frozenset({"lantern", "harbour"})) == first
-    size = vocabulary.size()
-    assert vocabulary.code("never-stored-word-xyz") is None
-    assert vocabulary.size() == size
+    size = vocabulary.WORDS.size()
+    assert vocabulary.WORDS.code("never-stored-word-xyz") is None
+    assert vocabulary.WORDS.size() == size
     held = calibration._held(["never-stored-word-xyz"], ["never-stored-word-xyz"], [first])
     assert held.tolist() == [[False]]
