@@ -34,7 +34,7 @@ STAGES: tuple[tuple[str, Any, str], ...] = (
     ("query embedding", query_vectors, "embed_query"),
     ("BM25", search.Search, "_bm25"),
     ("dense scan", search.Search, "_scan"),
-    ("fusion", search, "fused_columns"),
+    ("fusion", search, "fused_keys"),
     ("memory load", search.Search, "_load"),
     ("candidate evidence", search.Search, "_candidates"),
     ("pool columns", ranking, "pool_of"),

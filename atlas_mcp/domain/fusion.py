@@ -6,7 +6,7 @@ asks the cluster's ``rrf`` retriever for the same arithmetic with the same const
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,6 +106,58 @@ def fused_columns(rankings: Sequence[Sequence[str]], rank_constant: int, window:
     best = np.where(ranks > 0, ranks, window + 1).min(axis=1, initial=window + 1)
     order = np.lexsort((np.arange(len(ids)), best, score))[:window]
     return FusedColumns(ids[order].tolist(), -score[order], ranks[order])
+
+
+@dataclass(frozen=True, slots=True)
+class FusedKeys:
+    """``fused_keys``' result: the keys, best first, their scores and their 1-based rank in
+    each input list (0: absent), one row per key."""
+
+    keys: np.ndarray  # int64
+    score: np.ndarray  # float64
+    ranks: np.ndarray  # (keys, lists) int64
+
+
+def fused_keys(
+    rankings: Sequence[np.ndarray],
+    rank_constant: int,
+    window: int,
+    id_order: Callable[[np.ndarray], np.ndarray],
+) -> FusedKeys:
+    """``fused_columns`` over integer keys that stand for ids (each list's keys distinct),
+    ``id_order`` giving for distinct keys numbers in the order of their ids: the same order,
+    scores (the same float operations) and ranks as fusing the ids, without turning ids into
+    arrays of strings and sorting them on every recall (0.3 ms of a recall at 12k memories,
+    most of it string comparisons). Each list after the first is matched against the keys
+    so far by one sort and one binary search."""
+    columns = [np.asarray(ranking[:window], dtype=np.int64) for ranking in rankings]
+    total = sum(len(column) for column in columns)
+    keys = np.empty(total, dtype=np.int64)
+    ranks = np.zeros((total, len(columns)), dtype=np.int64)
+    size = 0
+    for position, column in enumerate(columns):
+        new = np.arange(len(column))
+        if size:  # the keys already there get their rank here, the others come after them
+            sorter = np.argsort(keys[:size])
+            ordered = keys[:size][sorter]
+            at = np.searchsorted(ordered, column).clip(max=size - 1)
+            held = ordered[at] == column
+            ranks[sorter[at[held]], position] = np.flatnonzero(held) + 1
+            new = np.flatnonzero(~held)
+        keys[size : size + len(new)] = column[new]
+        ranks[size : size + len(new), position] = new + 1
+        size += len(new)
+    keys, ranks = keys[:size], ranks[:size]
+    score = np.zeros(size, dtype=np.float64)
+    best = np.full(size, window + 1, dtype=np.int64)
+    for rank in ranks.T:
+        present = rank > 0
+        np.subtract(score, 1.0 / (rank_constant + rank), out=score, where=present)
+        np.minimum(best, rank, out=best, where=present)
+    # (score, best, id) by two stable sorts: (best, id) first, then score
+    by_best = np.lexsort((id_order(keys), best))
+    order = by_best[np.argsort(score[by_best], kind="stable")][:window]
+    return FusedKeys(keys[order], -score[order], ranks[order])
 
 
 def candidates_from_fused(

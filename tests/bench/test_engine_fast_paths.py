@@ -14,7 +14,8 @@ from atlas_mcp.bench import corpus
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
 from atlas_mcp.engines.embedded.dense import row_similarities
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.engines.embedded.index import IndexCache
+from atlas_mcp.engines.embedded.index import IndexCache, OwnerIndex
+from atlas_mcp.engines.embedded.keys import id_order, ids_of, row_keys
 from atlas_mcp.engines.embedded.maintenance import synchronous, write_many
 from atlas_mcp.engines.embedded.search import SpaceQuery, similarities
 from atlas_mcp.engines.embedded.vectors import RowVectors
@@ -252,3 +253,40 @@ def test_the_spaces_present_follow_every_change_to_the_rows():
     kept.size = 3
     kept.adopt(v, np.arange(3), np.array([True, False, True]), in_place=True)
     check(kept)
+
+
+def test_the_ids_order_follows_appends_and_mixes_owners():
+    """``OwnerIndex.id_order`` (what breaks fusion ties) is the ids' string order after each
+    append, as worked out again from scratch; a reload holding the same ids keeps it, one
+    holding others does not; keys of two owners are ordered by their ids compared."""
+    rng = np.random.default_rng(5)
+
+    def made(ids: list[str]) -> OwnerIndex:
+        index = OwnerIndex(8, capacity=len(ids))
+        index.fill([(n + 1, memory_id, "semantic", False) for n, memory_id in enumerate(ids)])
+        return index
+
+    def order_of(ids: list[str]) -> list[int]:
+        return [sorted(ids).index(memory_id) for memory_id in ids]
+
+    index = made([f"{x:04x}" for x in rng.permutation(500)[:40]])
+    assert index.id_order().tolist() == order_of(index.ids)
+    for n in range(30):  # new ids land anywhere in the order
+        memory_id = f"{rng.integers(0, 1 << 16):04x}x"
+        index.append_pending(100 + n, memory_id, "episodic", ("", ""))
+        assert index.id_order().tolist() == order_of(index.ids)
+        assert not index.id_order().flags.writeable
+    again = made(list(index.ids))
+    again.keep_id_order(index)
+    assert again.id_order() is index.id_order()
+    other = made([*index.ids[:-1], "zzz"])
+    other.keep_id_order(index)
+    assert other.id_order().tolist() == order_of(other.ids)
+
+    catalog = made(["0catalog", "m", "zcat"])
+    owners = [index, catalog]
+    keys = np.concatenate([row_keys(0, np.array([3, 0, 17])), row_keys(1, np.array([2, 0, 1]))])
+    ids = [index.ids[3], index.ids[0], index.ids[17], "zcat", "0catalog", "m"]
+    assert ids_of(owners, keys) == ids
+    assert id_order(owners)(keys).tolist() == order_of(ids)
+    assert id_order(owners)(keys[:3]).argsort().tolist() == np.argsort(order_of(ids[:3])).tolist()

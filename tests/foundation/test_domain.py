@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from atlas_mcp.domain.fusion import fused_columns, max_rrf_score, reciprocal_rank_fusion
+from atlas_mcp.domain.fusion import fused_columns, fused_keys, max_rrf_score, reciprocal_rank_fusion
 from atlas_mcp.domain.model import Contradiction, Memory, MemoryType
 from atlas_mcp.domain.multipliers import (
     MultiplierPolicy,
@@ -80,6 +81,29 @@ def test_rrf_columns_are_the_fusion_exactly(rankings, rank_constant, window):
     assert columns.ids == [f.id for f in fused]
     assert columns.score.tolist() == [f.score for f in fused]
     assert columns.ranks.tolist() == [[r or 0 for r in f.ranks] for f in fused]
+
+
+@given(
+    st.lists(st.lists(st.sampled_from("abcdefghij"), max_size=10, unique=True), min_size=1, max_size=3),
+    st.integers(1, 60),
+    st.integers(1, 12),
+    st.permutations(range(10)),
+)
+def test_fusion_over_keys_is_the_fusion_of_their_ids(rankings, rank_constant, window, keys):
+    """Keys standing for ids (in any order of their own), ties broken by the ids' order:
+    the ids' fusion, its order, ranks and scores to the last bit."""
+    key_of = {doc: keys[at] for at, doc in enumerate("abcdefghij")}
+    doc_of = {key: doc for doc, key in key_of.items()}
+    columns = fused_columns(rankings, rank_constant, window)
+    fused = fused_keys(
+        [np.array([key_of[d] for d in r], dtype=np.int64) for r in rankings],
+        rank_constant,
+        window,
+        lambda found: np.array(["abcdefghij".index(doc_of[k]) for k in found.tolist()], dtype=np.int64),
+    )
+    assert [doc_of[k] for k in fused.keys.tolist()] == columns.ids
+    assert fused.score.tolist() == columns.score.tolist()
+    assert fused.ranks.tolist() == columns.ranks.tolist()
 
 
 def test_max_rrf_is_first_in_every_branch():

@@ -7,14 +7,14 @@ reads them back by row or by id; ``top_rows`` picks the best rows deterministica
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
 import simsimd
 
+from .keys import ROW_BITS, ROW_MASK, row_keys
 from .vectors import CACHED_DTYPE, RowVectors
 
 if TYPE_CHECKING:
@@ -34,36 +34,32 @@ class DenseScan:
     spaces: list[np.ndarray]
     queries: Mapping[int, SpaceQuery]
 
-    def best(self, window: int) -> list[str]:
-        """The ids of the ``window`` best rows that may return, best first; ties in the order
-        of the owners, then of ``top_rows``."""
+    def best(self, window: int) -> np.ndarray:
+        """The keys (``row_keys``) of the ``window`` best rows that may return, best first;
+        ties in the order of the owners, then of ``top_rows``."""
         tops = [
             top_rows(cosines, owner.allowed & owner.searched, window)
             for owner, cosines in zip(self.owners, self.scores, strict=True)
         ]
         if not tops:
-            return []
+            return np.zeros(0, dtype=np.int64)
         cosine = np.concatenate(
             [c[rows] for c, rows in zip(self.scores, tops, strict=True)], dtype=np.float64
         )
         order = np.argsort(-cosine, kind="stable")[:window]
-        place = np.concatenate([np.full(len(rows), at) for at, rows in enumerate(tops)])[order]
-        rows = np.concatenate(tops)[order]
-        return [self.owners[at].index.ids[row] for at, row in zip(place.tolist(), rows.tolist(), strict=True)]
+        return np.concatenate([row_keys(at, rows) for at, rows in enumerate(tops)])[order]
 
-    def columns(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``of`` for each of ``ids``, as columns: the cosine on one scale (NaN: none), the
-        space it came from (-1: none) and whether the row is still without vectors."""
-        cosine = np.full(len(ids), np.nan, dtype=np.float64)
-        spaces = np.full(len(ids), -1, dtype=np.int64)
-        pending = np.zeros(len(ids), dtype=bool)
-        found = np.zeros(len(ids), dtype=bool)
-        for owner, scores in zip(self.owners, self.scores, strict=True):
-            index = owner.index.index
-            rows = np.fromiter(map(index.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
-            mine = (rows >= 0) & ~found  # a memory is the first owner's that holds it
-            found |= mine
-            at, rows = np.flatnonzero(mine), rows[mine]
+    def columns(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``of`` for each row of ``keys`` (``row_keys``), as columns: the cosine on one scale
+        (NaN: none), the space it came from (-1: none) and whether the row is still without
+        vectors."""
+        cosine = np.full(len(keys), np.nan, dtype=np.float64)
+        spaces = np.full(len(keys), -1, dtype=np.int64)
+        pending = np.zeros(len(keys), dtype=bool)
+        places, all_rows = keys >> ROW_BITS, keys & ROW_MASK
+        for place, (owner, scores) in enumerate(zip(self.owners, self.scores, strict=True)):
+            at = np.flatnonzero(places == place)
+            rows = all_rows[at]
             pending[at] = ~owner.index.vectors.ready_at(rows)
             searched = owner.searched[rows]
             cosine[at[searched]] = scores[rows[searched]]

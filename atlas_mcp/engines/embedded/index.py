@@ -15,6 +15,7 @@ exactly what a fresh load would, and recall does not depend on the cache's histo
 from __future__ import annotations
 
 import sqlite3
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ class OwnerIndex:
         self._superseded = np.zeros(capacity, dtype=bool)
         self.vectors = RowVectors(dimensions, capacity)
         self.postings = OwnerPostings()  # the same rows' words, for BM25
+        # ``id_order`` once asked, with the ids in that order (kept through appends)
+        self._id_order: tuple[np.ndarray, list[str]] | None = None
 
     @property
     def codes(self) -> np.ndarray:
@@ -66,6 +69,7 @@ class OwnerIndex:
         self._superseded[:count] = [bool(r[3]) for r in rows]
         self.size = self.vectors.size = count
         self.last_rowid = rows[-1][0] if rows else 0
+        self._id_order = None
 
     def append_pending(self, rowid: int, memory_id: str, memory_type: str, words: tuple[str, str]) -> None:
         """A new row whose vectors are still to come (``vectors.put_passages`` fills them in)."""
@@ -81,6 +85,39 @@ class OwnerIndex:
         self.size += 1
         self.last_rowid = rowid
         self.postings.put(row, *words)
+        kept = self._id_order
+        self._id_order = None
+        if kept is not None and len(kept[0]) == row:  # one place more from the new id's on
+            order, by_id = kept
+            at = bisect_left(by_id, memory_id)
+            by_id.insert(at, memory_id)
+            grown = np.append(order + (order >= at), at)
+            grown.setflags(write=False)
+            self._id_order = (grown, by_id)
+
+    def id_order(self) -> np.ndarray:
+        """Per row, its id's place among the owner's ids in string order (read-only): what
+        breaks a fusion tie between rows (``fusion.fused_keys``) without comparing ids on
+        every recall. Worked out when first asked (~2 ms at 12k rows), kept through appends."""
+        kept = self._id_order
+        if kept is not None and len(kept[0]) == self.size:
+            return kept[0]
+        ids = self.ids[: self.size]
+        by_id = sorted(range(len(ids)), key=ids.__getitem__)
+        order = np.empty(len(ids), dtype=np.int64)
+        order[by_id] = np.arange(len(ids))
+        order.setflags(write=False)
+        self._id_order = (order, [ids[i] for i in by_id])
+        return order
+
+    def keep_id_order(self, old: OwnerIndex) -> None:
+        """Take ``old``'s ``id_order`` if it was worked out and this index holds the same ids."""
+        if (
+            old._id_order is not None
+            and len(old._id_order[0]) == self.size
+            and old.ids[: self.size] == self.ids
+        ):
+            self._id_order = old._id_order
 
     def mark_superseded(self, memory_ids: Iterable[str]) -> None:
         for memory_id in memory_ids:
@@ -220,6 +257,7 @@ class IndexCache:
         capacity = old.vectors.capacity if in_place else len(rows) + HEADROOM_ROWS
         fresh = OwnerIndex(self._dimensions, version, capacity=capacity)
         fresh.fill(rows)
+        fresh.keep_id_order(old)
         reuse = kept >= 0
         if reuse.any():
             at = np.flatnonzero(reuse)

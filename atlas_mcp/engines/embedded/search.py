@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...domain.asked import PROTOTYPE_TEXTS
-from ...domain.fusion import FusedColumns, fused_columns
+from ...domain.fusion import FusedKeys, fused_keys
 from ...domain.lexical import detect_language
 from ...domain.model import MemoryType
 from ...domain.pool import Pool
@@ -26,9 +26,17 @@ from ...domain.similarity import REFERENCE_BACKGROUND, on_one_scale, query_backg
 from ...inference.embedder import ModelChoice, embed_query, query_model
 from ..base import RecallPlan
 from . import coverage, slots, store, timing, versions
-from .dense import DenseScan, SpaceQuery, row_similarities, searchable, similarities, top_rows
+from .dense import (
+    DenseScan,
+    SpaceQuery,
+    row_similarities,
+    searchable,
+    similarities,
+    top_rows,
+)
 from .fixed_texts import MINILM_MODELS, FixedTexts
 from .index import IndexCache, OwnerIndex
+from .keys import ROW_BITS, id_order, ids_of
 from .memory_cache import Entry, MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
@@ -93,15 +101,14 @@ class Search:
             visible = self._visible(conn, plan)
             lexical = self._bm25(plan, visible)
             queries = {code: future.result() for code, future in guessed.items()}
-            queries = self._space_queries(plan.query, self._spaces_of([v.index for v in visible]), queries)
+            indexes = [v.index for v in visible]
+            queries = self._space_queries(plan.query, self._spaces_of(indexes), queries)
             dense = self._scan(visible, queries)
-            fused = fused_columns(
-                [[i for i, _ in lexical], dense.best(plan.window)],
-                plan.rank_constant,
-                plan.window,
-            )
-            memories = self._load(conn, visible, fused.ids)
-        pool = self._candidates(fused, memories, lexical, dense)
+            rankings = [lexical[0], dense.best(plan.window)]
+            fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
+            ids = ids_of(indexes, fused.keys)
+            memories = self._load(conn, visible, ids)
+        pool = self._candidates(fused, ids, memories, lexical[1], dense)
         self.recalls.answered.set()
         return pool
 
@@ -163,22 +170,22 @@ class Search:
 
     def _candidates(
         self,
-        fused: FusedColumns,
+        fused: FusedKeys,
+        ids: list[str],
         memories: dict[str, Entry],
-        lexical: list[tuple[str, float]],
+        lexical_scores: np.ndarray,
         dense: DenseScan | None,
     ) -> Pool:
         """The fused candidates as the pool's columns, with their dense evidence: each cosine
         on one scale, the cosine relevance reads where a model's differs
         (``domain.similarity.for_relevance``), and which rows are still without vectors; an
         id without a memory (forgotten between the search and the load) is left out."""
-        if len(memories) == len(fused.ids):  # every id loaded (the ids are distinct): all kept
-            ids, ranks, rrf = fused.ids, fused.ranks, fused.score
-        else:
-            kept = [at for at, memory_id in enumerate(fused.ids) if memory_id in memories]
-            ids, ranks, rrf = [fused.ids[at] for at in kept], fused.ranks[kept], fused.score[kept]
-        lexical_scores = np.array([score for _, score in lexical] + [np.nan], dtype=np.float64)
-        bm25_scores = lexical_scores[np.where(ranks[:, 0] > 0, ranks[:, 0] - 1, len(lexical))]
+        keys, ranks, rrf = fused.keys, fused.ranks, fused.score
+        if len(memories) != len(ids):  # an id not loaded (the ids are distinct): left out
+            kept = [at for at, memory_id in enumerate(ids) if memory_id in memories]
+            ids, keys, ranks, rrf = [ids[at] for at in kept], keys[kept], ranks[kept], rrf[kept]
+        with_none = np.append(lexical_scores, np.nan)
+        bm25_scores = with_none[np.where(ranks[:, 0] > 0, ranks[:, 0] - 1, len(lexical_scores))]
         if dense is None:
             cosine, spaces, pending = (
                 np.full(len(ids), np.nan),
@@ -186,7 +193,7 @@ class Search:
                 np.zeros(len(ids), bool),
             )
         else:
-            cosine, spaces, pending = dense.columns(ids)
+            cosine, spaces, pending = dense.columns(keys)
         relevance = cosine.copy()
         if dense is not None:
             relevance = self._relevance_cosines(dense, cosine, spaces)
@@ -251,15 +258,19 @@ class Search:
         """The BM25 branch alone, with no query embedding (a write looking for what it repeats)."""
         with self._store.snapshot() as conn:
             visible = self._visible(conn, plan)
-            lexical = self._bm25(plan, visible)
-            fused = fused_columns([[i for i, _ in lexical], []], plan.rank_constant, plan.window)
-            memories = self._load(conn, visible, fused.ids)
-        return self._candidates(fused, memories, lexical, None)
+            lexical, indexes = self._bm25(plan, visible), [v.index for v in visible]
+            rankings = [lexical[0], np.zeros(0, dtype=np.int64)]  # no dense branch
+            fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
+            ids = ids_of(indexes, fused.keys)
+            memories = self._load(conn, visible, ids)
+        return self._candidates(fused, ids, memories, lexical[1], None)
 
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
         with self._store.snapshot() as conn:
-            return self._bm25(plan, self._visible(conn, plan))
+            visible = self._visible(conn, plan)
+            keys, scores = self._bm25(plan, visible)
+            return list(zip(ids_of([v.index for v in visible], keys), scores.tolist(), strict=True))
 
     def _visible(self, conn: sqlite3.Connection, plan: RecallPlan) -> list[OwnerRows]:
         types = {t.value for t in plan.memory_types}
@@ -328,9 +339,10 @@ class Search:
             owners.append(CATALOG_OWNER)
         return owners
 
-    def _bm25(self, plan: RecallPlan, visible: list[OwnerRows]) -> list[tuple[str, float]]:
-        """BM25 over the visible owners' postings (``postings.py``), best first; ties go to
-        the earlier owner (the user before the catalog), then the older row."""
+    def _bm25(self, plan: RecallPlan, visible: list[OwnerRows]) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 over the visible owners' postings (``postings.py``): the best rows' keys
+        (``dense.row_keys``) and scores, best first; ties go to the earlier owner (the user
+        before the catalog), then the older row."""
         words = query_words(plan.lexical_text, detect_language(plan.query))
         scored = bm25([owner.index.postings for owner in visible], words)
         # the best allowed rows among those matched (ascending: ties still go to the lower row)
@@ -339,17 +351,14 @@ class Search:
             for owner, (matched, scores) in zip(visible, scored, strict=True)
         ]
         if not tops:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         score = np.concatenate(
             [scores[at] for (_, scores), at in zip(scored, tops, strict=True)], dtype=np.float64
         )
         place = np.concatenate([np.full(len(rows), at) for at, rows in enumerate(tops)])
         row = np.concatenate([matched[at] for (matched, _), at in zip(scored, tops, strict=True)])
         best = np.lexsort((row, place, -score))[: plan.window]  # best score, then owner, then row
-        ids = [
-            visible[at].index.ids[r] for at, r in zip(place[best].tolist(), row[best].tolist(), strict=True)
-        ]
-        return list(zip(ids, score[best].tolist(), strict=True))
+        return (place[best] << ROW_BITS) | row[best], score[best]
 
     def _load(self, conn: sqlite3.Connection, visible: list[OwnerRows], ids: list[str]) -> dict[str, Entry]:
         """The memory cache's entries of ``ids`` (each a row of one of ``visible``): each memory
