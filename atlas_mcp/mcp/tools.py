@@ -24,6 +24,7 @@ from ..scopes import Grant
 from ..service import WRITABLE_TYPES, MemoryService
 from ..views import recalled_view
 from .identity import calling, principal
+from .lane import install_recall_lane
 from .results import AnyType, ForgetOut, RecallOut, RelatedOut, Step, WriteOut, as_result
 
 T = TypeVar("T")
@@ -180,7 +181,36 @@ class MemoryTools:
         since: Since = None,
         until: Until = None,
     ) -> Annotated[CallToolResult, RecallOut]:
-        user = principal(ctx, self.stdio)
+        return await self.recall_for(
+            principal(ctx, self.stdio),
+            query,
+            k,
+            memory_types=memory_types,
+            include_catalog=include_catalog,
+            include_superseded=include_superseded,
+            min_relevance=min_relevance,
+            explain=explain,
+            as_of=as_of,
+            since=since,
+            until=until,
+        )
+
+    async def recall_for(
+        self,
+        user: str,
+        query: str,
+        k: int = 10,
+        *,
+        memory_types: list[MemoryType] | None = None,
+        include_catalog: bool = True,
+        include_superseded: bool = False,
+        min_relevance: float | None = None,
+        explain: bool = False,
+        as_of: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> CallToolResult:
+        """recall_memory's body for ``user``, the arguments validated (``lane.py`` calls it too)."""
         hits = await _call(
             partial(
                 self.service.recall,
@@ -309,10 +339,11 @@ def bounded_k(recall: Callable[..., Awaitable[CallToolResult]], max_k: int) -> C
 def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> None:
     """Register the memory tools of ``service`` on ``server``."""
     tools = MemoryTools(service, stdio)
+    recall = bounded_k(tools.recall_memory, service.limits.max_k)
     server.tool(
         description=RECALL_DESCRIPTION.format(floor=service.policy.calibration.relevance_floor),
         annotations=ToolAnnotations(title="Recall memory", read_only_hint=True, open_world_hint=False),
-    )(bounded_k(tools.recall_memory, service.limits.max_k))
+    )(recall)
     server.tool(
         annotations=ToolAnnotations(
             title="Write memory", read_only_hint=False, destructive_hint=False, open_world_hint=False
@@ -327,3 +358,4 @@ def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> N
             open_world_hint=False,
         ),
     )(tools.forget_memory)
+    install_recall_lane(server, tools, recall, stdio)

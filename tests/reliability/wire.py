@@ -40,6 +40,7 @@ class StdioWire:
         user: str,
         stderr_path: Path | None = None,
         launcher: tuple[str, ...] = ("-m", "atlas_mcp"),  # what the interpreter runs
+        handshake: bool = True,  # False: no initialize, each request carries its own envelope
     ) -> None:
         self._stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
@@ -52,10 +53,13 @@ class StdioWire:
         self._buffer = b""
         self._next_id = 0
         self._answered: dict[Any, dict[str, Any]] = {}  # responses that arrived out of order
+        self.lines: dict[Any, bytes] = {}  # each response's line as the server wrote it
+        self._line = b""
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.process.stdout, selectors.EVENT_READ)
         os.set_blocking(self.process.stdout.fileno(), False)
-        self.initialize()
+        if handshake:
+            self.initialize()
 
     # -- protocol ------------------------------------------------------------------------
 
@@ -103,6 +107,7 @@ class StdioWire:
             message = self._next_message(deadline)
             if "result" in message or "error" in message:
                 self._answered[message.get("id")] = message
+                self.lines[message.get("id")] = self._line
         return self._answered.pop(request_id)
 
     def _next_message(self, deadline: float) -> dict[str, Any]:
@@ -116,8 +121,8 @@ class StdioWire:
             if not chunk:
                 raise WireClosed(f"server exited with {self.process.poll()}")
             self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
+        self._line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(self._line)
 
     # -- process -------------------------------------------------------------------------
 
