@@ -257,6 +257,8 @@ class PoolFeatures:
     coverage: np.ndarray
     context: np.ndarray
     topicless: bool
+    # sigmoid(bias + w_cos·cosine + w_cov·coverage), which ``calibrated`` reads too
+    own: np.ndarray | None = None
 
     def row(self, i: int) -> Features:
         return Features(
@@ -277,7 +279,7 @@ def features(
     best, has = found.neighbour_best(own)
     neighbour = np.zeros(len(pool))
     neighbour[found.order] = np.where(has, best, 0.0)
-    return PoolFeatures(cos, cover, neighbour, not words)
+    return PoolFeatures(cos, cover, neighbour, not words, own)
 
 
 def _own(cosine: float, coverage: float, model: CalibrationPolicy) -> float:
@@ -293,11 +295,13 @@ def relevance(f: Features, model: CalibrationPolicy) -> float:
 def calibrated(found: PoolFeatures, window: np.ndarray | None, model: CalibrationPolicy) -> np.ndarray:
     """One absolute relevance in [0, 1] per candidate, the period the query names included:
     ``window`` is each candidate's fit to that period (``multipliers.window_fits``), None if none."""
-    plain = _sigmoids(model.bias + model.cosine * found.cosine)
     if found.topicless:
+        plain = _sigmoids(model.bias + model.cosine * found.cosine)
         base = model.small_talk_factor * plain
     else:
-        own = _sigmoids(model.bias + model.cosine * found.cosine + model.coverage * found.coverage)
+        own = found.own
+        if own is None:
+            own = _sigmoids(model.bias + model.cosine * found.cosine + model.coverage * found.coverage)
         base = np.maximum(own, model.context * found.context)
     if window is None:
         return base
@@ -308,8 +312,9 @@ def calibrated(found: PoolFeatures, window: np.ndarray | None, model: Calibratio
 
 
 def _sigmoids(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return np.where(x > -500, 1.0 / (1.0 + np.exp(-x)), 0.0)
+    # exp(-x) is only kept where x > -500: elsewhere it is taken at -500, so nothing overflows
+    # (the same values as without the bound, without the cost of an errstate around it)
+    return np.where(x > -500, 1.0 / (1.0 + np.exp(-np.maximum(x, -500.0))), 0.0)
 
 
 def with_attribute(relevance: np.ndarray, setting: Sequence[int], model: CalibrationPolicy) -> np.ndarray:
