@@ -12,12 +12,11 @@ import pytest
 
 from atlas_mcp.bench import corpus
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
-from atlas_mcp.engines.embedded.dense import row_similarities
+from atlas_mcp.engines.embedded.dense import SpaceQuery, row_similarities, similarities
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import IndexCache, OwnerIndex
 from atlas_mcp.engines.embedded.keys import id_order, ids_of, row_keys
 from atlas_mcp.engines.embedded.maintenance import synchronous, write_many
-from atlas_mcp.engines.embedded.search import SpaceQuery, similarities
 from atlas_mcp.engines.embedded.vectors import RowVectors
 from atlas_mcp.inference.embedder import default_embedder
 from atlas_mcp.service import MemoryService
@@ -214,7 +213,7 @@ def test_the_rows_of_a_few_memories_read_as_the_whole_scan_reads_them():
 
 
 def test_the_spaces_present_follow_every_change_to_the_rows():
-    """``spaces_present`` and ``searchable`` are kept between changes; each change (a pending
+    """``spaces_present``, ``all_ready`` and ``searchable`` are kept between changes; each change (a pending
     row, vectors put, a reload taking over rows in place or by copy) gives what a pass over
     the rows says."""
     rng = np.random.default_rng(3)
@@ -226,6 +225,7 @@ def test_the_spaces_present_follow_every_change_to_the_rows():
         assert v.spaces_present() == sorted(set(v.spaces[v.ready].tolist()))
         v.spaces_present().append(99)  # the caller's copy
         assert v.spaces_present() == sorted(set(v.spaces[v.ready].tolist()))
+        assert v.all_ready() == bool(v.ready.all())
         for codes in ({2}, {2, 5}, {7}, {5, 7, 9}):
             for _ in range(2):  # the pass, then the kept answer
                 searched = v.searchable(frozenset(codes))

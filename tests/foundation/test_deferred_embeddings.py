@@ -248,6 +248,31 @@ def test_a_recall_does_not_wait_for_more_left_over_rows_than_its_wait_could_embe
         service.close()
 
 
+def test_a_recall_claims_a_pending_row_its_current_cache_holds(path: Path, monkeypatch):
+    """A recall skips the pending-row check only when this process's cache is current and
+    holds no pending row. Here the cache is current (this process wrote the row) but the
+    row's vectors are not coming from its backlog: the recall must still claim it."""
+    monkeypatch.setattr(pending, "RECALL_WAIT_S", GATE_TIMEOUT_S)
+    engine = EmbeddedEngine(path, default_embedder())
+    service = MemoryService(engine)
+    settles = []
+    settle = engine._deferred.settle
+    monkeypatch.setattr(engine._deferred, "settle", lambda owner: settles.append(owner) or settle(owner))
+    try:
+        service.write(USER, "Sarah drives a blue hatchback.")
+        service.recall(USER, "car", touch=False)  # the cache is loaded and current
+        settles.clear()
+        service.recall(USER, "car", touch=False)
+        assert settles == []  # nothing pending: no check
+        engine._deferred.submit = lambda row: None  # the next write's vectors never come
+        written = service.write(USER, MEMORY).id
+        assert _pending(path) == 1
+        assert _found_by_vector(service, written)  # the recall claimed it
+        assert USER in settles and _pending(path) == 0
+    finally:
+        service.close()
+
+
 def test_another_process_sees_a_row_whose_vector_is_still_pending(path: Path, monkeypatch):
     monkeypatch.setattr(pending, "RECALL_WAIT_S", GATE_TIMEOUT_S)
     reader = MemoryService(EmbeddedEngine(path, default_embedder()))

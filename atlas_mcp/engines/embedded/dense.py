@@ -7,17 +7,19 @@ reads them back by row or by id; ``top_rows`` picks the best rows deterministica
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import simsimd
 
+from ...domain.similarity import REFERENCE_BACKGROUND, on_one_scale, query_backgrounds
 from .keys import ROW_BITS, ROW_MASK, row_keys
 from .vectors import CACHED_DTYPE, RowVectors
 
 if TYPE_CHECKING:
+    from .index import OwnerIndex
     from .search import OwnerRows
 
 PARALLEL_SCAN_ROWS = 50_000
@@ -78,6 +80,15 @@ class DenseScan:
                     return None, None, pending_vector
                 return float(cosines[row]), int(owner.index.vectors.spaces[row]), pending_vector
         return None, None, False
+
+
+def scan(visible: list[OwnerRows], queries: Mapping[int, SpaceQuery], threads: int) -> DenseScan:
+    """Every visible row's cosine with the query embedded in the row's space, on one scale."""
+    visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
+    cosines = [similarities(v.index.vectors, queries, threads) for v in visible]
+    spaces = [np.where(v.searched, v.index.vectors.spaces, -1) for v in visible]
+    scores = on_one_scale(cosines, spaces, {code: q.background for code, q in queries.items()})
+    return DenseScan(visible, scores, spaces, queries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +169,42 @@ def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray
         keep = np.concatenate([np.flatnonzero(better), tied])
         candidates, negated = candidates[keep], negated[keep]
     return candidates[np.lexsort((candidates, negated))]
+
+
+def member_cosines(
+    owners: list[OwnerIndex], queries: Mapping[int, SpaceQuery], ids: Sequence[str]
+) -> dict[str, float]:
+    """``Search.cosines`` in a recall of one vector space: the rows of ``ids`` alone (each the
+    first visible owner's that holds it), the values a whole scan gives them."""
+    ((code, query),) = queries.items()
+    out: dict[str, float] = {}
+    remaining = list(ids)
+    for owner in owners:
+        index, vectors = owner.index, owner.vectors
+        mine = [(memory_id, index[memory_id]) for memory_id in remaining if memory_id in index]
+        remaining = [memory_id for memory_id in remaining if memory_id not in index]
+        rows = np.array([row for _, row in mine], dtype=np.int64)
+        searched = vectors.ready_at(rows) & (vectors.spaces[rows] == code) if len(rows) else rows > 0
+        found = row_similarities(vectors, rows[searched], query)
+        (scaled,) = on_one_scale([found], [np.full(len(found), code)], {code: query.background})
+        chosen = [memory_id for (memory_id, _), kept in zip(mine, searched.tolist(), strict=True) if kept]
+        out |= {memory_id: float(value) for memory_id, value in zip(chosen, scaled.tolist(), strict=True)}
+    return out
+
+
+def relevance_cosines(
+    dense: DenseScan, cosine: np.ndarray, spaces: np.ndarray, stretch: Mapping[int, float]
+) -> np.ndarray:
+    """Per candidate, the cosine relevance reads: the one on one scale, or, in a space whose
+    model crowds related pairs (a ``relatedness_stretch`` other than 1, per space in
+    ``stretch``), that cosine stretched away from this query's background there
+    (``similarity.for_relevance``)."""
+    stretched = [code for code, factor in stretch.items() if factor != 1.0]
+    out = cosine.copy()
+    if not stretched:
+        return out
+    background = query_backgrounds(dense.scores, dense.spaces, stretched)
+    for code in stretched:
+        mine = spaces == code
+        out[mine] = REFERENCE_BACKGROUND[0] + stretch[code] * (cosine[mine] - background[code])
+    return out

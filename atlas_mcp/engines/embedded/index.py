@@ -170,8 +170,9 @@ class IndexCache:
         """The owner's index as it is, maybe stale (no I/O): for guesses only."""
         return self._owners.get(owner)
 
-    def get(self, conn: sqlite3.Connection, owner: str) -> OwnerIndex:
-        version = versions.stamp(conn, owner).version
+    def get(self, conn: sqlite3.Connection, owner: str, version: int | None = None) -> OwnerIndex:
+        """The owner's index as of ``conn``'s snapshot (``version``: the owner's there, if read)."""
+        version = versions.stamp(conn, owner).version if version is None else version
         cached = self._owners.get(owner)
         if cached is None or cached.version != version:
             cached = self._reload(conn, owner, version, cached)

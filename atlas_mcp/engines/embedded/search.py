@@ -13,7 +13,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from concurrent.futures import Future
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,18 +23,10 @@ from ...domain.fusion import FusedKeys, fused_keys
 from ...domain.lexical import detect_language
 from ...domain.model import MemoryType
 from ...domain.pool import Pool
-from ...domain.similarity import REFERENCE_BACKGROUND, on_one_scale, query_backgrounds
 from ...inference.embedder import ModelChoice, embed_query, query_model
 from ..base import RecallPlan
 from . import coverage, slots, store, timing, versions
-from .dense import (
-    DenseScan,
-    SpaceQuery,
-    row_similarities,
-    searchable,
-    similarities,
-    top_rows,
-)
+from .dense import DenseScan, SpaceQuery, member_cosines, relevance_cosines, scan, top_rows
 from .fixed_texts import MINILM_MODELS, FixedTexts
 from .index import IndexCache, OwnerIndex
 from .keys import ROW_BITS, id_order, ids_of
@@ -95,22 +88,53 @@ class Search:
         spaces = self._cached_spaces(owners)
         guessed = {code: self.query_vectors.submit(plan.query, code) for code in spaces}
         self.query_vectors.foresee(plan.foreseen, spaces)
-        for owner in owners:  # same-turn visibility: the owner's pending rows first
-            self._deferred.settle(owner)
-        with self._store.snapshot() as conn:
-            visible = self._visible(conn, plan)
-            lexical = self._bm25(plan, visible)
-            queries = {code: future.result() for code, future in guessed.items()}
-            indexes = [v.index for v in visible]
-            queries = self._space_queries(plan.query, self._spaces_of(indexes), queries)
-            dense = self._scan(visible, queries)
-            rankings = [lexical[0], dense.best(plan.window)]
-            fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
-            ids = ids_of(indexes, fused.keys)
-            memories = self._load(conn, visible, ids)
-        pool = self._candidates(fused, ids, memories, lexical[1], dense)
+        settled = False  # the owners' pending rows are waited for first, unless there are none
+        while True:
+            with self._store.snapshot() as conn:
+                stamps = [versions.stamp(conn, owner) for owner in owners]
+                found = (
+                    self._search(conn, plan, stamps, guessed)
+                    if settled or self._all_embedded(owners, stamps)
+                    else None
+                )
+            if found is not None:
+                break
+            for owner in owners:  # same-turn visibility: the owner's pending rows first
+                self._deferred.settle(owner)
+            settled = True
+        pool = self._candidates(*found)
         self.recalls.answered.set()
         return pool
+
+    def _all_embedded(self, owners: list[str], stamps: list[Stamp]) -> bool:
+        """Has every row of ``owners`` its vectors at ``stamps``? This process's index says so
+        without a read when it is current and holds no pending row (its own writes are rows
+        there from their commit on): most recalls, which then skip ``settle``'s ~0.1 ms."""
+        for owner, stamp in zip(owners, stamps, strict=True):
+            cached = self._index.peek(owner)
+            if cached is None or cached.version != stamp.version or not cached.vectors.all_ready():
+                return False
+        return True
+
+    def _search(
+        self,
+        conn: sqlite3.Connection,
+        plan: RecallPlan,
+        stamps: list[Stamp],
+        guessed: dict[int, Future[SpaceQuery]],
+    ) -> tuple[FusedKeys, list[str], dict[str, Entry], np.ndarray, DenseScan]:
+        """``candidates``' reads in its snapshot, the owners' rows settled: what ``_candidates``
+        makes the pool of."""
+        visible = self._visible(conn, plan, stamps)
+        lexical = self._bm25(plan, visible)
+        queries = {code: future.result() for code, future in guessed.items()}
+        indexes = [v.index for v in visible]
+        queries = self._space_queries(plan.query, self._spaces_of(indexes), queries)
+        dense = self._scan(visible, queries)
+        rankings = [lexical[0], dense.best(plan.window)]
+        fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
+        ids = ids_of(indexes, fused.keys)
+        return fused, ids, self._load(conn, visible, ids), lexical[1], dense
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
@@ -125,30 +149,10 @@ class Search:
             visible = None if len(spaces) == 1 else self._visible(conn, plan)
         queries = self._space_queries(text, spaces, {})
         if visible is None:
-            return self._member_cosines(indexes, queries, ids)
+            return member_cosines(indexes, queries, ids)
         dense = self._scan(visible, queries)
         found = {memory_id: dense.of(memory_id)[0] for memory_id in ids}
         return {memory_id: cosine for memory_id, cosine in found.items() if cosine is not None}
-
-    def _member_cosines(
-        self, owners: list[OwnerIndex], queries: Mapping[int, SpaceQuery], ids: Sequence[str]
-    ) -> dict[str, float]:
-        """``cosines`` in a recall of one vector space: the rows of ``ids`` alone (each the
-        first visible owner's that holds it), the values a whole scan gives them."""
-        ((code, query),) = queries.items()
-        out: dict[str, float] = {}
-        remaining = list(ids)
-        for owner in owners:
-            index, vectors = owner.index, owner.vectors
-            mine = [(memory_id, index[memory_id]) for memory_id in remaining if memory_id in index]
-            remaining = [memory_id for memory_id in remaining if memory_id not in index]
-            rows = np.array([row for _, row in mine], dtype=np.int64)
-            searched = vectors.ready_at(rows) & (vectors.spaces[rows] == code) if len(rows) else rows > 0
-            found = row_similarities(vectors, rows[searched], query)
-            (scaled,) = on_one_scale([found], [np.full(len(found), code)], {code: query.background})
-            chosen = [memory_id for (memory_id, _), kept in zip(mine, searched.tolist(), strict=True) if kept]
-            out |= {memory_id: float(value) for memory_id, value in zip(chosen, scaled.tolist(), strict=True)}
-        return out
 
     def likeness(self, plan: RecallPlan, texts: Sequence[str]) -> list[float] | None:
         """``plan.query``'s cosine with each of ``texts`` as MiniLM reads them, if ``candidates``
@@ -162,11 +166,7 @@ class Search:
 
     def _scan(self, visible: list[OwnerRows], queries: Mapping[int, SpaceQuery]) -> DenseScan:
         """Every visible row's cosine with the query embedded in the row's space, on one scale."""
-        visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
-        cosines = [similarities(v.index.vectors, queries, self.threads) for v in visible]
-        spaces = [np.where(v.searched, v.index.vectors.spaces, -1) for v in visible]
-        scores = on_one_scale(cosines, spaces, {code: q.background for code, q in queries.items()})
-        return DenseScan(visible, scores, spaces, queries)
+        return scan(visible, queries, self.threads)
 
     def _candidates(
         self,
@@ -214,21 +214,11 @@ class Search:
         )
 
     def _relevance_cosines(self, dense: DenseScan, cosine: np.ndarray, spaces: np.ndarray) -> np.ndarray:
-        """Per candidate, the cosine relevance reads: the one on one scale, or, in a space whose
-        model crowds related pairs (a ``relatedness_stretch`` other than 1), that cosine
-        stretched away from this query's background there (``similarity.for_relevance``)."""
+        """Per candidate, the cosine relevance reads (``dense.relevance_cosines``)."""
         stretch = {
             code: self.models.embedder(self._index.spaces[code]).relatedness_stretch for code in dense.queries
         }
-        stretched = [code for code, factor in stretch.items() if factor != 1.0]
-        out = cosine.copy()
-        if not stretched:
-            return out
-        background = query_backgrounds(dense.scores, dense.spaces, stretched)
-        for code in stretched:
-            mine = spaces == code
-            out[mine] = REFERENCE_BACKGROUND[0] + stretch[code] * (cosine[mine] - background[code])
-        return out
+        return relevance_cosines(dense, cosine, spaces, stretch)
 
     def _spaces_of(self, owners: list[OwnerIndex]) -> set[int]:
         """The vector spaces (codes) of the owners' rows this process can embed a query in."""
@@ -272,15 +262,19 @@ class Search:
             keys, scores = self._bm25(plan, visible)
             return list(zip(ids_of([v.index for v in visible], keys), scores.tolist(), strict=True))
 
-    def _visible(self, conn: sqlite3.Connection, plan: RecallPlan) -> list[OwnerRows]:
+    def _visible(
+        self, conn: sqlite3.Connection, plan: RecallPlan, stamps: list[Stamp] | None = None
+    ) -> list[OwnerRows]:
+        """The plan's owners' rows as of ``conn``'s snapshot (``stamps``: theirs, if read)."""
         types = {t.value for t in plan.memory_types}
         out = []
-        for owner in self._owners(plan):
-            index = self._index.get(conn, owner)
+        for at, owner in enumerate(self._owners(plan)):
+            stamp = versions.stamp(conn, owner) if stamps is None else stamps[at]
+            index = self._index.get(conn, owner, stamp.version)
             allowed = index.allowed(types, plan.include_superseded)
             if plan.time.active and owner != CATALOG_OWNER:  # the catalog has no history
                 allowed &= timing.rows_in_time(conn, owner, index.rowids, index.size, plan.time)
-            out.append(OwnerRows(owner, index, allowed, index.vectors.ready, versions.stamp(conn, owner)))
+            out.append(OwnerRows(owner, index, allowed, index.vectors.ready, stamp))
         return out
 
     def warm(self, user_id: str) -> None:

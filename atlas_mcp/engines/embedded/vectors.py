@@ -48,7 +48,7 @@ class RowVectors:
         # ``spaces_present`` as of (changes, size): recall asks it 2-3 times per owner, a pass
         # over every row each time (~25 us at 12k rows); a change bumps the count after it is made
         self._changes = 0
-        self._present: tuple[int, int, list[int]] = (-1, -1, [])
+        self._present: tuple[int, int, list[int], bool] = (-1, -1, [], True)
         self._searchable: tuple[int, int, frozenset[int], np.ndarray] = (
             -1,
             -1,
@@ -87,13 +87,20 @@ class RowVectors:
 
     def spaces_present(self) -> list[int]:
         """The space codes of the rows that have vectors (one for a single-language owner)."""
+        return list(self._kept_present()[2])
+
+    def all_ready(self) -> bool:
+        """Has every row its vectors (none pending)? Kept like ``spaces_present``."""
+        return self._kept_present()[3]
+
+    def _kept_present(self) -> tuple[int, int, list[int], bool]:
         changes, size = self._changes, self.size  # read first: a change made meanwhile misses
         if self._present[:2] == (changes, size):
-            return list(self._present[2])
+            return self._present
         ready = self._passages[:size] > 0
         found = [int(code) for code in np.flatnonzero(np.bincount(self._spaces[:size][ready]))]
-        self._present = (changes, size, found)
-        return list(found)
+        self._present = (changes, size, found, bool(ready.all()))
+        return self._present
 
     def searchable(self, codes: frozenset[int]) -> np.ndarray:
         """Per row: has it a vector in one of the spaces ``codes``? (read-only; kept as of
