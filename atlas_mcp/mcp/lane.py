@@ -6,8 +6,9 @@ the tool has returned, a second validation of the result against the output mode
 already validated it against (``results.as_result``). This handler takes ``recall_memory`` calls
 straight to the tool's body; every other call, and a recall whose arguments the SDK would refuse
 (unknown names, a wrong value, no caller), goes to the SDK's handler, which answers it as before.
-What it returns is the tool's own result, shaped for the wire by the SDK as any handler's result,
-so the reply is the same bytes.
+What it returns is the tool's own result in its wire form (a dict, so the SDK neither builds nor
+dumps a ``CallToolResult`` of it), sieved and stamped by the SDK as any handler's result, so the
+reply is the same bytes.
 
 The arguments are validated by a model the SDK builds from the same function as the one it
 publishes (``func_metadata``), with its own leniencies (a JSON list passed as a string).
@@ -29,6 +30,7 @@ from ..log import get_logger
 from ..scopes import Grant
 from .arguments import unknown_arguments
 from .identity import request_grant
+from .results import as_wire
 
 if TYPE_CHECKING:
     from .tools import MemoryTools
@@ -72,7 +74,7 @@ class _RecallLane:
         except Exception:  # noqa: BLE001 - refused or not, the SDK's path answers it in its words
             return await self._generic(ctx, params)
         try:
-            return await self._tools.recall_for(grant.user, **validated)
+            return as_wire(await self._tools.recall_for(grant.user, **validated))
         except MCPError:
             raise  # a protocol error, as the SDK lets it through
         except ToolError as exc:  # the tool's own refusal (a domain error), in the SDK's words

@@ -181,7 +181,7 @@ class MemoryTools:
         since: Since = None,
         until: Until = None,
     ) -> Annotated[CallToolResult, RecallOut]:
-        return await self.recall_for(
+        recalled = await self.recall_for(
             principal(ctx, self.stdio),
             query,
             k,
@@ -194,6 +194,7 @@ class MemoryTools:
             since=since,
             until=until,
         )
+        return as_result(recalled)
 
     async def recall_for(
         self,
@@ -209,8 +210,9 @@ class MemoryTools:
         as_of: str | None = None,
         since: str | None = None,
         until: str | None = None,
-    ) -> CallToolResult:
-        """recall_memory's body for ``user``, the arguments validated (``lane.py`` calls it too)."""
+    ) -> RecallOut:
+        """recall_memory's body for ``user``, the arguments validated (``lane.py`` calls it too):
+        the result, checked against its model."""
         hits = await _call(
             partial(
                 self.service.recall,
@@ -230,7 +232,7 @@ class MemoryTools:
             recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by)
             for h in hits
         ]
-        return as_result(RecallOut.model_validate({"memories": views}))
+        return RecallOut.model_validate({"memories": views})
 
     async def write_memory(
         self,
