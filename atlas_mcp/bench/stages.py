@@ -47,7 +47,7 @@ STAGES: tuple[tuple[str, Any, str], ...] = (
     ("calibration", calibration, "calibrated"),
     ("attribute asked", ranking, "setting_what_is_asked"),
     ("resolution", ranking, "resolve"),
-    ("hits", ranking, "_hit"),
+    ("hits", ranking, "_hits"),
     ("touch", engine.EmbeddedEngine, "touch"),
     ("result view", views, "recalled_view"),
 )

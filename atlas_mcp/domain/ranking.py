@@ -13,6 +13,7 @@ for every engine, and ``atlas-mcp es-query`` prints the plan recall itself uses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -29,7 +30,7 @@ from .explain import shown
 from .fusion import Candidate
 from .limits import Limits
 from .model import USER_MEMORY_TYPES, Memory, MemoryType
-from .multipliers import Multipliers, explained, factors, product, time_fits, window_fits
+from .multipliers import FACTORS, Multipliers, decay_reference, factors, product, time_fits, window_fits
 from .pool import Pool
 from .query import lexical_query
 from .resolution import Resolution, resolve
@@ -286,7 +287,7 @@ def rank(
         relevance[current] = max(relevance[current], relevance[older])
     clears = (relevance >= plan.min_relevance).tolist()
     returned = list(islice((i for i in resolved.order if clears[i]), plan.k or None))
-    hits = [_hit(pool, i, match, reranker.name, found, scores, features, relevance) for i in returned]
+    hits = _hits(pool, returned, match, reranker.name, found, scores, features, relevance)
     return [_resolved(h, i, resolved, pool.memories) for h, i in zip(hits, returned, strict=True)]
 
 
@@ -320,30 +321,55 @@ def _id_ranks(ids: list[str]) -> np.ndarray:
     return ranks
 
 
-def _hit(
+def _hits(
     pool: Pool,
-    i: int,
+    returned: list[int],
     match: np.ndarray,
     reranker: str,
     found: dict[str, np.ndarray],
     scores: np.ndarray,
     features: calibration.PoolFeatures,
     relevance: np.ndarray,
-) -> Hit:
-    candidate = pool.candidate(i)
-    why = Explanation(
-        bm25_rank=candidate.bm25_rank,
-        dense_rank=candidate.dense_rank,
-        rrf_score=candidate.rrf_score,
-        dense_similarity=candidate.dense_similarity,
-        match=float(match[i]),
-        reranker=reranker,
-        multipliers=explained(found, i, candidate.memory),
-        score=float(scores[i]),
-        features=features.row(i),
-        embedding_pending=candidate.embedding_pending,
+) -> list[Hit]:
+    """A Hit, with its explanation, for each of ``returned``: what each reads of the pool's
+    columns is gathered for all of them at once (``Pool.candidate``'s values, without a
+    Candidate per hit)."""
+    at = np.array(returned, dtype=np.intp)
+    rows = zip(
+        returned,
+        pool.bm25_rank[at].tolist(),
+        pool.dense_rank[at].tolist(),
+        pool.rrf[at].tolist(),
+        pool.cosine[at].tolist(),
+        match[at].tolist(),
+        scores[at].tolist(),
+        pool.pending[at].tolist(),
+        features.cosine[at].tolist(),
+        features.coverage[at].tolist(),
+        features.context[at].tolist(),
+        relevance[at].tolist(),
+        zip(*(np.asarray(found[name], dtype=np.float64)[at].tolist() for name in FACTORS)),
+        strict=True,
     )
-    return Hit(candidate.memory, float(scores[i]), why, float(relevance[i]))
+    hits = []
+    for i, bm25, dense, rrf, cosine, matched, score, pending, cos, cover, context, relevant, factor in rows:
+        memory = pool.memories[i]
+        why = Explanation(
+            bm25_rank=bm25 or None,
+            dense_rank=dense or None,
+            rrf_score=None if math.isnan(rrf) else rrf,
+            dense_similarity=None if math.isnan(cosine) else cosine,
+            match=matched,
+            reranker=reranker,
+            multipliers=Multipliers(
+                decay_reference=decay_reference(memory), **dict(zip(FACTORS, factor, strict=True))
+            ),
+            score=score,
+            features=Features(cos, cover, context, features.topicless),
+            embedding_pending=pending,
+        )
+        hits.append(Hit(memory, score, why, relevant))
+    return hits
 
 
 def likely(policy: ScoringPolicy, hits: Iterable[Hit]) -> list[Hit]:
