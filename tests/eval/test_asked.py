@@ -187,3 +187,15 @@ def test_the_meaning_is_the_attribute_of_the_best_prototypes(cosines):
     first, second = ranked[0], ranked[1]
     clear = best[first] >= 0.6 and best[first] - best[second] >= 0.1
     assert asked.meaning_of(cosines, 0.6, 0.1) == (first if clear else None)
+
+
+def test_the_concept_a_text_names_is_its_gists_without_the_rest_of_it():
+    """``gist.concept_of`` (what every query is asked first) reads what the whole gist reads,
+    on every question and memory of the mixed suite."""
+    suite = mixed_suite.load()
+    texts = [entry["text"] for entry in suite["background"]]
+    for tenant in suite["tenants"].values():
+        texts += [m["text"] for m in tenant["memories"]] + [q["query"] for q in tenant["questions"]]
+    assert any(gist.gist(t).concept for t in texts) and any(not gist.gist(t).concept for t in texts)
+    for text in texts:
+        assert gist.concept_of(text) == gist.gist(text).concept, text
