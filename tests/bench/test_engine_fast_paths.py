@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 from atlas_mcp.bench import corpus
+from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.ranking import RecallPlan
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
+from atlas_mcp.engines.embedded import store
 from atlas_mcp.engines.embedded.dense import SpaceQuery, row_similarities, similarities
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import IndexCache, OwnerIndex
@@ -290,3 +293,32 @@ def test_the_ids_order_follows_appends_and_mixes_owners():
     assert ids_of(owners, keys) == ids
     assert id_order(owners)(keys).tolist() == order_of(ids)
     assert id_order(owners)(keys[:3]).argsort().tolist() == np.argsort(order_of(ids[:3])).tolist()
+
+
+def test_a_candidate_whose_memory_cannot_be_read_is_left_out(tmp_path, monkeypatch):
+    """The search finds rows; the load reads their memories. One that the load does not find
+    (forgotten in between) leaves the pool, and every column stays with its own memory."""
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    try:
+        write_many(engine, corpus.tenant_memories(0, corpus.specs(5, 40)))
+        plan = RecallPlan(USER, "a long meeting about the roadmap", frozenset(MemoryType), False, 50, 60)
+        whole = engine.candidates(plan)
+        read = store.read_memories
+        lost = whole.ids[1]
+        monkeypatch.setattr(
+            store,
+            "read_memories",
+            lambda conn, owner, ids: [r for r in read(conn, owner, ids) if r[0].id != lost],
+        )
+        reopened = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())  # nothing cached
+        try:
+            pool = reopened.candidates(plan)
+        finally:
+            reopened.close()
+        kept = [at for at, memory_id in enumerate(whole.ids) if memory_id != lost]
+        assert pool.ids == [whole.ids[at] for at in kept]
+        assert [m.id for m in pool.memories] == pool.ids
+        for column in ("rrf", "bm25_rank", "dense_rank", "bm25", "cosine", "pending"):
+            np.testing.assert_array_equal(getattr(pool, column), getattr(whole, column)[kept])
+    finally:
+        engine.close()

@@ -60,25 +60,32 @@ class MemoryCache:
 
     def entries(self, owner: str, stamp: Stamp, ids: Iterable[str]) -> dict[str, Entry]:
         """``get``'s entries, each with its memory's facts if made (``memories_and_facts``)."""
+        wanted = list(ids)
+        found = self.found(owner, stamp, wanted)
+        return {memory_id: entry for memory_id, entry in zip(wanted, found, strict=True) if entry is not None}
+
+    def found(self, owner: str, stamp: Stamp, ids: Sequence[str]) -> list[Entry | None]:
+        """Per id of ``ids``, its entry if the owner's rows are as they were at ``stamp``, else
+        None: a recall's ~300 candidates in their order, without a dict built on the way."""
         with self._lock:
             generation = self._generation(owner, stamp)
             entries = self._entries
+            get = entries.get
             if len(entries) * 10 < self._capacity * 9:
                 # Far from full, nothing is pushed out soon: the order of use, which only says
                 # what goes first, is not kept (each move touches the entry's neighbours too,
                 # ~300 of them a recall); from 90% full on it is, before anything goes.
-                found = {
-                    memory_id: entry for memory_id in ids if (entry := entries.get(memory_id)) is not None
-                }
-                return {k: e for k, e in found.items() if e[0] is generation}
+                return [e if (e := get(i)) is not None and e[0] is generation else None for i in ids]
             used = entries.move_to_end
-            found = {}
+            out: list[Entry | None] = []
             for memory_id in ids:
-                entry = entries.get(memory_id)
+                entry = get(memory_id)
                 if entry is not None and entry[0] is generation:
                     used(memory_id)
-                    found[memory_id] = entry
-            return found
+                    out.append(entry)
+                else:
+                    out.append(None)
+            return out
 
     def memories_and_facts(self, entries: Sequence[Entry]) -> tuple[list[Memory], list[RowFacts]]:
         """The memories of ``entries`` and their ranking facts, the missing ones made now

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -122,7 +123,7 @@ class Search:
         plan: RecallPlan,
         stamps: list[Stamp],
         guessed: dict[int, Future[SpaceQuery]],
-    ) -> tuple[FusedKeys, list[str], dict[str, Entry], np.ndarray, DenseScan]:
+    ) -> tuple[FusedKeys, list[str], list[Entry | None], np.ndarray, DenseScan]:
         """``candidates``' reads in its snapshot, the owners' rows settled: what ``_candidates``
         makes the pool of."""
         visible = self._visible(conn, plan, stamps)
@@ -134,7 +135,7 @@ class Search:
         rankings = [lexical[0], dense.best(plan.window)]
         fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
         ids = ids_of(indexes, fused.keys)
-        return fused, ids, self._load(conn, visible, ids), lexical[1], dense
+        return fused, ids, self._load(conn, visible, fused.keys, ids), lexical[1], dense
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
@@ -172,7 +173,7 @@ class Search:
         self,
         fused: FusedKeys,
         ids: list[str],
-        memories: dict[str, Entry],
+        entries: list[Entry | None],
         lexical_scores: np.ndarray,
         dense: DenseScan | None,
     ) -> Pool:
@@ -181,9 +182,10 @@ class Search:
         (``domain.similarity.for_relevance``), and which rows are still without vectors; an
         id without a memory (forgotten between the search and the load) is left out."""
         keys, ranks, rrf = fused.keys, fused.ranks, fused.score
-        if len(memories) != len(ids):  # an id not loaded (the ids are distinct): left out
-            kept = [at for at, memory_id in enumerate(ids) if memory_id in memories]
+        if None in entries:  # a memory not loaded: left out
+            kept = [at for at, entry in enumerate(entries) if entry is not None]
             ids, keys, ranks, rrf = [ids[at] for at in kept], keys[kept], ranks[kept], rrf[kept]
+            entries = [entries[at] for at in kept]
         with_none = np.append(lexical_scores, np.nan)
         bm25_scores = with_none[np.where(ranks[:, 0] > 0, ranks[:, 0] - 1, len(lexical_scores))]
         if dense is None:
@@ -197,7 +199,7 @@ class Search:
         relevance = cosine.copy()
         if dense is not None:
             relevance = self._relevance_cosines(dense, cosine, spaces)
-        chosen, facts = self._memories.memories_and_facts([memories[i] for i in ids])
+        chosen, facts = self._memories.memories_and_facts(cast("list[Entry]", entries))  # no None left
         return Pool.from_columns(
             ids,
             chosen,
@@ -252,7 +254,7 @@ class Search:
             rankings = [lexical[0], np.zeros(0, dtype=np.int64)]  # no dense branch
             fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
             ids = ids_of(indexes, fused.keys)
-            memories = self._load(conn, visible, ids)
+            memories = self._load(conn, visible, fused.keys, ids)
         return self._candidates(fused, ids, memories, lexical[1], None)
 
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
@@ -354,23 +356,26 @@ class Search:
         best = np.lexsort((row, place, -score))[: plan.window]  # best score, then owner, then row
         return (place[best] << ROW_BITS) | row[best], score[best]
 
-    def _load(self, conn: sqlite3.Connection, visible: list[OwnerRows], ids: list[str]) -> dict[str, Entry]:
-        """The memory cache's entries of ``ids`` (each a row of one of ``visible``): each memory
-        decoded once per change, with its ranking facts."""
-        out: dict[str, Entry] = {}
-        for owner in visible:
-            index = owner.index.index
-            # The cache finds an owner's memories among all the ids (another owner's are kept
-            # under its own generation), so the ids are only sorted by owner for what it lacks.
-            wanted = [i for i in ids if i not in out] if out else ids
-            cached = self._memories.entries(owner.owner, owner.stamp, wanted if index else [])
-            out |= cached
-            missing = (
-                [i for i in wanted if i in index and i not in cached] if len(cached) < len(wanted) else []
-            )
+    def _load(
+        self, conn: sqlite3.Connection, visible: list[OwnerRows], keys: np.ndarray, ids: list[str]
+    ) -> list[Entry | None]:
+        """The memory cache's entries of ``ids`` (the memories of ``keys``), each memory decoded
+        once per change, with its ranking facts; None for one forgotten since the search."""
+        out: list[Entry | None] = [None] * len(ids)
+        places = keys >> ROW_BITS
+        for place, owner in enumerate(visible):
+            at = np.flatnonzero(places == place).tolist()
+            wanted = ids if len(at) == len(ids) else [ids[n] for n in at]
+            found = self._memories.found(owner.owner, owner.stamp, wanted) if at else []
+            missing = [memory_id for memory_id, entry in zip(wanted, found, strict=True) if entry is None]
             if missing:
-                found, words = store.unzipped(store.read_memories(conn, owner.owner, missing))
-                out |= {e[1].id: e for e in self._memories.put(owner.owner, owner.stamp, found, words)}
+                read, words = store.unzipped(store.read_memories(conn, owner.owner, missing))
+                made = {e[1].id: e for e in self._memories.put(owner.owner, owner.stamp, read, words)}
+                found = [made.get(i) if e is None else e for i, e in zip(wanted, found, strict=True)]
+            if len(at) == len(ids):
+                return found
+            for n, entry in zip(at, found, strict=True):
+                out[n] = entry
         return out
 
     def close(self) -> None:
