@@ -1,87 +1,139 @@
-"""recall_memory's own ``tools/call`` handler: the same tool, without the SDK's generic tool layers.
+"""recall_memory's own lane through the server: the same tool and the same reply, without the
+SDK's generic request and tool layers.
 
-Recall is the call an agent makes every turn. The SDK's handler runs any tool through layers a
-recall does not need: a ``Context`` object, three ``call_tool`` wrappers, ``Tool.run`` and, once
-the tool has returned, a second validation of the result against the output model the tool has
-already validated it against (``results.as_result``). This handler takes ``recall_memory`` calls
-straight to the tool's body; every other call, and a recall whose arguments the SDK would refuse
-(unknown names, a wrong value, no caller), goes to the SDK's handler, which answers it as before.
-What it returns is the tool's own result in its wire form (a dict, so the SDK neither builds nor
-dumps a ``CallToolResult`` of it), sieved and stamped by the SDK as any handler's result, so the
-reply is the same bytes.
+Recall is the call an agent makes every turn. The SDK takes any request through layers a recall
+does not need: a second validation of its params, a ``Context`` object, three ``call_tool``
+wrappers, ``Tool.run``, a second validation of the result against the output model the tool has
+already validated it against (``results.as_result``), and a validation and dump of the whole
+reply against the protocol's result model (the "sieve"). This middleware, the innermost (every
+other middleware, the SDK's and ours, still sees the call), takes a ``tools/call`` of
+``recall_memory`` straight to the tool's body and writes the reply in the wire form the sieve
+gives a tool result in that protocol version, read once per version from the sieve itself.
 
-The arguments are validated by a model the SDK builds from the same function as the one it
-publishes (``func_metadata``), with its own leniencies (a JSON list passed as a string).
+Whatever it cannot answer exactly as the SDK would goes on to the SDK: other methods and tools,
+a request the protocol's validation refuses, a connection not yet initialized, a recall whose
+arguments the SDK would refuse (unknown names, a wrong value, no caller), a server with cache
+hints on ``tools/call``. A recall that fails is shaped by the SDK's own serializer. The arguments
+are validated by the model the SDK builds from the same function it publishes (``func_metadata``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import copy
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolRequestParams, CallToolResult, TextContent
+from mcp_types import SERVER_INFO_META_KEY, CallToolResult, TextContent
+from mcp_types.methods import serialize_server_result, validate_client_request
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..log import get_logger
 from ..scopes import Grant
 from .arguments import unknown_arguments
 from .identity import request_grant
-from .results import as_wire
+from .results import RESULT_DEFAULTS, shaped
 
 if TYPE_CHECKING:
     from .tools import MemoryTools
 
 log = get_logger(__name__)
 TOOL = "recall_memory"
+METHOD = "tools/call"
+_TEXT = "\x00text"  # stand-ins in the probe a version's reply form is read from
+_PAYLOAD = {"\x00": "payload"}
 
 
 def install_recall_lane(
     server: MCPServer, tools: MemoryTools, recall: Callable[..., Awaitable[Any]], stdio: Grant
 ) -> bool:
-    """Answer ``recall_memory`` calls on ``server`` with ``tools.recall_for``; ``recall`` is the
-    function registered as the tool (its signature is the tool's arguments). False, and the SDK
-    keeps every call, on an SDK without the low-level server this relies on."""
+    """Add the lane as ``server``'s innermost middleware (call it after every other middleware
+    is added); ``recall`` is the function registered as the tool (its signature is the tool's
+    arguments). False, and the SDK answers every call, on an SDK without the low-level server
+    whose identity the 2026 replies are stamped with, or with cache hints on ``tools/call``."""
     lowlevel = getattr(server, "_lowlevel_server", None)
-    generic = lowlevel.get_request_handler("tools/call") if lowlevel is not None else None
-    if lowlevel is None or generic is None:
+    if lowlevel is None or METHOD in getattr(lowlevel, "cache_hints", {METHOD: None}):
         return False
-    lane = _RecallLane(generic.handler, tools, func_metadata(recall, skip_names=["ctx"]), stdio)
-    lowlevel.add_request_handler("tools/call", generic.params_type, lane)
+    metadata = func_metadata(recall, skip_names=["ctx"])
+    server.middleware.append(_RecallLane(tools, metadata, stdio, lowlevel.server_info_stamp))
     return True
 
 
 class _RecallLane:
-    def __init__(self, generic: Any, tools: MemoryTools, metadata: FuncMetadata, stdio: Grant) -> None:
-        self._generic = generic  # the SDK's handler: every call this one does not take
+    def __init__(
+        self, tools: MemoryTools, metadata: FuncMetadata, stdio: Grant, stamp: dict[str, Any]
+    ) -> None:
         self._tools = tools
         self._metadata = metadata
         self._known = tuple(metadata.arg_model.model_fields)
         self._stdio = stdio
+        self._stamp = stamp  # the server's identity, stamped on 2026 replies
+        self._forms: dict[str, dict[str, Any]] = {}  # per protocol version: a tool result's wire form
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Any:
-        if params.name != TOOL:
-            return await self._generic(ctx, params)
-        arguments = params.arguments or {}
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params
+        if ctx.method != METHOD or not isinstance(params, Mapping) or params.get("name") != TOOL:
+            return await call_next(ctx)
+        version = ctx.protocol_version
+        arguments = params.get("arguments") or {}
         grant = request_grant(ctx.request, self._stdio)
-        if grant is None or unknown_arguments(TOOL, arguments, self._known) is not None:
-            return await self._generic(ctx, params)  # the SDK's path words the refusal
+        if (
+            not isinstance(arguments, Mapping)
+            or grant is None
+            or not (version in MODERN_PROTOCOL_VERSIONS or ctx.session.client_params is not None)
+            or unknown_arguments(TOOL, arguments, self._known) is not None
+        ):
+            return await call_next(ctx)  # the SDK's path answers, or words the refusal
         try:
-            validated = self._metadata.validate_arguments(arguments)
+            validate_client_request(METHOD, version, params)
+            validated = self._metadata.validate_arguments(dict(arguments))
         except Exception:  # noqa: BLE001 - refused or not, the SDK's path answers it in its words
-            return await self._generic(ctx, params)
+            return await call_next(ctx)
         try:
-            return as_wire(await self._tools.recall_for(grant.user, **validated))
+            payload, text = shaped(await self._tools.recall_for(grant.user, **validated))
         except MCPError:
             raise  # a protocol error, as the SDK lets it through
         except ToolError as exc:  # the tool's own refusal (a domain error), in the SDK's words
-            return _failed(f"Error executing tool {TOOL}: {exc}")
+            return self._serialized(version, _failed(f"Error executing tool {TOOL}: {exc}"))
         except Exception:
             log.exception("tool_crashed", tool=TOOL)
-            return _failed(f"Error executing tool {TOOL}")  # the crash's text stays here
+            return self._serialized(version, _failed(f"Error executing tool {TOOL}"))  # text stays here
+        return self._reply(version, text, payload)
+
+    def _reply(self, version: str, text: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """The sieve's form of a tool result in ``version``, with this text and payload."""
+        form = self._forms.get(version)
+        if form is None:
+            probe = RESULT_DEFAULTS | {
+                "content": [{"type": "text", "text": _TEXT}],
+                "structuredContent": _PAYLOAD,
+            }
+            form = self._forms[version] = self._serialized(version, probe)
+        reply = dict(form)
+        reply["content"] = [
+            {k: text if v == _TEXT else v for k, v in block.items()} for block in form["content"]
+        ]
+        reply["structuredContent"] = payload
+        if "_meta" in form:
+            reply["_meta"] = copy.deepcopy(form["_meta"])  # the reply's own, as the SDK stamps each
+        return reply
+
+    def _serialized(self, version: str, result: CallToolResult | dict[str, Any]) -> dict[str, Any]:
+        """What the SDK's runner makes of a handler's result (``ServerRunner._serialize``)."""
+        dumped = (
+            result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if isinstance(result, CallToolResult)
+            else result
+        )
+        wire = serialize_server_result(METHOD, version, dumped)
+        if version in MODERN_PROTOCOL_VERSIONS:
+            wire.setdefault("resultType", "complete")
+            wire["_meta"] = {SERVER_INFO_META_KEY: copy.deepcopy(self._stamp)}
+        return wire
 
 
 def _failed(text: str) -> CallToolResult:

@@ -156,22 +156,16 @@ class ForgetOut(BaseModel):
 def as_result(result: BaseModel) -> CallToolResult:
     """The result as structured content (checked against its model, so the payload always
     matches the advertised schema) and as text for clients that read only text."""
-    payload, text = _shaped(result)
+    payload, text = shaped(result)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
 
 
-# What a CallToolResult's dump holds beyond its content (isError, resultType): a dict has only
-# what it is given, and the SDK's serializer reads these from it as from the model's dump.
-_RESULT_DEFAULTS = CallToolResult(content=[]).model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-def as_wire(result: BaseModel) -> dict[str, Any]:
-    """``as_result``'s result in its wire form, for a handler that hands the SDK a dict: the
-    SDK's serializer makes the same reply of it without a ``CallToolResult`` built and dumped."""
-    payload, text = _shaped(result)
-    return _RESULT_DEFAULTS | {"content": [{"type": "text", "text": text}], "structuredContent": payload}
-
-
-def _shaped(result: BaseModel) -> tuple[dict[str, Any], str]:
+def shaped(result: BaseModel) -> tuple[dict[str, Any], str]:
+    """A result's structured content and its text (the same JSON)."""
     payload = result.model_dump(mode="json", exclude_unset=True)
     return payload, json.dumps(payload, ensure_ascii=False)
+
+
+# What a CallToolResult's dump holds beyond its content (isError, resultType), for a reply
+# built as a dict (``lane.py``): the SDK's serializer reads them from it as from the model's dump.
+RESULT_DEFAULTS = CallToolResult(content=[]).model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -16,6 +16,7 @@ from ..scopes import Grant
 from ..service import MemoryService
 from .access import ScopeGate
 from .arguments import invalid_arguments, unknown_arguments
+from .lane import install_recall_lane
 from .profile import install_profile
 from .tools import register_tools
 
@@ -90,6 +91,7 @@ def build_server(
         log_level="WARNING",
     )
     server.middleware.append(ScopeGate(stdio))
-    register_tools(server, service, stdio)
+    tools, recall = register_tools(server, service, stdio)
     install_profile(server, service, stdio, profile or ProfilePolicy())
+    install_recall_lane(server, tools, recall, stdio)  # the innermost middleware: added last
     return server

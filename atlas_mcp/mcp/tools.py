@@ -24,7 +24,6 @@ from ..scopes import Grant
 from ..service import WRITABLE_TYPES, MemoryService
 from ..views import recalled_view
 from .identity import calling, principal
-from .lane import install_recall_lane
 from .results import AnyType, ForgetOut, RecallOut, RelatedOut, Step, WriteOut, as_result
 
 T = TypeVar("T")
@@ -338,8 +337,11 @@ def bounded_k(recall: Callable[..., Awaitable[CallToolResult]], max_k: int) -> C
     return tool
 
 
-def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> None:
-    """Register the memory tools of ``service`` on ``server``."""
+def register_tools(
+    server: MCPServer, service: MemoryService, stdio: Grant
+) -> tuple[MemoryTools, Callable[..., Awaitable[CallToolResult]]]:
+    """Register the memory tools of ``service`` on ``server``; the tools and the function
+    registered as recall_memory (for ``lane.py``)."""
     tools = MemoryTools(service, stdio)
     recall = bounded_k(tools.recall_memory, service.limits.max_k)
     server.tool(
@@ -360,4 +362,4 @@ def register_tools(server: MCPServer, service: MemoryService, stdio: Grant) -> N
             open_world_hint=False,
         ),
     )(tools.forget_memory)
-    install_recall_lane(server, tools, recall, stdio)
+    return tools, recall

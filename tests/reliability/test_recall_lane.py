@@ -15,8 +15,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 
 from atlas_mcp.app import open_service
 from atlas_mcp.config import load_settings
-from atlas_mcp.mcp import lane, tools
-from atlas_mcp.mcp.server import build_server
+from atlas_mcp.mcp import lane, server, tools
 
 from .wire import StdioWire
 
@@ -24,7 +23,7 @@ USER = "sarah"
 # `atlas-mcp serve` as it runs without the lane: every tools/call goes through the SDK's handler.
 WITHOUT_LANE = (
     "-c",
-    "import atlas_mcp.mcp.tools as t; t.install_recall_lane = lambda *a: False; "  # noqa: ISC004
+    "import atlas_mcp.mcp.server as s; s.install_recall_lane = lambda *a: False; "  # noqa: ISC004
     "from atlas_mcp.cli import main; main()",
 )
 MEMORIES: list[dict[str, Any]] = [
@@ -114,8 +113,8 @@ async def test_a_view_the_output_schema_refuses_is_an_error_not_a_reply(
     answers = []
     for installed in (True, False):
         if not installed:
-            monkeypatch.setattr(tools, "install_recall_lane", lambda *_a: False)
-        async with Client(build_server(service, USER)) as client:
+            monkeypatch.setattr(server, "install_recall_lane", lambda *_a: False)
+        async with Client(server.build_server(service, USER)) as client:
             result = await client.call_tool("recall_memory", {"query": "where do I live?"})
         answers.append((result.is_error, [c.text for c in result.content], result.structured_content))
     assert answers[0] == answers[1] == (True, ["Error executing tool recall_memory"], None)
