@@ -33,10 +33,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .gist import Gist, asked_cue, gist
+from .gist import Gist, asked_cue, gist, question_tokens
 from .lexical import detect_language
 from .model import Memory, MemoryType
-from .wording import tokens_of
 
 DEPTH = 30  # candidates (best first) whose facts are read
 # A question in another language reads deeper for facts in another language than its own: an
@@ -136,7 +135,7 @@ def asked(query: str, meaning: str | None = None) -> Asked | None:
         gist(query).names
         if language == "de"
         else frozenset(
-            t.word for t in tokens_of(query, language) if t.name and not t.initial and t.word != "i"
+            t.word for t in question_tokens(query, language) if t.name and not t.initial and t.word != "i"
         )
     )
     sure = meaning is not None and meaning == concept

@@ -9,6 +9,7 @@ LoCoMo when dropped). Which words are function words depends on the query's lang
 
 from __future__ import annotations
 
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .lexical import content_words
 
 
+@lru_cache(maxsize=1 << 10)  # a recall reads it twice: its plan, and calibration's topic words
 def lexical_query(query: str) -> str:
     """The query's content words, in order, for the BM25 branch; the query itself if none are."""
     words = content_words(query)

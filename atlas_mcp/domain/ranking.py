@@ -226,13 +226,12 @@ def from_their_side(
     if learn is not None:
         learn(found)
     for view in found:
-        ids = [pool.ids[i] for i in view.members]
+        ids = list(map(pool.ids.__getitem__, view.members))
         seen = cosines(plan, view.text, ids)
         discount = _name_discounts(plan, view, ids, cosines)
-        others = [seen.get(id_) for id_ in ids]
-        perspective.hear(
-            cosine, heard, own, view.members, others, [discount.get(i, 0.0) for i in ids], weight
-        )
+        others = list(map(seen.get, ids))
+        discounts = [discount.get(i, 0.0) for i in ids] if discount else [0.0] * len(ids)
+        perspective.hear(cosine, heard, own, view.members, others, discounts, weight)
     return replace(pool, cosine=cosine, relevance_cosine=heard)
 
 
