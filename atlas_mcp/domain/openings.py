@@ -69,6 +69,21 @@ def written_inside(name: str, joined: str) -> bool:
     return found is not None
 
 
+# A word shaped as a name (``NAME``) with no letter or digit either side, not at the start of
+# the text or of a line: what ``written_inside`` asks of one name, for all of them at once.
+_INNER_NAME = re.compile(r"(?:(?<=[^\w\n])|(?<=_))([A-Z][a-z\u00df-\u00ff]+)(?![^\W_])")
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+def inner_names(text: str) -> frozenset[str]:
+    """The words shaped as a name that ``text`` writes inside it: a name ``NAME`` matches is
+    ``written_inside`` texts joined one per line exactly when one of them holds it here (an
+    occurrence that counts starts after a character that is no letter, so it starts no
+    longer name-shaped word and lies inside none). Kept per memory (``pool.RowFacts.inner``)."""
+    found = _INNER_NAME.findall(text)
+    return frozenset(found) if found else _NO_NAMES
+
+
 def turn_head(memory: Memory) -> str | None:
     """What an event's text says before its first ": " (None: not an event, or no ": ")."""
     at = memory.text.find(": ") if memory.memory_type is MemoryType.EPISODIC else -1

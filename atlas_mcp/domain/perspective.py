@@ -100,13 +100,25 @@ def user_name(texts: Iterable[str]) -> str | None:
     return named_user([opening(text) for text in texts], texts)
 
 
-def named_user(openings: Sequence[Opening], texts: Sequence[str]) -> str | None:
-    """``user_name`` of ``texts``, which open as ``openings`` say (a recall's pool keeps them)."""
+def named_user(
+    openings: Sequence[Opening], texts: Sequence[str], inner: Sequence[frozenset[str]] | None = None
+) -> str | None:
+    """``user_name`` of ``texts``, which open as ``openings`` say (a recall's pool keeps them);
+    ``inner``: each text's ``openings.inner_names``, if known (a pool keeps them too): then no
+    text is searched for the names."""
     subjects = Counter([o.subject for o in openings if o.subject is not None])
     owners = {o.owner for o in openings if o.owner is not None}  # "Nora's car": proper nouns
     candidates = subjects.most_common(5)
-    joined = "\n".join([t for t, o in zip(texts, openings, strict=True) if not o.turn]) if candidates else ""
-    ranked = [(name, count) for name, count in candidates if name in owners or written_inside(name, joined)]
+    if inner is not None:
+        inside = frozenset().union(*[w for w, o in zip(inner, openings, strict=True) if w and not o.turn])
+        ranked = [(name, count) for name, count in candidates if name in owners or name in inside]
+    else:
+        joined = (
+            "\n".join([t for t, o in zip(texts, openings, strict=True) if not o.turn]) if candidates else ""
+        )
+        ranked = [
+            (name, count) for name, count in candidates if name in owners or written_inside(name, joined)
+        ]
     if not ranked or ranked[0][1] < MIN_SUBJECT_STARTS:
         return None
     if len(ranked) > 1 and ranked[0][1] < 2 * ranked[1][1]:
@@ -141,13 +153,17 @@ def views(
     memories: Sequence[Memory],
     heads: Sequence[str | None] | None = None,
     openings: Sequence[Opening] | None = None,
+    catalog: np.ndarray | None = None,
+    inner: Sequence[frozenset[str]] | None = None,
 ) -> list[View]:
     """The rewordings of ``query`` worth a second look, each with the memories it applies to:
     the one speaker the query names (their turns), and the user's name where the query speaks
     in the first person (the memories that name the user). Cheap tests come first: most
     queries name no speaker and the user's name is only looked for when "I" or "my" is there.
     ``heads`` and ``openings``: each memory's ``openings.turn_head`` and ``openings.opening``,
-    if known (a pool keeps them: a recall gathers them, it does not work them out again)."""
+    if known (a pool keeps them: a recall gathers them, it does not work them out again);
+    ``catalog``, ``inner``: which memories are catalog entries and each one's
+    ``openings.inner_names``, if known (a pool's columns)."""
     out = []
     heads = _turn_heads(memories) if heads is None else heads
     present = set(heads)
@@ -159,10 +175,16 @@ def views(
     if len(named) == 1 and (text := as_speaker(query, named[0])):
         out.append(View(text, tuple(i for i, head in enumerate(heads) if head == named[0]), speaker=named[0]))
     if _in_first_person(query):
-        users = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.CATALOG]
-        texts = [memories[i].text for i in users]
-        opened = [opening(t) for t in texts] if openings is None else [openings[i] for i in users]
-        name = named_user(opened, texts)
+        if catalog is None:
+            users = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.CATALOG]
+        else:
+            users = np.flatnonzero(~catalog).tolist()
+        if openings is None or inner is None:
+            texts = [memories[i].text for i in users]
+            opened = [opening(t) for t in texts] if openings is None else [openings[i] for i in users]
+            name = named_user(opened, texts)
+        else:  # the pool's columns say all that is read: no text is
+            name = named_user([openings[i] for i in users], (), [inner[i] for i in users])
         if name and (text := as_user(query, name)):
             about = _about_user(name, possessive=_says_my(query))
             members = tuple(i for i in users if about(memories[i].text))

@@ -25,7 +25,7 @@ import numpy as np
 from .fusion import Candidate
 from .lexical import CJK_CHARACTERS, has_cjk, stemmed_forms, word_count
 from .model import USAGE_TYPES, Memory, MemoryType
-from .openings import Opening, opening, speaker, turn_head
+from .openings import Opening, inner_names, opening, speaker, turn_head
 from .vocabulary import encoded, speaker_code
 
 NO_TIME = np.iinfo(np.int64).min  # a date a memory does not have
@@ -63,6 +63,7 @@ class RowFacts(NamedTuple):
     asks: bool  # the text asks something (a "?"): the next turn may answer it
     codes: bytes  # ``words`` as ``vocabulary`` codes (packed int32), in the set's order
     speaker_code: int  # ``speaker`` as a ``vocabulary.SPEAKERS`` code, ``NO_SPEAKER`` for None
+    inner: frozenset[str]  # the name-shaped words written inside the text (``openings.inner_names``)
 
 
 def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
@@ -85,6 +86,7 @@ def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
         asks="?" in text or "？" in text,
         codes=encoded(words),
         speaker_code=speaker_code(said_by),
+        inner=inner_names(text),
     )
 
 
@@ -174,6 +176,7 @@ class Pool(Sequence[Candidate]):
     openings: list[Opening]  # ``RowFacts.opening``
     codes: list[bytes]  # ``RowFacts.codes``
     speaker_codes: np.ndarray  # ``RowFacts.speaker_code``
+    inner: list[frozenset[str]]  # ``RowFacts.inner``
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
     # What ranking derives from these columns and reads twice (the episodes: the context rerank
     # and calibration), kept for this pool only; ``replace`` starts a new pool without it.
@@ -246,9 +249,20 @@ class Pool(Sequence[Candidate]):
         columns: list[tuple[Any, ...]] = (
             list(zip(*facts, strict=True)) if facts else [()] * len(RowFacts._fields)
         )
-        kind, occurred, created, log_words, speakers, words, heads, openings, asks, codes, speaker_codes = (
-            columns
-        )
+        (
+            kind,
+            occurred,
+            created,
+            log_words,
+            speakers,
+            words,
+            heads,
+            openings,
+            asks,
+            codes,
+            speaker_codes,
+            inner,
+        ) = columns
         return cls(
             ids=ids,
             memories=memories,
@@ -264,6 +278,7 @@ class Pool(Sequence[Candidate]):
             openings=list(openings),
             codes=list(codes),
             speaker_codes=np.array(speaker_codes, dtype=np.int64),
+            inner=list(inner),
             meaning=None,
             **evidence,
         )
@@ -276,7 +291,7 @@ class Pool(Sequence[Candidate]):
             for name in self.__dataclass_fields__
             if isinstance(value := getattr(self, name), np.ndarray)
         }
-        for name in ("ids", "memories", "owners", "speakers", "words", "heads", "openings", "codes"):
+        for name in ("ids", "memories", "owners", "speakers", "words", "heads", "openings", "codes", "inner"):
             column = getattr(self, name)
             changes[name] = [column[i] for i in picked]
         return replace(self, **changes)

@@ -31,7 +31,7 @@ from .fusion import Candidate
 from .limits import Limits
 from .model import USER_MEMORY_TYPES, Memory, MemoryType
 from .multipliers import FACTORS, Multipliers, decay_reference, factors, product, time_fits, window_fits
-from .pool import Pool
+from .pool import CATALOG, Pool
 from .query import lexical_query
 from .resolution import Resolution, resolve
 from .scoring import ScoringPolicy
@@ -222,7 +222,9 @@ def from_their_side(
         return pool
     cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
     own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
-    found = perspective.views(plan.query, pool.memories, pool.heads, pool.openings)
+    found = perspective.views(
+        plan.query, pool.memories, pool.heads, pool.openings, pool.kind == CATALOG, pool.inner
+    )
     if learn is not None:
         learn(found)
     for view in found:

@@ -12,8 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from atlas_mcp.domain import perspective
+from atlas_mcp.domain.fusion import Candidate
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.domain.openings import written_inside
+from atlas_mcp.domain.openings import inner_names, written_inside
+from atlas_mcp.domain.pool import CATALOG, Pool
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.inference.embedder import default_embedder
@@ -179,6 +181,41 @@ def test_a_name_written_inside_is_found_by_one_search(texts):
     joined = "\n".join(texts)
     for name in ("Nora", "Noraé", "Oéa", "Ora", "Noß", "a"):
         assert written_inside(name, joined) == _written_inside(name, texts)
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(list("NoraAnéßÖŁX_ 1\n’'s:-.")), max_size=16), max_size=6))
+def test_the_names_kept_per_text_are_the_names_written_inside(texts):
+    """A name-shaped word is ``written_inside`` the texts joined exactly when one text's
+    ``inner_names`` (kept per memory, so a recall searches no text) holds it."""
+    joined = "\n".join(texts)
+    kept = frozenset().union(*map(inner_names, texts))
+    for name in ("Nora", "Noraé", "Ora", "No", "Noß", "Anna", "Ann", "Xa", "Öra"):
+        assert written_inside(name, joined) == (name in kept), name
+
+
+def test_a_pools_columns_find_the_user_as_its_texts_do():
+    memories = [
+        memory(i, text)
+        for i, text in enumerate(
+            [
+                "Nora lives in Leeds.",
+                "Nora works as a nurse.",
+                "Nora likes tea.",
+                "Met Nora's sister.",
+                "Is allergic to cats.",
+                "Is vegetarian.",
+                "Is tired.",
+            ]
+        )
+    ]
+    pool = Pool.of([Candidate(m, None) for m in memories])
+    for query in ("Where do I live?", "What is my job?", "When did Caroline go?"):
+        plain = perspective.views(query, memories)
+        assert (
+            perspective.views(query, memories, pool.heads, pool.openings, pool.kind == CATALOG, pool.inner)
+            == plain
+        )
+    assert perspective.views("Where do I live?", memories)[0].name == "Nora"
 
 
 def test_the_name_discount_keeps_the_members_shared_pull_and_takes_off_the_rest():
