@@ -17,7 +17,7 @@ from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
 from atlas_mcp.engines.embedded import store
 from atlas_mcp.engines.embedded.dense import SpaceQuery, row_similarities, similarities
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.engines.embedded.index import IndexCache, OwnerIndex
+from atlas_mcp.engines.embedded.index import TYPE_CODES, IndexCache, OwnerIndex
 from atlas_mcp.engines.embedded.keys import id_order, ids_of, row_keys
 from atlas_mcp.engines.embedded.maintenance import synchronous, write_many
 from atlas_mcp.engines.embedded.vectors import RowVectors
@@ -234,6 +234,8 @@ def test_the_spaces_present_follow_every_change_to_the_rows():
                 searched = v.searchable(frozenset(codes))
                 assert searched.tolist() == (v.ready & np.isin(v.spaces, list(codes))).tolist()
                 assert not searched.flags.writeable
+                spaces = v.searched_spaces(frozenset(codes))
+                assert spaces.tolist() == np.where(searched, v.spaces, -1).tolist()
 
     v = RowVectors(8)
     check(v)
@@ -322,3 +324,24 @@ def test_a_candidate_whose_memory_cannot_be_read_is_left_out(tmp_path, monkeypat
             np.testing.assert_array_equal(getattr(pool, column), getattr(whole, column)[kept])
     finally:
         engine.close()
+
+
+def test_the_rows_a_recall_may_return_follow_supersessions_and_appends():
+    """``OwnerIndex.allowed`` is kept between recalls; a row added or superseded in place
+    changes it, as worked out again from the rows."""
+    index = OwnerIndex(8, capacity=4)
+    index.fill([(1, "a", "semantic", False), (2, "b", "episodic", False), (3, "c", "semantic", True)])
+
+    def check() -> None:
+        for types in ({"semantic"}, {"semantic", "episodic"}, {"catalog"}):
+            for superseded in (False, True):
+                want = np.isin(index.codes, [TYPE_CODES[t] for t in types]) & (superseded | ~index.superseded)
+                for _ in range(2):  # worked out, then kept
+                    assert index.allowed(types, superseded).tolist() == want.tolist()
+                    assert not index.allowed(types, superseded).flags.writeable
+
+    check()
+    index.mark_superseded(["a"])
+    check()
+    index.append_pending(9, "d", "semantic", ("", ""))
+    check()

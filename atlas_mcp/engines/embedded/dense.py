@@ -86,7 +86,7 @@ def scan(visible: list[OwnerRows], queries: Mapping[int, SpaceQuery], threads: i
     """Every visible row's cosine with the query embedded in the row's space, on one scale."""
     visible = [replace(v, searched=searchable(v.index.vectors, queries)) for v in visible]
     cosines = [similarities(v.index.vectors, queries, threads) for v in visible]
-    spaces = [np.where(v.searched, v.index.vectors.spaces, -1) for v in visible]
+    spaces = [v.index.vectors.searched_spaces(frozenset(queries)) for v in visible]
     scores = on_one_scale(cosines, spaces, {code: q.background for code, q in queries.items()})
     return DenseScan(visible, scores, spaces, queries)
 

@@ -50,6 +50,8 @@ class OwnerIndex:
         self.postings = OwnerPostings()  # the same rows' words, for BM25
         # ``id_order`` once asked, with the ids in that order (kept through appends)
         self._id_order: tuple[np.ndarray, list[str]] | None = None
+        self._marks = 0  # supersessions marked in place (what ``allowed`` was kept for)
+        self._allowed: tuple[tuple[frozenset[str], bool, int, int], np.ndarray] | None = None
 
     @property
     def codes(self) -> np.ndarray:
@@ -70,6 +72,7 @@ class OwnerIndex:
         self.size = self.vectors.size = count
         self.last_rowid = rows[-1][0] if rows else 0
         self._id_order = None
+        self._allowed = None
 
     def append_pending(self, rowid: int, memory_id: str, memory_type: str, words: tuple[str, str]) -> None:
         """A new row whose vectors are still to come (``vectors.put_passages`` fills them in)."""
@@ -122,14 +125,22 @@ class OwnerIndex:
     def mark_superseded(self, memory_ids: Iterable[str]) -> None:
         for memory_id in memory_ids:
             self._superseded[self.index[memory_id]] = True
+        self._marks += 1
 
     def allowed(self, allowed_types: set[str], include_superseded: bool) -> np.ndarray:
-        """Per row: may a recall return it? (an allowed type and, unless asked, not superseded)."""
+        """Per row: may a recall return it? (an allowed type and, unless asked, not superseded;
+        read-only, kept until a row is added or superseded: recalls ask the same each time)."""
+        key = (frozenset(allowed_types), include_superseded, self.size, self._marks)
+        kept = self._allowed
+        if kept is not None and kept[0] == key:
+            return kept[1]
         by_code = np.zeros(len(TYPE_CODES), dtype=bool)
         by_code[[TYPE_CODES[t] for t in allowed_types if t in TYPE_CODES]] = True
         mask: np.ndarray = by_code[self.codes]
         if not include_superseded:
             mask &= ~self.superseded
+        mask.setflags(write=False)
+        self._allowed = (key, mask)
         return mask
 
     def _grow(self) -> None:

@@ -275,7 +275,7 @@ class Search:
             index = self._index.get(conn, owner, stamp.version)
             allowed = index.allowed(types, plan.include_superseded)
             if plan.time.active and owner != CATALOG_OWNER:  # the catalog has no history
-                allowed &= timing.rows_in_time(conn, owner, index.rowids, index.size, plan.time)
+                allowed = allowed & timing.rows_in_time(conn, owner, index.rowids, index.size, plan.time)
             out.append(OwnerRows(owner, index, allowed, index.vectors.ready, stamp))
         return out
 

@@ -49,11 +49,12 @@ class RowVectors:
         # over every row each time (~25 us at 12k rows); a change bumps the count after it is made
         self._changes = 0
         self._present: tuple[int, int, list[int], bool] = (-1, -1, [], True)
-        self._searchable: tuple[int, int, frozenset[int], np.ndarray] = (
+        self._searchable: tuple[int, int, frozenset[int], np.ndarray, np.ndarray] = (
             -1,
             -1,
             frozenset(),
             np.zeros(0, bool),
+            np.zeros(0, np.uint8),
         )
 
     @property
@@ -105,16 +106,28 @@ class RowVectors:
     def searchable(self, codes: frozenset[int]) -> np.ndarray:
         """Per row: has it a vector in one of the spaces ``codes``? (read-only; kept as of
         (changes, size, codes) like ``spaces_present``: each recall asks it, ~0.1 ms at 12k)"""
+        return self._kept_searchable(codes)[3]
+
+    def searched_spaces(self, codes: frozenset[int]) -> np.ndarray:
+        """Per row, its space's code where ``searchable``, else -1 as the spaces' dtype holds it
+        (read-only, kept alike)."""
+        return self._kept_searchable(codes)[4]
+
+    def _kept_searchable(
+        self, codes: frozenset[int]
+    ) -> tuple[int, int, frozenset[int], np.ndarray, np.ndarray]:
         changes, size = self._changes, self.size  # read first: a change made meanwhile misses
         kept = self._searchable
         if kept[:3] == (changes, size, codes):
-            return kept[3]
+            return kept
         spaces = self._spaces[:size]
         of_codes = spaces == next(iter(codes)) if len(codes) == 1 else np.isin(spaces, list(codes))
         found = (self._passages[:size] > 0) & of_codes
+        searched_spaces = np.where(found, spaces, -1)
         found.setflags(write=False)
-        self._searchable = (changes, size, codes, found)
-        return found
+        searched_spaces.setflags(write=False)
+        self._searchable = (changes, size, codes, found, searched_spaces)
+        return self._searchable
 
     @property
     def extra(self) -> np.ndarray:
