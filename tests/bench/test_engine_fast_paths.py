@@ -14,8 +14,8 @@ from atlas_mcp.bench import corpus
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.ranking import RecallPlan
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
-from atlas_mcp.engines.embedded import store
-from atlas_mcp.engines.embedded.dense import SpaceQuery, row_similarities, similarities
+from atlas_mcp.engines.embedded import dense, store
+from atlas_mcp.engines.embedded.dense import SpaceQuery, row_similarities, similarities, top_rows
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import TYPE_CODES, IndexCache, OwnerIndex
 from atlas_mcp.engines.embedded.keys import id_order, ids_of, row_keys
@@ -345,3 +345,28 @@ def test_the_rows_a_recall_may_return_follow_supersessions_and_appends():
     check()
     index.append_pending(9, "d", "semantic", ("", ""))
     check()
+
+
+@pytest.mark.parametrize("kind", ["normal", "coarse", "ascending", "descending", "flat", "strided"])
+def test_the_best_rows_are_the_sorted_rows_also_past_the_guessed_cut_off(kind):
+    """``top_rows`` guesses its cut-off on a sample of a large owner's rows; whatever the
+    scores, it returns the window a full sort by (score, row) gives: ties at the cut-off go
+    to the lower rows, also when the guess falls short."""
+    rng = np.random.default_rng(11)
+    n = 20_000
+    scores = {
+        "normal": rng.standard_normal(n),
+        "coarse": np.round(rng.standard_normal(n), 1),  # thousands of ties
+        "ascending": np.sort(rng.standard_normal(n)),
+        "descending": -np.sort(rng.standard_normal(n)),
+        "flat": np.zeros(n),
+        "strided": np.zeros(n),
+    }[kind].astype(np.float32)
+    allowed = rng.random(n) < 0.9
+    if kind == "strided":  # the sampled rows are the best: the guess keeps too few, the whole selection runs
+        allowed[:] = True
+        scores[:: n // dense.GUESS_SAMPLE] = 1 + rng.random(len(scores[:: n // dense.GUESS_SAMPLE]))
+    for window in (1, 50, 300, 2_000):
+        rows = np.flatnonzero(allowed)
+        want = rows[np.lexsort((rows, -scores[rows]))][:window]
+        assert top_rows(scores, allowed, window).tolist() == want.tolist()
