@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .gist import Gist, asked_cue, gist, question_tokens
+from .gist import Gist, asked_cue, gist, question_subject, question_tokens
 from .lexical import detect_language
 from .model import Memory, MemoryType
 
@@ -131,15 +131,16 @@ def asked(query: str, meaning: str | None = None) -> Asked | None:
     language = detect_language(query)
     # The people it names: capitalised words inside it, but in German (where every noun is
     # capitalised) only the names the fact reader finds ("In welche Schule geht Lenas Sohn?").
+    relations, named = question_subject(query)
     names = (
-        gist(query).names
+        named
         if language == "de"
         else frozenset(
             t.word for t in question_tokens(query, language) if t.name and not t.initial and t.word != "i"
         )
     )
     sure = meaning is not None and meaning == concept
-    return Asked(concept, gist(query).relations, names, sure, by_words is not None, language)
+    return Asked(concept, relations, names, sure, by_words is not None, language)
 
 
 def setting_what_is_asked(

@@ -109,6 +109,19 @@ def concept_of(text: str) -> str | None:
 
 
 @lru_cache(maxsize=1 << 8)
+def question_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """``gist(text)``'s relations and names without the rest of the gist (its content words
+    and their stems, ~0.1 ms a new question): what a question naming an attribute is asked of
+    whom (``asked.asked``)."""
+    kept = _DENIAL.sub("", text)
+    tokens = list(question_tokens(kept, detect_language(text)))
+    _, cue_spans = _concept_and_cues(tokens, kept)
+    cue_tokens = {i for start, end, _ in cue_spans for i in range(start, end)}
+    relations, names, _ = subject_of(tokens, kept, cue_tokens)
+    return relations, names
+
+
+@lru_cache(maxsize=1 << 8)
 def question_tokens(question: str, language: str) -> tuple[Token, ...]:
     """``tokens_of`` a question, kept: one recall reads its question's tokens up to three times
     (``concept_of``, ``asked_cue``, ``asked.asked``' names), ~20 us each."""

@@ -190,7 +190,8 @@ def test_the_meaning_is_the_attribute_of_the_best_prototypes(cosines):
 
 
 def test_the_concept_a_text_names_is_its_gists_without_the_rest_of_it():
-    """``gist.concept_of`` (what every query is asked first) reads what the whole gist reads,
+    """``gist.concept_of`` (what every query is asked first) and ``gist.question_subject``
+    read what the whole gist reads,
     on every question and memory of the mixed suite."""
     suite = mixed_suite.load()
     texts = [entry["text"] for entry in suite["background"]]
@@ -199,3 +200,5 @@ def test_the_concept_a_text_names_is_its_gists_without_the_rest_of_it():
     assert any(gist.gist(t).concept for t in texts) and any(not gist.gist(t).concept for t in texts)
     for text in texts:
         assert gist.concept_of(text) == gist.gist(text).concept, text
+        read = gist.gist(text)
+        assert gist.question_subject(text) == (read.relations, read.names), text
