@@ -235,14 +235,14 @@ def _held(words: list[str], stems: list[str], codes: Sequence[bytes]) -> np.ndar
     for j, (word, stemmed) in enumerate(zip(words, stems, strict=True)):
         asks[column[word], j] = asks[column[stemmed], j] = 1
     present = np.zeros((len(codes), len(forms)), dtype=np.uint8)
-    known = [(code, at) for at, form in enumerate(forms) if (code := vocabulary.WORDS.code(form)) is not None]
+    known = [(code, at) for at, form in enumerate(forms) if (code := vocabulary.WORDS.code(form))]  # not END
     if known:  # a form no memory holds is held by none of these
         flat = np.frombuffer(b"".join(codes), dtype=np.int32)
         known.sort()
         wanted = np.zeros(vocabulary.WORDS.size(), dtype=bool)  # every code in the pool is below the size
         wanted[[code for code, _ in known]] = True
         hits = np.flatnonzero(wanted.take(flat))  # where in ``flat`` a query form is
-        ends = np.cumsum(np.fromiter(map(len, codes), dtype=np.int64, count=len(codes))) // 4
+        ends = np.flatnonzero(flat == vocabulary.END)  # where each memory's codes end, in order
         which = np.searchsorted([code for code, _ in known], flat[hits])
         present[np.searchsorted(ends, hits, side="right"), np.array([at for _, at in known])[which]] = 1
     held: np.ndarray = (present @ asks) > 0
