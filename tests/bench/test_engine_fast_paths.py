@@ -14,7 +14,7 @@ from atlas_mcp.bench import corpus
 from atlas_mcp.domain.model import MemoryType
 from atlas_mcp.domain.ranking import RecallPlan
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
-from atlas_mcp.engines.embedded import dense, store
+from atlas_mcp.engines.embedded import dense, store, versions
 from atlas_mcp.engines.embedded.dense import SpaceQuery, row_similarities, similarities, top_rows
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.index import TYPE_CODES, IndexCache, OwnerIndex
@@ -370,3 +370,20 @@ def test_the_best_rows_are_the_sorted_rows_also_past_the_guessed_cut_off(kind):
         rows = np.flatnonzero(allowed)
         want = rows[np.lexsort((rows, -scores[rows]))][:window]
         assert top_rows(scores, allowed, window).tolist() == want.tolist()
+
+
+def test_the_stamps_of_several_owners_are_each_owners_stamp(tmp_path):
+    """``versions.stamps`` reads a recall's owners in one query: each is ``stamp`` of its owner,
+    also for an owner that has never been written (0, 0), in the order asked."""
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    service = MemoryService(engine)
+    try:
+        service.write(USER, "Prefers window seats on long flights.")
+        service.write("someone-else", "Likes tea.")
+        service.recall(USER, "seats")  # a recorded use moves the stamp's uses
+        conn = engine.store.conn
+        for owners in ([USER, ""], ["", USER], [USER], ["nobody", USER, "someone-else"]):
+            assert versions.stamps(conn, owners) == [versions.stamp(conn, owner) for owner in owners]
+        assert versions.stamps(conn, ["nobody"]) == [versions.Stamp(0, 0)]
+    finally:
+        engine.close()

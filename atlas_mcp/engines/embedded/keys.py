@@ -26,9 +26,9 @@ def row_keys(place: int, rows: np.ndarray) -> np.ndarray:
 
 def ids_of(owners: Sequence[OwnerIndex], keys: np.ndarray) -> list[str]:
     """The memory ids of ``keys`` (``owners``: the visible owners' indexes, in place order)."""
+    if not (keys >> ROW_BITS).any():  # all the first owner's (the user's): a key is its row
+        return list(map(owners[0].ids.__getitem__, keys.tolist()))
     places, rows = (keys >> ROW_BITS).tolist(), (keys & ROW_MASK).tolist()
-    if len(set(places)) == 1:
-        return list(map(owners[places[0]].ids.__getitem__, rows))
     return [owners[place].ids[row] for place, row in zip(places, rows, strict=True)]
 
 

@@ -367,7 +367,5 @@ def _scored(
     scores = np.bincount(
         matched_rows, weights=idf * frequency * (K1 + 1) / (frequency + norm), minlength=p.size
     )
-    seen = np.zeros(p.size, dtype=bool)
-    seen[matched_rows] = True
-    hit = np.flatnonzero(seen)
+    hit = np.flatnonzero(scores)  # a matched row's every word adds more than 0 (idf, weight, count > 0)
     return hit, scores[hit]

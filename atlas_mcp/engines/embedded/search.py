@@ -92,7 +92,7 @@ class Search:
         settled = False  # the owners' pending rows are waited for first, unless there are none
         while True:
             with self._store.snapshot() as conn:
-                stamps = [versions.stamp(conn, owner) for owner in owners]
+                stamps = versions.stamps(conn, owners)
                 found = (
                     self._search(conn, plan, stamps, guessed)
                     if settled or self._all_embedded(owners, stamps)
@@ -364,7 +364,8 @@ class Search:
         out: list[Entry | None] = [None] * len(ids)
         places = keys >> ROW_BITS
         for place, owner in enumerate(visible):
-            at = np.flatnonzero(places == place).tolist()
+            mine = places == place
+            at = range(len(ids)) if mine.all() else np.flatnonzero(mine).tolist()
             wanted = ids if len(at) == len(ids) else [ids[n] for n in at]
             found = self._memories.found(owner.owner, owner.stamp, wanted) if at else []
             missing = [memory_id for memory_id, entry in zip(wanted, found, strict=True) if entry is None]

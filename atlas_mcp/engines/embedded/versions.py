@@ -17,6 +17,7 @@ next read to reload (``Change.follows``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -44,6 +45,16 @@ class Change:
 def stamp(conn: sqlite3.Connection, owner: str) -> Stamp:
     row = conn.execute("SELECT version, uses FROM owner_versions WHERE owner = ?", (owner,)).fetchone()
     return Stamp(row[0], row[1]) if row else Stamp(0, 0)
+
+
+def stamps(conn: sqlite3.Connection, owners: Sequence[str]) -> list[Stamp]:
+    """``stamp`` of each of ``owners`` (a user and the catalog, in a recall), in one read."""
+    if len(owners) == 1:
+        return [stamp(conn, owners[0])]
+    marks = ",".join("?" * len(owners))
+    found = conn.execute(f"SELECT owner, version, uses FROM owner_versions WHERE owner IN ({marks})", owners)
+    kept = {owner: Stamp(version, uses) for owner, version, uses in found}
+    return [kept.get(owner, Stamp(0, 0)) for owner in owners]
 
 
 def bump(conn: sqlite3.Connection, owner: str) -> None:
