@@ -65,6 +65,7 @@ class RowFacts(NamedTuple):
     codes: bytes  # ``words`` as ``vocabulary`` codes (packed int32), in the set's order
     speaker_code: int  # ``speaker`` as a ``vocabulary.SPEAKERS`` code, ``NO_SPEAKER`` for None
     inner: frozenset[str]  # the name-shaped words written inside the text (``openings.inner_names``)
+    expires: int  # ``expires_at`` in microseconds, or NO_TIME
 
 
 def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
@@ -88,6 +89,7 @@ def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
         codes=encoded(words),
         speaker_code=speaker_code(said_by),
         inner=inner_names(text),
+        expires=microseconds(memory.expires_at),
     )
 
 
@@ -178,6 +180,7 @@ class Pool(Sequence[Candidate]):
     codes: list[bytes]  # ``RowFacts.codes``
     speaker_codes: np.ndarray  # ``RowFacts.speaker_code``
     inner: list[frozenset[str]]  # ``RowFacts.inner``
+    expires: np.ndarray  # ``RowFacts.expires``
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
     # What ranking derives from these columns and reads twice (the episodes: the context rerank
     # and calibration), kept for this pool only; ``replace`` starts a new pool without it.
@@ -263,6 +266,7 @@ class Pool(Sequence[Candidate]):
             codes,
             speaker_codes,
             inner,
+            expires,
         ) = columns
         return cls(
             ids=ids,
@@ -280,6 +284,7 @@ class Pool(Sequence[Candidate]):
             codes=list(codes),
             speaker_codes=np.array(speaker_codes, dtype=np.int64),
             inner=list(inner),
+            expires=np.array(expires, dtype=np.int64),
             meaning=None,
             **evidence,
         )

@@ -31,7 +31,7 @@ from .fusion import Candidate
 from .limits import Limits
 from .model import USER_MEMORY_TYPES, Memory, MemoryType
 from .multipliers import FACTORS, Multipliers, decay_reference, factors, product, time_fits, window_fits
-from .pool import CATALOG, Pool
+from .pool import CATALOG, NO_TIME, Pool, microseconds
 from .query import lexical_query
 from .resolution import Resolution, resolve
 from .scoring import ScoringPolicy
@@ -195,10 +195,10 @@ def _recall_types(memory_types: Iterable[str] | None, include_catalog: bool) -> 
 def admitted(plan: RecallPlan, pool: Pool, now: datetime) -> Pool:
     """The candidates the plan's time bounds keep and that have not expired by ``now`` (the
     engines filter the same way; this is the one definition, exact to the instant)."""
-    if not plan.time.active:  # ``kept`` reads only the expiry
-        keep = [m.expires_at is None or not m.expires_at <= now for m in pool.memories]
-    else:
-        keep = [kept(memory, plan.time, now) for memory in pool.memories]
+    if not plan.time.active:  # ``kept`` reads only the expiry: the pool's column of it
+        live = (pool.expires == NO_TIME) | (pool.expires > microseconds(now))
+        return pool if live.all() else pool.subset(np.flatnonzero(live))
+    keep = [kept(memory, plan.time, now) for memory in pool.memories]
     return pool if all(keep) else pool.subset(np.flatnonzero(keep))
 
 

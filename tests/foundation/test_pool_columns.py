@@ -100,3 +100,21 @@ def test_uses_are_read_from_the_memories_that_track_them_as_they_are_now():
         m.evolve(use_count=m.use_count + 1, last_used_at=start + timedelta(days=1)) for m in memories
     ]
     assert _pool(used_again).used()[1].tolist()[1] == microseconds(start + timedelta(days=1))
+
+
+def test_a_recall_drops_what_expired_by_its_instant_from_the_expiry_column():
+    from atlas_mcp.domain.ranking import RecallPlan, admitted
+
+    now = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    expiries = [None, now, now + timedelta(microseconds=1), now - timedelta(days=1)]
+    memories = [
+        Memory(
+            id=f"m{i}", memory_type=MemoryType.SEMANTIC, user_id="u", text="x", created_at=now, expires_at=at
+        )
+        for i, at in enumerate(expiries)
+    ]
+    pool = _pool(memories)
+    assert pool.expires.tolist() == [NO_TIME, *(microseconds(at) for at in expiries[1:])]
+    plan = RecallPlan("u", "x", frozenset({MemoryType.SEMANTIC}), False, 10, 30)
+    assert admitted(plan, pool, now).ids == ["m0", "m2"]  # expired at the instant itself
+    assert admitted(plan, pool, now - timedelta(days=2)) is pool
