@@ -22,6 +22,22 @@ QUERY_THREADS = 2  # query texts embedded at once (a query and its rewording; HT
 RECENT_QUERIES = 64
 
 
+class Ready:
+    """A vector at hand, read like a finished ``Future`` (whose lock and condition cost more
+    than the look-up that found the vector)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: SpaceQuery) -> None:
+        self._value = value
+
+    def done(self) -> bool:
+        return True
+
+    def result(self, timeout: float | None = None) -> SpaceQuery:
+        return self._value
+
+
 class QueryVectors:
     """Texts embedded as queries in a vector space (a code of ``spaces``), recent ones kept."""
 
@@ -33,7 +49,7 @@ class QueryVectors:
         self._coming: dict[tuple[str, str], Future[SpaceQuery]] = {}  # started by ``foresee``
         self._lock = threading.Lock()
 
-    def submit(self, text: str, code: int) -> Future[SpaceQuery]:
+    def submit(self, text: str, code: int) -> Future[SpaceQuery] | Ready:
         """``get`` on the pool; a recent vector, or the run already started for ``text``
         (``foresee``), without a trip through the pool."""
         key = (self._model_of(code), text)
@@ -41,9 +57,7 @@ class QueryVectors:
             found = self._recent.get(key)
             if found is not None:
                 self._recent.move_to_end(key)
-                done: Future[SpaceQuery] = Future()
-                done.set_result(found)
-                return done
+                return Ready(found)
             coming = self._coming.get(key)
         return coming if coming is not None else self._pool.submit(self.get, text, code)
 

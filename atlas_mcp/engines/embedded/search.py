@@ -35,7 +35,7 @@ from .memory_cache import Entry, MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
 from .preload import FirstReads, RecallClock, first_recall_answered, preload
-from .query_vectors import QueryVectors
+from .query_vectors import QueryVectors, Ready
 from .saved_postings import SAVED_MIN_ROWS
 from .slots import CATALOG_OWNER, owner_key
 from .store import Store
@@ -104,7 +104,8 @@ class Search:
                 self._deferred.settle(owner)
             settled = True
         pool = self._candidates(*found)
-        self.recalls.answered.set()
+        if not self.recalls.answered.is_set():  # once: a set takes the event's lock each time
+            self.recalls.answered.set()
         return pool
 
     def _all_embedded(self, owners: list[str], stamps: list[Stamp]) -> bool:
@@ -122,7 +123,7 @@ class Search:
         conn: sqlite3.Connection,
         plan: RecallPlan,
         stamps: list[Stamp],
-        guessed: dict[int, Future[SpaceQuery]],
+        guessed: dict[int, Future[SpaceQuery] | Ready],
     ) -> tuple[FusedKeys, list[str], list[Entry | None], np.ndarray, DenseScan]:
         """``candidates``' reads in its snapshot, the owners' rows settled: what ``_candidates``
         makes the pool of."""
