@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from atlas_mcp.bench import corpus
-from atlas_mcp.domain.model import MemoryType
+from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.ranking import RecallPlan
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
 from atlas_mcp.engines.embedded import dense, store, versions
@@ -303,6 +303,12 @@ def test_a_candidate_whose_memory_cannot_be_read_is_left_out(tmp_path, monkeypat
     engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
     try:
         write_many(engine, corpus.tenant_memories(0, corpus.specs(5, 40)))
+        created = corpus.tenant_memories(0, corpus.specs(5, 1))[0].created_at
+        guides = [f"Roadmap meeting guide {n}: agenda, notes, owners" for n in range(3)]
+        write_many(engine, [
+            Memory(id=f"cat{n}", memory_type=MemoryType.CATALOG, user_id=None, text=text, created_at=created)
+            for n, text in enumerate(guides)
+        ])  # fmt: skip
         plan = RecallPlan(USER, "a long meeting about the roadmap", frozenset(MemoryType), False, 50, 60)
         whole = engine.candidates(plan)
         read = store.read_memories
@@ -320,6 +326,9 @@ def test_a_candidate_whose_memory_cannot_be_read_is_left_out(tmp_path, monkeypat
         kept = [at for at, memory_id in enumerate(whole.ids) if memory_id != lost]
         assert pool.ids == [whole.ids[at] for at in kept]
         assert [m.id for m in pool.memories] == pool.ids
+        assert (
+            pool.owners == [m.user_id or "" for m in pool.memories] and "" in pool.owners
+        )  # the catalog's too
         for column in ("rrf", "bm25_rank", "dense_rank", "bm25", "cosine", "pending"):
             np.testing.assert_array_equal(getattr(pool, column), getattr(whole, column)[kept])
     finally:

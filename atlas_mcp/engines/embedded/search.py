@@ -124,7 +124,7 @@ class Search:
         plan: RecallPlan,
         stamps: list[Stamp],
         guessed: dict[int, Future[SpaceQuery] | Ready],
-    ) -> tuple[FusedKeys, list[str], list[Entry | None], np.ndarray, DenseScan]:
+    ) -> tuple[FusedKeys, list[str], list[Entry | None], np.ndarray, DenseScan, list[str]]:
         """``candidates``' reads in its snapshot, the owners' rows settled: what ``_candidates``
         makes the pool of."""
         visible = self._visible(conn, plan, stamps)
@@ -136,7 +136,8 @@ class Search:
         rankings = [lexical[0], dense.best(plan.window)]
         fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
         ids = ids_of(indexes, fused.keys)
-        return fused, ids, self._load(conn, visible, fused.keys, ids), lexical[1], dense
+        owners = [v.owner for v in visible]
+        return fused, ids, self._load(conn, visible, fused.keys, ids), lexical[1], dense, owners
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
@@ -177,6 +178,7 @@ class Search:
         entries: list[Entry | None],
         lexical_scores: np.ndarray,
         dense: DenseScan | None,
+        owners: list[str],
     ) -> Pool:
         """The fused candidates as the pool's columns, with their dense evidence: each cosine
         on one scale, the cosine relevance reads where a model's differs
@@ -197,14 +199,13 @@ class Search:
             )
         else:
             cosine, spaces, pending = dense.columns(keys)
-        relevance = cosine.copy()
-        if dense is not None:
-            relevance = self._relevance_cosines(dense, cosine, spaces)
+        relevance = cosine.copy() if dense is None else self._relevance_cosines(dense, cosine, spaces)
         chosen, facts = self._memories.memories_and_facts(cast("list[Entry]", entries))  # no None left
+        places = keys >> ROW_BITS  # a memory's user_id is its owner's ("" for the catalog's None)
         return Pool.from_columns(
             ids,
             chosen,
-            [m.user_id or "" for m in chosen],
+            [owners[0]] * len(ids) if not places.any() else [owners[place] for place in places.tolist()],
             facts=facts,
             rrf=rrf,
             bm25_rank=ranks[:, 0],
@@ -256,7 +257,7 @@ class Search:
             fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
             ids = ids_of(indexes, fused.keys)
             memories = self._load(conn, visible, fused.keys, ids)
-        return self._candidates(fused, ids, memories, lexical[1], None)
+        return self._candidates(fused, ids, memories, lexical[1], None, [v.owner for v in visible])
 
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
