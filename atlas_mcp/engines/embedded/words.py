@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ...domain.lexical import analyse
 
@@ -64,8 +64,7 @@ def row_words(terms: str, stems: str) -> tuple[list[str], int]:
     return surface + [STEM_MARK + w for w in stemmed], len(surface) + len(stemmed)
 
 
-@dataclass(frozen=True, slots=True)
-class QueryWord:
+class QueryWord(NamedTuple):  # a tuple: a question makes ~40 (a frozen dataclass took ~1 us each)
     key: str  # as in the vocabulary (a stem carries ``STEM_MARK``)
     weight: float
 
@@ -76,6 +75,7 @@ def query_words(text: str, language: str | None) -> list[QueryWord]:
     analysis = analyse(text, language)
     out: list[QueryWord] = []
     for words, mark, weight in ((analysis.terms, "", TERM_WEIGHT), (analysis.stems, STEM_MARK, STEM_WEIGHT)):
-        for word in list(dict.fromkeys(w.lower() for w in words))[:MAX_QUERY_WORDS]:
-            out.extend(QueryWord(mark + folded, weight) for folded in tokens(word))
+        for word in list(dict.fromkeys([w.lower() for w in words]))[:MAX_QUERY_WORDS]:
+            for one in folded(word).split():  # ``tokens``
+                out.append(QueryWord(mark + one, weight))
     return out
