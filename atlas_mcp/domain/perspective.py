@@ -27,6 +27,7 @@ import numpy as np
 from .lexical import detect_language
 from .model import Memory, MemoryType
 from .openings import POSSESSIVE, Opening, opening, turn_head, written_inside
+from .vocabulary import SPEAKERS
 
 MIN_SUBJECT_STARTS = 3  # memories that must start with the name before it is taken as the user's
 
@@ -155,6 +156,7 @@ def views(
     openings: Sequence[Opening] | None = None,
     catalog: np.ndarray | None = None,
     inner: Sequence[frozenset[str]] | None = None,
+    head_codes: np.ndarray | None = None,
 ) -> list[View]:
     """The rewordings of ``query`` worth a second look, each with the memories it applies to:
     the one speaker the query names (their turns), and the user's name where the query speaks
@@ -162,18 +164,24 @@ def views(
     queries name no speaker and the user's name is only looked for when "I" or "my" is there.
     ``heads`` and ``openings``: each memory's ``openings.turn_head`` and ``openings.opening``,
     if known (a pool keeps them: a recall gathers them, it does not work them out again);
-    ``catalog``, ``inner``: which memories are catalog entries and each one's
-    ``openings.inner_names``, if known (a pool's columns)."""
+    ``catalog``, ``inner``, ``head_codes``: which memories are catalog entries, each one's
+    ``openings.inner_names`` and its head's ``vocabulary.SPEAKERS`` code, if known (a pool's
+    columns: then the heads are compared as codes, not read)."""
     out = []
-    heads = _turn_heads(memories) if heads is None else heads
-    present = set(heads)
-    named = [
-        name
-        for name in dict.fromkeys(POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
-        if name in present
-    ]
-    if len(named) == 1 and (text := as_speaker(query, named[0])):
-        out.append(View(text, tuple(i for i, head in enumerate(heads) if head == named[0]), speaker=named[0]))
+    written = dict.fromkeys(POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
+    if head_codes is None:
+        heads = _turn_heads(memories) if heads is None else heads
+        present = set(heads)
+        named = [name for name in written if name in present]
+        if len(named) == 1 and (text := as_speaker(query, named[0])):
+            out.append(
+                View(text, tuple(i for i, head in enumerate(heads) if head == named[0]), speaker=named[0])
+            )
+    else:
+        turns = {name: head_codes == code for name in written if (code := SPEAKERS.code(name)) is not None}
+        named = [name for name, theirs in turns.items() if theirs.any()]
+        if len(named) == 1 and (text := as_speaker(query, named[0])):
+            out.append(View(text, tuple(np.flatnonzero(turns[named[0]]).tolist()), speaker=named[0]))
     if _in_first_person(query):
         if catalog is None:
             users = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.CATALOG]

@@ -66,6 +66,7 @@ class RowFacts(NamedTuple):
     speaker_code: int  # ``speaker`` as a ``vocabulary.SPEAKERS`` code, ``NO_SPEAKER`` for None
     inner: frozenset[str]  # the name-shaped words written inside the text (``openings.inner_names``)
     expires: int  # ``expires_at`` in microseconds, or NO_TIME
+    head_code: int  # ``head`` as a ``vocabulary.SPEAKERS`` code, ``NO_SPEAKER`` for None
 
 
 def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
@@ -76,6 +77,7 @@ def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
     event = memory.memory_type is MemoryType.EPISODIC
     words = coverage(memory.search_text()) if words is None else words
     said_by = speaker(text) if event else None
+    head = turn_head(memory)
     return RowFacts(
         kind=KIND_CODES[memory.memory_type],
         occurred=microseconds(memory.occurred_at),
@@ -83,13 +85,14 @@ def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
         log_words=math.log1p(word_count(text)),  # CJK-fair
         speaker=said_by,
         words=words,
-        head=turn_head(memory),
+        head=head,
         opening=opening(text),
         asks="?" in text or "？" in text,
         codes=encoded(words),
         speaker_code=speaker_code(said_by),
         inner=inner_names(text),
         expires=microseconds(memory.expires_at),
+        head_code=speaker_code(head),
     )
 
 
@@ -181,6 +184,7 @@ class Pool(Sequence[Candidate]):
     speaker_codes: np.ndarray  # ``RowFacts.speaker_code``
     inner: list[frozenset[str]]  # ``RowFacts.inner``
     expires: np.ndarray  # ``RowFacts.expires``
+    head_codes: np.ndarray  # ``RowFacts.head_code``
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
     # What ranking derives from these columns and reads twice (the episodes: the context rerank
     # and calibration), kept for this pool only; ``replace`` starts a new pool without it.
@@ -267,6 +271,7 @@ class Pool(Sequence[Candidate]):
             speaker_codes,
             inner,
             expires,
+            head_codes,
         ) = columns
         return cls(
             ids=ids,
@@ -285,6 +290,7 @@ class Pool(Sequence[Candidate]):
             speaker_codes=np.array(speaker_codes, dtype=np.int64),
             inner=list(inner),
             expires=np.array(expires, dtype=np.int64),
+            head_codes=np.array(head_codes, dtype=np.int64),
             meaning=None,
             **evidence,
         )

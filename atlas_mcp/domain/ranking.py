@@ -222,9 +222,8 @@ def from_their_side(
         return pool
     cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
     own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
-    found = perspective.views(
-        plan.query, pool.memories, pool.heads, pool.openings, pool.kind == CATALOG, pool.inner
-    )
+    columns = (pool.heads, pool.openings, pool.kind == CATALOG, pool.inner, pool.head_codes)
+    found = perspective.views(plan.query, pool.memories, *columns)  # what it reads of the pool, kept
     if learn is not None:
         learn(found)
     for view in found:

@@ -46,7 +46,7 @@ class Codes:
 
 
 WORDS = Codes()  # coverage words and their stems
-SPEAKERS = Codes()  # the speakers of transcript turns (``openings.speaker``)
+SPEAKERS = Codes()  # the speakers of transcript turns and the heads of events (``openings``)
 NO_SPEAKER = -1
 # Code 0 of ``WORDS`` is no word (a coverage word has a letter): it ends each memory's codes, so
 # in a pool's joined codes where each memory's end is found by one comparison over the array,

@@ -208,14 +208,22 @@ def test_a_pools_columns_find_the_user_as_its_texts_do():
             ]
         )
     ]
+    memories += [
+        memory(10 + i, text, MemoryType.EPISODIC)
+        for i, text in enumerate(["Caroline: I went to the group.", "Nora: hi", "Caroline: and you?"])
+    ]
     pool = Pool.of([Candidate(m, None) for m in memories])
-    for query in ("Where do I live?", "What is my job?", "When did Caroline go?"):
-        plain = perspective.views(query, memories)
-        assert (
-            perspective.views(query, memories, pool.heads, pool.openings, pool.kind == CATALOG, pool.inner)
-            == plain
-        )
+    columns = (pool.heads, pool.openings, pool.kind == CATALOG, pool.inner, pool.head_codes)
+    for query in (
+        "Where do I live?",
+        "What is my job?",
+        "When did Caroline go?",
+        "Did Nora or Caroline?",
+        "Bob?",
+    ):
+        assert perspective.views(query, memories, *columns) == perspective.views(query, memories), query
     assert perspective.views("Where do I live?", memories)[0].name == "Nora"
+    assert perspective.views("When did Caroline go?", memories, *columns)[0].members == (7, 9)
 
 
 def test_the_name_discount_keeps_the_members_shared_pull_and_takes_off_the_rest():
