@@ -12,8 +12,8 @@ gives a tool result in that protocol version, read once per version from the sie
 
 Whatever it cannot answer exactly as the SDK would goes on to the SDK: other methods and tools,
 a request the protocol's validation refuses, a connection not yet initialized, a recall whose
-arguments the SDK would refuse (unknown names, a wrong value, no caller), a server with cache
-hints on ``tools/call``. A recall that fails is shaped by the SDK's own serializer. The arguments
+arguments the SDK would refuse (unknown names, a wrong value, no caller), and every call on a
+server with cache hints on ``tools/call`` or with extensions. A recall that fails is shaped by the SDK's own serializer. The arguments
 are validated by the model the SDK builds from the same function it publishes (``func_metadata``).
 """
 
@@ -54,9 +54,14 @@ def install_recall_lane(
     """Add the lane as ``server``'s innermost middleware (call it after every other middleware
     is added); ``recall`` is the function registered as the tool (its signature is the tool's
     arguments). False, and the SDK answers every call, on an SDK without the low-level server
-    whose identity the 2026 replies are stamped with, or with cache hints on ``tools/call``."""
+    whose identity the 2026 replies are stamped with, with cache hints on ``tools/call``, or
+    with extensions (one may intercept ``tools/call``, below the middleware)."""
     lowlevel = getattr(server, "_lowlevel_server", None)
-    if lowlevel is None or METHOD in getattr(lowlevel, "cache_hints", {METHOD: None}):
+    if (
+        lowlevel is None
+        or METHOD in getattr(lowlevel, "cache_hints", {METHOD: None})
+        or getattr(server, "_extensions", None) != []
+    ):
         return False
     metadata = func_metadata(recall, skip_names=["ctx"])
     server.middleware.append(_RecallLane(tools, metadata, stdio, lowlevel.server_info_stamp))

@@ -13,9 +13,11 @@ import pytest
 from mcp import Client
 from mcp_types.version import LATEST_MODERN_VERSION
 
+from atlas_mcp import scopes
 from atlas_mcp.app import open_service
 from atlas_mcp.config import load_settings
 from atlas_mcp.mcp import lane, server, tools
+from atlas_mcp.scopes import Grant
 
 from .wire import StdioWire
 
@@ -119,3 +121,18 @@ async def test_a_view_the_output_schema_refuses_is_an_error_not_a_reply(
         answers.append((result.is_error, [c.text for c in result.content], result.structured_content))
     assert answers[0] == answers[1] == (True, ["Error executing tool recall_memory"], None)
     assert lane.TOOL == "recall_memory"
+
+
+def test_the_lane_stays_out_of_servers_it_cannot_answer_for_exactly(
+    stores: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """An SDK extension may intercept tools/call below the middleware: with one, the SDK answers."""
+    shutil.copytree(stores[0], tmp_path / "data")
+    service = open_service(load_settings(data_dir=tmp_path / "data"))
+    assert any(isinstance(m, lane._RecallLane) for m in server.build_server(service, USER).middleware)
+    plain = server.StrictToolServer(name="plain")
+    grant = Grant(USER, frozenset(scopes.ALL), "stdio")
+    memory_tools, recall = tools.register_tools(plain, service, grant)
+    plain._extensions = ["an extension"]  # what MCPServer keeps of each registered one
+    assert not lane.install_recall_lane(plain, memory_tools, recall, grant)
+    assert not any(isinstance(m, lane._RecallLane) for m in plain.middleware)
