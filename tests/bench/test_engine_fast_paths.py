@@ -17,7 +17,7 @@ from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
 from atlas_mcp.engines.embedded import dense, store, versions
 from atlas_mcp.engines.embedded.dense import SpaceQuery, row_similarities, similarities, top_rows
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.engines.embedded.index import TYPE_CODES, IndexCache, OwnerIndex
+from atlas_mcp.engines.embedded.index import KEPT_ORDER_APPENDS, TYPE_CODES, IndexCache, OwnerIndex
 from atlas_mcp.engines.embedded.keys import id_order, ids_of, row_keys
 from atlas_mcp.engines.embedded.maintenance import synchronous, write_many
 from atlas_mcp.engines.embedded.vectors import RowVectors
@@ -263,7 +263,8 @@ def test_the_spaces_present_follow_every_change_to_the_rows():
 def test_the_ids_order_follows_appends_and_mixes_owners():
     """``OwnerIndex.id_order`` (what breaks fusion ties) is the ids' string order after each
     append, as worked out again from scratch; a reload holding the same ids keeps it, one
-    holding others does not; keys of two owners are ordered by their ids compared."""
+    holding others does not, one holding a few more after them extends it; keys of two owners
+    are ordered by their ids compared."""
     rng = np.random.default_rng(5)
 
     def made(ids: list[str]) -> OwnerIndex:
@@ -286,7 +287,14 @@ def test_the_ids_order_follows_appends_and_mixes_owners():
     assert again.id_order() is index.id_order()
     other = made([*index.ids[:-1], "zzz"])
     other.keep_id_order(index)
-    assert other.id_order().tolist() == order_of(other.ids)
+    assert other._id_order is None and other.id_order().tolist() == order_of(other.ids)
+    longer = made([*index.ids, "0000a", "zzz", "8000"])  # another process's writes: kept, extended
+    longer.keep_id_order(index)
+    assert longer._id_order is not None and longer.id_order().tolist() == order_of(longer.ids)
+    assert index.id_order().tolist() == order_of(index.ids)  # the old index's own order untouched
+    many = made([*index.ids, *(f"n{n:03d}" for n in range(KEPT_ORDER_APPENDS + 1))])
+    many.keep_id_order(index)
+    assert many._id_order is None and many.id_order().tolist() == order_of(many.ids)
 
     catalog = made(["0catalog", "m", "zcat"])
     owners = [index, catalog]
