@@ -216,7 +216,7 @@ def test_the_rows_of_a_few_memories_read_as_the_whole_scan_reads_them():
 
 
 def test_the_spaces_present_follow_every_change_to_the_rows():
-    """``spaces_present``, ``all_ready`` and ``searchable`` are kept between changes; each change (a pending
+    """``ready``, ``spaces_present``, ``all_ready`` and ``searchable`` are kept between changes; each change (a pending
     row, vectors put, a reload taking over rows in place or by copy) gives what a pass over
     the rows says."""
     rng = np.random.default_rng(3)
@@ -225,14 +225,16 @@ def test_the_spaces_present_follow_every_change_to_the_rows():
         return rng.standard_normal((n, 8)).astype(np.float32)
 
     def check(v: RowVectors) -> None:
-        assert v.spaces_present() == sorted(set(v.spaces[v.ready].tolist()))
+        ready = np.array([v.has_vectors(row) for row in range(v.size)], dtype=bool)  # row by row
+        assert v.ready.tolist() == ready.tolist() and not v.ready.flags.writeable
+        assert v.spaces_present() == sorted(set(v.spaces[ready].tolist()))
         v.spaces_present().append(99)  # the caller's copy
-        assert v.spaces_present() == sorted(set(v.spaces[v.ready].tolist()))
-        assert v.all_ready() == bool(v.ready.all())
+        assert v.spaces_present() == sorted(set(v.spaces[ready].tolist()))
+        assert v.all_ready() == bool(ready.all())
         for codes in ({2}, {2, 5}, {7}, {5, 7, 9}):
             for _ in range(2):  # the pass, then the kept answer
                 searched = v.searchable(frozenset(codes))
-                assert searched.tolist() == (v.ready & np.isin(v.spaces, list(codes))).tolist()
+                assert searched.tolist() == (ready & np.isin(v.spaces, list(codes))).tolist()
                 assert not searched.flags.writeable
                 spaces = v.searched_spaces(frozenset(codes))
                 assert spaces.tolist() == np.where(searched, v.spaces, -1).tolist()

@@ -48,7 +48,7 @@ class RowVectors:
         # ``spaces_present`` as of (changes, size): recall asks it 2-3 times per owner, a pass
         # over every row each time (~25 us at 12k rows); a change bumps the count after it is made
         self._changes = 0
-        self._present: tuple[int, int, list[int], bool] = (-1, -1, [], True)
+        self._present: tuple[int, int, list[int], bool, np.ndarray] = (-1, -1, [], True, np.zeros(0, bool))
         self._searchable: tuple[int, int, frozenset[int], np.ndarray, np.ndarray] = (
             -1,
             -1,
@@ -75,8 +75,9 @@ class RowVectors:
 
     @property
     def ready(self) -> np.ndarray:
-        """Per row: are its vectors there (False while its embedding is pending)?"""
-        return self._passages[: self.size] > 0
+        """Per row: are its vectors there (False while its embedding is pending)? (read-only,
+        kept like ``spaces_present``: each recall's view of the rows holds it)"""
+        return self._kept_present()[4]
 
     def ready_at(self, rows: np.ndarray) -> np.ndarray:
         """``ready`` of ``rows`` alone (rows below ``size``), without a pass over every row."""
@@ -94,13 +95,14 @@ class RowVectors:
         """Has every row its vectors (none pending)? Kept like ``spaces_present``."""
         return self._kept_present()[3]
 
-    def _kept_present(self) -> tuple[int, int, list[int], bool]:
+    def _kept_present(self) -> tuple[int, int, list[int], bool, np.ndarray]:
         changes, size = self._changes, self.size  # read first: a change made meanwhile misses
         if self._present[:2] == (changes, size):
             return self._present
         ready = self._passages[:size] > 0
+        ready.setflags(write=False)
         found = [int(code) for code in np.flatnonzero(np.bincount(self._spaces[:size][ready]))]
-        self._present = (changes, size, found, bool(ready.all()))
+        self._present = (changes, size, found, bool(ready.all()), ready)
         return self._present
 
     def searchable(self, codes: frozenset[int]) -> np.ndarray:
