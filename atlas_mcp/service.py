@@ -122,11 +122,14 @@ class MemoryService(Writing):
         )
         plan = ranking.plan(self.policy, self.limits, asked, now)
         if plan.dense and self.policy.retrieval.perspective_weight:
-            plan = replace(plan, foreseen=tuple(self._acquaintances.foreseen(user_id, query)))
+            foreseen = tuple(self._acquaintances.foreseen(user_id, query))
+            plan = replace(plan, foreseen=foreseen) if foreseen else plan  # the plan's is ()
         pool = ranking.admitted(plan, ranking.pool_of(self._engine.candidates(plan)), now)
         learn = partial(self._acquaintances.learn, user_id)
         pool = ranking.from_their_side(self.policy, plan, pool, self._engine.cosines, learn)
-        pool = replace(pool, meaning=self._meaning(plan))
+        meaning = self._meaning(plan)
+        if meaning != pool.meaning:  # mostly None, as the pool's already is: no copy of it
+            pool = replace(pool, meaning=meaning)
         hits = ranking.rank(self.policy, self._reranker, plan, pool, now)
         used = ranking.earned_uses(self.policy, hits, user_id) if touch else []
         if not used:
