@@ -223,11 +223,18 @@ def factors(
     references = np.where(events, happened, np.where(facts, learnt, NO_TIME))
     now_us = microseconds(now)
     ages = _days_between(now_us, np.where(references == NO_TIME, now_us, references))
+    # A pool of events (a chat) has no memory that tracks use or is a playbook: those factors
+    # are all 1.0 then, without working them out for every candidate first.
+    tracking, playbooks = pool.tracks_usage, kind == PROCEDURAL
     return {
         "decay": np.where(references != NO_TIME, gaussian_decay(ages, policy), 1.0),
-        "use_boost": np.where(pool.tracks_usage, use_boost(uses, policy), 1.0),
+        "use_boost": np.where(tracking, use_boost(uses, policy), 1.0)
+        if tracking.any()
+        else np.ones(len(kind)),
         "catalog_prior": np.where(kind == CATALOG, policy.catalog_prior, 1.0),
-        "track_record": np.where(kind == PROCEDURAL, track_record(wins, losses, policy), 1.0),
+        "track_record": np.where(playbooks, track_record(wins, losses, policy), 1.0)
+        if playbooks.any()
+        else np.ones(len(kind)),
         "time_fit": time_fit,
     }
 
