@@ -274,6 +274,8 @@ def _bigrams(run: str) -> Iterable[str]:
 
 def _strip_clitics(word: str, language: str) -> str:
     """ "what's" → "what", "don't" → "do", "l'homme" → "homme", "dell'arte" → "arte"."""
+    if "'" not in word and "’" not in word:  # most words: no split (a query has ~12, a text more)
+        return word
     parts = re.split(r"['’]", word)
     if len(parts) == 1:
         return word
