@@ -103,7 +103,7 @@ class OwnerIndex:
             return kept[0]
         ids = self.ids[: self.size]
         by_id = sorted(range(len(ids)), key=ids.__getitem__)
-        order = np.empty(len(ids), dtype=np.int64)
+        order = np.empty(len(ids), dtype=np.int32)  # half the bytes an append moves
         order[by_id] = np.arange(len(ids))
         order.setflags(write=False)
         self._id_order = (order, [ids[i] for i in by_id])
@@ -159,7 +159,10 @@ def _with_ids(
     for memory_id in new_ids:
         at = bisect_left(by_id, memory_id)
         by_id.insert(at, memory_id)
-        order = np.append(order + (order >= at), at)
+        grown = np.empty(len(order) + 1, dtype=order.dtype)  # one pass (np.append made three)
+        np.add(order, order >= at, out=grown[:-1], casting="unsafe")
+        grown[-1] = at
+        order = grown
     order.setflags(write=False)
     return order, by_id
 
