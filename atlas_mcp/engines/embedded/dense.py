@@ -162,7 +162,7 @@ def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray
     """Indices of the ``window`` best-scoring allowed rows, best first; ties go to the lower row
     (the older memory), also at the cut-off, so the result never depends on the sort's luck."""
     candidates = np.flatnonzero(allowed)  # ascending rows
-    negated = -scores[candidates]
+    negated = -(scores if len(candidates) == len(scores) else scores[candidates])  # all: no gather
     if candidates.size > 4 * GUESS_SAMPLE and window:
         # A cut-off guessed on a strided sample keeps ~1.5x the window (every row at least as
         # good as the true cut-off, ties included, in row order), so the exact selection below
