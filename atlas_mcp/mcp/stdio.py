@@ -214,13 +214,27 @@ class Replies(asyncio.Protocol):
             raise self._lost
 
 
-class Incoming:
+class _Stream:
+    """What the server's two streams share: closing, and use as an async context manager."""
+
+    _closed = False
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class Incoming(_Stream):
     """The server's read stream: the next line from stdin parsed as the SDK's stdio reader
     parses it (a line that is not a JSON-RPC message is handed on as its exception)."""
 
     def __init__(self, lines: Lines) -> None:
         self._lines = lines
-        self._closed = False
 
     async def receive(self) -> SessionMessage | Exception:
         if self._closed:
@@ -243,23 +257,13 @@ class Incoming:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        self._closed = True
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class Outgoing:
+class Outgoing(_Stream):
     """The server's write stream: each message written to stdout by the task that sends it,
     as one line in the SDK's stdio writer's JSON; a send waits while the client lags."""
 
     def __init__(self, replies: Replies) -> None:
         self._replies = replies
-        self._closed = False
 
     async def send(self, item: SessionMessage) -> None:
         if self._closed:
@@ -269,12 +273,3 @@ class Outgoing:
             await self._replies.write(line.encode("utf-8"))
         except OSError as exc:  # the client is gone: as a send to a stopped writer task fails
             raise anyio.BrokenResourceError from exc
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
