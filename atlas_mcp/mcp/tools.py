@@ -196,37 +196,12 @@ class MemoryTools:
         return as_result(recalled)
 
     async def recall_for(
-        self,
-        user: str,
-        query: str,
-        k: int = 10,
-        *,
-        memory_types: list[MemoryType] | None = None,
-        include_catalog: bool = True,
-        include_superseded: bool = False,
-        min_relevance: float | None = None,
-        explain: bool = False,
-        as_of: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
+        self, user: str, query: str, k: int = 10, *, explain: bool = False, **filters: Any
     ) -> RecallOut:
         """recall_memory's body for ``user``, the arguments validated (``lane.py`` calls it too):
-        the result, checked against its model."""
-        hits = await _call(
-            partial(
-                self.service.recall,
-                user,
-                query,
-                k,
-                memory_types=memory_types,
-                include_catalog=include_catalog,
-                include_superseded=include_superseded,
-                min_relevance=min_relevance,
-                as_of=as_of,
-                since=since,
-                until=until,
-            )
-        )
+        the result, checked against its model. ``filters`` are ``MemoryService.recall``'s own
+        keywords, passed as the tool received them."""
+        hits = await _call(partial(self.service.recall, user, query, k, **filters))
         views = [
             recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by)
             for h in hits
