@@ -11,7 +11,8 @@ keeps the SDK's wrapper.
 Nor do the SDK's two stdio tasks stand between the pipes and the server: a line read is parsed
 into a message when the server asks for the next one, and a message the server sends is written
 to the pipe by the sending task itself, so a tool call costs two task switches fewer (its
-request no longer passes through a reader task, its reply through a writer task).
+request no longer passes through a reader task, its reply through a writer task), nor the
+SDK's relay task behind its choice of protocol era (``eras.py``).
 
 The wire is the same: lines split as the SDK's text wrapper splits them (``\\n``, ``\\r\\n`` or
 ``\\r``), invalid UTF-8 read as U+FFFD, replies written as UTF-8. As in the SDK, fd 0 and fd 1
@@ -34,6 +35,8 @@ import mcp_types
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
+from .eras import era_serving
+
 QUEUED_LINES = 64  # lines read ahead of the server before reading pauses (backpressure)
 
 
@@ -47,7 +50,11 @@ async def run_stdio(server: MCPServer) -> None:
         await server.run_stdio_async()
         return
     async with _pipe_ends() as (lines, replies):
-        await lowlevel.run(Incoming(lines), Outgoing(replies), lowlevel.create_initialization_options())
+        serve = era_serving()
+        if serve is None:
+            await lowlevel.run(Incoming(lines), Outgoing(replies), lowlevel.create_initialization_options())
+        else:
+            await serve(lowlevel, Incoming(lines), Outgoing(replies))
 
 
 def _on_asyncio() -> bool:
@@ -235,10 +242,17 @@ class Incoming(_Stream):
 
     def __init__(self, lines: Lines) -> None:
         self._lines = lines
+        self._given_back: deque[SessionMessage | Exception] = deque()
+
+    def give_back(self, frames: list[SessionMessage | Exception]) -> None:
+        """Frames already read (the era's decision reads ahead), received again first."""
+        self._given_back.extendleft(reversed(frames))
 
     async def receive(self) -> SessionMessage | Exception:
         if self._closed:
             raise anyio.ClosedResourceError
+        if self._given_back:
+            return self._given_back.popleft()
         try:
             line = await anext(self._lines)
         except StopAsyncIteration:
