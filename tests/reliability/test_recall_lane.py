@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,11 @@ CALLS: list[dict[str, Any]] = [
     {"query": "anything", "memory_types": ["nope"]},
     {"k": 3},  # refused: no query
 ]
+ENVELOPE = {  # the 2026 per-request envelope
+    "io.modelcontextprotocol/protocolVersion": LATEST_MODERN_VERSION,
+    "io.modelcontextprotocol/clientInfo": {"name": "lane-test", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 # A recall marks what it returns as used, and explains decay, at the time of the call: the
 # only bytes that differ.
 USED_AT = re.compile(rb'(\\?"(?:last_used_at|decay_reference)\\?": ?\\?")[^"\\]+')
@@ -92,16 +98,11 @@ def test_the_lane_answers_as_the_sdk_does_after_a_handshake(stores: tuple[Path, 
 
 
 def test_the_lane_answers_as_the_sdk_does_per_request_envelope(stores: tuple[Path, Path]) -> None:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": LATEST_MODERN_VERSION,
-        "io.modelcontextprotocol/clientInfo": {"name": "lane-test", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
     with (
         StdioWire(stores[0], USER, handshake=False) as with_lane,
         StdioWire(stores[1], USER, launcher=WITHOUT_LANE, handshake=False) as without,
     ):
-        _same_answers(with_lane, without, {"_meta": meta})
+        _same_answers(with_lane, without, {"_meta": ENVELOPE})
 
 
 async def test_a_view_the_output_schema_refuses_is_an_error_not_a_reply(
@@ -136,3 +137,38 @@ def test_the_lane_stays_out_of_servers_it_cannot_answer_for_exactly(
     plain._extensions = ["an extension"]  # what MCPServer keeps of each registered one
     assert not lane.install_recall_lane(plain, memory_tools, recall, grant)
     assert not any(isinstance(m, lane._RecallLane) for m in plain.middleware)
+
+
+# `atlas-mcp serve` whose recalls take 1.5 s, long enough to be cancelled in flight: with the
+# lane, and without it.
+SLOW = "import time, atlas_mcp.service as v; r = v.MemoryService.recall; " + (
+    "v.MemoryService.recall = lambda *a, **k: (time.sleep(1.5), r(*a, **k))[1]; "
+)
+SLOW_LAUNCHERS = {
+    "lane": ("-c", SLOW + "from atlas_mcp.cli import main; main()"),
+    "sdk": ("-c", SLOW + WITHOUT_LANE[1]),
+}
+
+
+@pytest.mark.parametrize("handshake", [True, False], ids=["handshake", "envelope"])
+@pytest.mark.parametrize("path", sorted(SLOW_LAUNCHERS))
+def test_a_recall_cancelled_in_flight_is_never_answered(
+    stores: tuple[Path, Path], tmp_path: Path, handshake: bool, path: str
+) -> None:
+    """``notifications/cancelled`` for a recall in flight: no answer for it, ever (the spec's
+    MUST NOT), and the connection serves on; a recall sent next to it is answered."""
+    shutil.copytree(stores[0], tmp_path / "data")
+    envelope = {} if handshake else {"_meta": ENVELOPE}
+    with StdioWire(tmp_path / "data", USER, launcher=SLOW_LAUNCHERS[path], handshake=handshake) as wire:
+        recall = {"name": "recall_memory", "arguments": {"query": "where do I live?"}} | envelope
+        for request_id in (101, 102):
+            wire.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": recall})
+        time.sleep(0.3)
+        wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 101}})
+        assert "result" in wire.response(102, timeout=60)
+        wire.send({"jsonrpc": "2.0", "id": 103, "method": "tools/list", "params": envelope})
+        assert "result" in wire.response(103, timeout=60)
+        time.sleep(1.0)  # well past the cancelled recall's end
+        wire.send({"jsonrpc": "2.0", "id": 104, "method": "tools/list", "params": envelope})
+        wire.response(104, timeout=60)
+        assert 101 not in wire.lines
