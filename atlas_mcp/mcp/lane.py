@@ -9,6 +9,8 @@ reply against the protocol's result model (the "sieve"). This middleware, the in
 other middleware, the SDK's and ours, still sees the call), takes a ``tools/call`` of
 ``recall_memory`` straight to the tool's body and writes the reply in the wire form the sieve
 gives a tool result in that protocol version, read once per version from the sieve itself.
+The same answer is asked for by the outermost middleware (``ahead.py``) when every layer in
+between would only pass the recall on.
 
 Whatever it cannot answer exactly as the SDK would goes on to the SDK: other methods and tools,
 a request the protocol's validation refuses, a connection not yet initialized, a recall whose
@@ -34,6 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..log import get_logger
 from ..scopes import Grant
+from .ahead import Ahead
 from .arguments import unknown_arguments
 from .identity import request_grant
 from .results import RESULT_DEFAULTS, shaped
@@ -64,7 +67,9 @@ def install_recall_lane(
     ):
         return False
     metadata = func_metadata(recall, skip_names=["ctx"])
-    server.middleware.append(_RecallLane(tools, metadata, stdio, lowlevel.server_info_stamp))
+    lane = _RecallLane(tools, metadata, stdio, lowlevel.server_info_stamp)
+    server.middleware.append(lane)
+    server.middleware.insert(0, Ahead(lane.answer, lane, server.middleware, TOOL))
     return True
 
 
@@ -80,9 +85,14 @@ class _RecallLane:
         self._forms: dict[str, dict[str, Any]] = {}  # per protocol version: a tool result's wire form
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        reply = await self.answer(ctx)
+        return await call_next(ctx) if reply is None else reply
+
+    async def answer(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
+        """The reply to ``ctx``, or None (before anything is run) where the SDK answers."""
         params = ctx.params
         if ctx.method != METHOD or not isinstance(params, Mapping) or params.get("name") != TOOL:
-            return await call_next(ctx)
+            return None
         version = ctx.protocol_version
         arguments = params.get("arguments") or {}
         grant = request_grant(ctx.request, self._stdio)
@@ -92,12 +102,12 @@ class _RecallLane:
             or not (version in MODERN_PROTOCOL_VERSIONS or ctx.session.client_params is not None)
             or unknown_arguments(TOOL, arguments, self._known) is not None
         ):
-            return await call_next(ctx)  # the SDK's path answers, or words the refusal
+            return None  # the SDK's path answers, or words the refusal
         try:
             validate_client_request(METHOD, version, params)
             validated = self._metadata.validate_arguments(dict(arguments))
         except Exception:  # noqa: BLE001 - refused or not, the SDK's path answers it in its words
-            return await call_next(ctx)
+            return None
         try:
             payload, text = shaped(await self._tools.recall_for(grant.user, **validated))
         except MCPError:

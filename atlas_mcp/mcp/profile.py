@@ -38,7 +38,7 @@ def install_profile(server: MCPServer, service: MemoryService, stdio: Grant, pol
     if not policy.enabled:
         return
     profile_of = partial(service.profile, policy=policy)
-    server.middleware.append(_ProfileMiddleware(profile_of, stdio))
+    server.middleware.append(ProfileMiddleware(profile_of, stdio))
 
     @server.resource(
         PROFILE_URI,
@@ -55,7 +55,7 @@ def install_profile(server: MCPServer, service: MemoryService, stdio: Grant, pol
         return render(await anyio.to_thread.run_sync(profile_of, user))
 
 
-class _ProfileMiddleware:
+class ProfileMiddleware:
     """Appends the caller's profile to the instructions (nothing while they have no key facts)."""
 
     def __init__(self, profile_of: Callable[[str], list[Memory]], stdio: Grant) -> None:
