@@ -153,9 +153,9 @@ def views(
     query: str,
     memories: Sequence[Memory],
     heads: Sequence[str | None] | None = None,
-    openings: Sequence[Opening] | None = None,
+    openings: Sequence[Opening] | Callable[[], Sequence[Opening]] | None = None,
     catalog: np.ndarray | None = None,
-    inner: Sequence[frozenset[str]] | None = None,
+    inner: Sequence[frozenset[str]] | Callable[[], Sequence[frozenset[str]]] | None = None,
     head_codes: np.ndarray | None = None,
 ) -> list[View]:
     """The rewordings of ``query`` worth a second look, each with the memories it applies to:
@@ -166,7 +166,8 @@ def views(
     if known (a pool keeps them: a recall gathers them, it does not work them out again);
     ``catalog``, ``inner``, ``head_codes``: which memories are catalog entries, each one's
     ``openings.inner_names`` and its head's ``vocabulary.SPEAKERS`` code, if known (a pool's
-    columns: then the heads are compared as codes, not read)."""
+    columns: then the heads are compared as codes, not read). ``openings`` and ``inner`` may be
+    given as functions that make them: they are read only for a query in the first person."""
     out = []
     written = dict.fromkeys(POSSESSIVE.sub("", w) for w in _CAPITALISED.findall(query))
     if head_codes is None:
@@ -187,6 +188,8 @@ def views(
             users = [i for i, m in enumerate(memories) if m.memory_type is not MemoryType.CATALOG]
         else:
             users = np.flatnonzero(~catalog).tolist()
+        openings = openings() if callable(openings) else openings
+        inner = inner() if callable(inner) else inner
         if openings is None or inner is None:
             texts = [memories[i].text for i in users]
             opened = [opening(t) for t in texts] if openings is None else [openings[i] for i in users]

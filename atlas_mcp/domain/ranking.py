@@ -222,7 +222,9 @@ def from_their_side(
         return pool
     cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
     own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
-    columns = (pool.heads, pool.openings, pool.kind == CATALOG, pool.inner, pool.head_codes)
+    # a pool's heads are compared as codes; its openings and inner names are read for a view of
+    # the user only (when asked: each is a list made of the facts)
+    columns = (None, lambda: pool.openings, pool.kind == CATALOG, lambda: pool.inner, pool.head_codes)
     found = perspective.views(plan.query, pool.memories, *columns)  # what it reads of the pool, kept
     if learn is not None:
         learn(found)

@@ -65,6 +65,22 @@ def test_each_column_holds_each_candidates_fact_in_order():
     assert pool.heads == [f.head for f in facts]
     assert pool.openings == [f.opening for f in facts]
     assert isinstance(pool.speakers, list) and isinstance(pool.words, list)
+    for column, field in (
+        (pool.speaker_codes, "speaker_code"),
+        (pool.expires, "expires"),
+        (pool.head_codes, "head_code"),
+    ):
+        assert column.dtype == np.int64 and column.tolist() == [getattr(f, field) for f in facts]
+    for column in (pool.kind, pool.occurred, pool.log_words, pool.asks, pool.expires):
+        assert column.flags.c_contiguous and column.flags.writeable  # copies, not views of the records
+    assert pool.codes == [f.codes for f in facts] and pool.inner == [f.inner for f in facts]
+    # a subset's lists are of its own candidates, also when the whole pool's were read first
+    picked = pool.subset(np.array([3, 0]))
+    assert picked.speakers == ["Melanie", "Caroline"] and picked.openings == [
+        facts[3].opening,
+        facts[0].opening,
+    ]
+    assert picked.log_words.tolist() == [facts[3].log_words, facts[0].log_words]
 
 
 def test_an_empty_pool_has_empty_columns_of_the_same_types():
