@@ -334,3 +334,72 @@ def test_a_use_keeps_a_memorys_facts_with_the_memory_it_made(pair, monkeypatch):
     monkeypatch.setattr(memory_cache, "_same_text_and_dates", fail)
     monkeypatch.setattr(memory_cache, "row_facts", fail)
     assert _hit(service, "who is my dentist", fact.id, touch=False).use_count == used.use_count
+
+
+def test_entries_found_by_row_follow_every_change_to_them():
+    """``found_rows`` reads a row's entry by position where it found it before: a use, a
+    rewrite, a drop, facts made later, an eviction, another index or rows added must each be
+    seen, as ``found`` by id sees them."""
+    from atlas_mcp.engines.embedded.index import OwnerIndex
+
+    now = datetime.now(UTC)
+    memories = [
+        Memory(id=f"m{i}", memory_type=MemoryType.SEMANTIC, user_id=USER, text=f"fact {i}", created_at=now)
+        for i in range(4)
+    ]
+    index = OwnerIndex(4, capacity=8)
+    index.fill([(i + 1, m.id, "semantic", 0) for i, m in enumerate(memories[:3])])
+    cache = MemoryCache(capacity=100)
+    stamp = Stamp(1, 0)
+    cache.put(USER, stamp, memories[:3])
+
+    def rows(at: Stamp, of: OwnerIndex = index, wanted: tuple[int, ...] = (2, 0, 1)) -> list[Memory | None]:
+        found = cache.found_rows(USER, at, of, list(wanted), [of.ids[r] for r in wanted])
+        assert found == cache.found(USER, at, [of.ids[r] for r in wanted])  # the same entries as by id
+        return [None if e is None else e[1] for e in found]
+
+    assert rows(stamp) == [memories[2], memories[0], memories[1]]
+    cache.record_use(Change(USER, stamp, Stamp(1, 1)), ["m0"], now)
+    stamp = Stamp(1, 1)
+    assert rows(stamp)[1].use_count == 1  # the use is seen, not the row's entry of before
+    rewritten = memories[2].evolve(text="fact 2, rewritten")
+    cache.put(USER, stamp, [rewritten])
+    assert rows(stamp)[0] is rewritten
+    cache.advance(Change(USER, stamp, Stamp(2, 1)), dropped=["m1"])
+    stamp = Stamp(2, 1)
+    assert rows(stamp)[2] is None
+    index.append_pending(4, "m3", "semantic", ("", ""))  # this process wrote a row
+    cache.put(USER, stamp, [memories[3]])
+    assert rows(stamp, wanted=(3, 0)) == [memories[3], rows(stamp)[1]]
+    moved = OwnerIndex(4, capacity=8)  # a reload: other rows in other places
+    moved.fill([(4, "m3", "semantic", 0), (1, "m0", "semantic", 0)])
+    assert [m.id for m in rows(stamp, moved, (0, 1)) if m] == ["m3", "m0"]
+    assert rows(Stamp(3, 1), moved, (0, 1)) == [None, None]  # another process's change
+
+
+def test_entries_found_by_row_see_an_eviction_and_facts_made_later():
+    from atlas_mcp.engines.embedded.index import OwnerIndex
+
+    now = datetime.now(UTC)
+    memories = [
+        Memory(
+            id=f"m{i}", memory_type=MemoryType.EPISODIC, user_id=USER, text=f"Ana: turn {i}", created_at=now
+        )
+        for i in range(12)
+    ]
+    index = OwnerIndex(4, capacity=16)
+    index.fill([(i + 1, m.id, "episodic", 0) for i, m in enumerate(memories)])
+    cache = MemoryCache(capacity=40)  # below 90% full: rows are read by position
+    cache.put(USER, (1, 0), memories[:2])
+    first = cache.found_rows(USER, (1, 0), index, [0, 1], ["m0", "m1"])
+    assert first[0] is not None and first[0][2] is None  # no facts made yet
+    cache.facts([memories[0]])
+    again = cache.found_rows(USER, (1, 0), index, [0, 1], ["m0", "m1"])
+    assert again[0] is not None and again[0][2] is not None  # the facts made since
+    small = MemoryCache(capacity=100)
+    small.put(USER, (1, 0), memories[:1])
+    assert small.found_rows(USER, (1, 0), index, [0], ["m0"])[0] is not None
+    small._capacity = 2  # shrunk so the next put pushes m0 out
+    small.put(USER, (1, 0), memories[1:3])
+    small._capacity = 100  # and back: far from full, rows are read by position again
+    assert small.found_rows(USER, (1, 0), index, [0], ["m0"]) == [None]

@@ -15,23 +15,36 @@ speaker, the words coverage matches), made when the memory is read from the stor
 recall ranks it, and kept as long as the memory is: they do not change with a use, so a recall
 gathers them, it does not recompute them. Both live in one entry per id (``Entry``), so a
 recall's ~300 candidates are found with their facts by one look-up each (``entries``).
+
+A recall knows its candidates as rows of the owner's index, so each generation also keeps the
+entries it found by row of that index (``found_rows``): the next recall reads them by position,
+not by a look-up of each id (~300 a recall, each mostly cache misses: the id, the dict's slot,
+the entry). Every change to an entry names its id to its generation, whose row is then read by
+id again.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import repeat
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ...domain.model import Memory
 from ...domain.pool import RowFacts, row_facts
 from .versions import Change, Stamp
 
+if TYPE_CHECKING:
+    from .index import OwnerIndex
+
 CAPACITY = 20_000  # decoded memories kept (~1 KB each with LoCoMo-sized texts)
+# Changed ids a generation notes for its rows before it drops them instead (a writer that
+# does not recall would otherwise note every id it writes).
+CHANGED_KEPT = 1_024
 
 
 @dataclass(slots=True)
@@ -39,6 +52,17 @@ class _Generation:
     """One owner's entries under one stamp; entries of an older generation are dead."""
 
     stamp: Stamp
+    # ``found_rows``' entries by row of one owner index (weakly: an old index is not kept)
+    rows: tuple[weakref.ref[OwnerIndex], list[Entry | None]] | None = None
+    changed: set[str] = field(default_factory=set)  # ids whose entry changed since, if rows
+
+    def change(self, memory_id: str) -> None:
+        """``memory_id``'s entry changed (or left): its row is read by id again."""
+        if self.rows is not None:
+            self.changed.add(memory_id)
+            if len(self.changed) > CHANGED_KEPT:
+                self.rows = None
+                self.changed.clear()
 
 
 # One cached memory: the generation it was read in, the memory, and its ranking facts once
@@ -68,24 +92,60 @@ class MemoryCache:
         """Per id of ``ids``, its entry if the owner's rows are as they were at ``stamp``, else
         None: a recall's ~300 candidates in their order, without a dict built on the way."""
         with self._lock:
+            return self._found(owner, stamp, ids)
+
+    def _found(self, owner: str, stamp: Stamp, ids: Sequence[str]) -> list[Entry | None]:
+        """``found`` under the lock."""
+        generation = self._generation(owner, stamp)
+        entries = self._entries
+        get = entries.get
+        if len(entries) * 10 < self._capacity * 9:
+            # Far from full, nothing is pushed out soon: the order of use, which only says
+            # what goes first, is not kept (each move touches the entry's neighbours too,
+            # ~300 of them a recall); from 90% full on it is, before anything goes.
+            return [e if (e := get(i)) is not None and e[0] is generation else None for i in ids]
+        used = entries.move_to_end
+        out: list[Entry | None] = []
+        for memory_id in ids:
+            entry = get(memory_id)
+            if entry is not None and entry[0] is generation:
+                used(memory_id)
+                out.append(entry)
+            else:
+                out.append(None)
+        return out
+
+    def found_rows(
+        self, owner: str, stamp: Stamp, index: OwnerIndex, rows: Sequence[int], ids: Sequence[str]
+    ) -> list[Entry | None]:
+        """``found`` of ``ids``, the memories of ``rows`` of ``index`` (the owner's, as the
+        recall's snapshot sees it): each row's entry read by position where this generation
+        found it before for the same index."""
+        with self._lock:
+            if len(self._entries) * 10 >= self._capacity * 9:
+                return self._found(owner, stamp, ids)  # the order of use is kept: by id
             generation = self._generation(owner, stamp)
-            entries = self._entries
-            get = entries.get
-            if len(entries) * 10 < self._capacity * 9:
-                # Far from full, nothing is pushed out soon: the order of use, which only says
-                # what goes first, is not kept (each move touches the entry's neighbours too,
-                # ~300 of them a recall); from 90% full on it is, before anything goes.
-                return [e if (e := get(i)) is not None and e[0] is generation else None for i in ids]
-            used = entries.move_to_end
-            out: list[Entry | None] = []
-            for memory_id in ids:
-                entry = get(memory_id)
-                if entry is not None and entry[0] is generation:
-                    used(memory_id)
-                    out.append(entry)
-                else:
-                    out.append(None)
-            return out
+            kept = generation.rows
+            if kept is None or kept[0]() is not index:
+                by_row: list[Entry | None] = [None] * index.size
+                generation.rows, generation.changed = (weakref.ref(index), by_row), set()
+            else:
+                by_row = kept[1]
+                if len(by_row) < index.size:  # this process's writes added rows
+                    by_row.extend([None] * (index.size - len(by_row)))
+                if generation.changed:
+                    where = index.index
+                    for memory_id in generation.changed:
+                        if (row := where.get(memory_id)) is not None:
+                            by_row[row] = None
+                    generation.changed.clear()
+            found = [by_row[row] for row in rows]
+            if None in found:  # read by id, and kept by row for the next recall
+                get = self._entries.get
+                for at, entry in enumerate(found):
+                    if entry is None and (entry := get(ids[at])) is not None and entry[0] is generation:
+                        found[at] = by_row[rows[at]] = entry
+            return found
 
     def memories_and_facts(self, entries: Sequence[Entry]) -> tuple[list[Memory], list[RowFacts]]:
         """The memories of ``entries`` and their ranking facts, the missing ones made now
@@ -123,9 +183,11 @@ class MemoryCache:
                     facts = self._facts_of(memory)
                 entry = self._entries[memory.id] = (generation, memory, facts)
                 self._entries.move_to_end(memory.id)
+                generation.change(memory.id)
                 out.append(entry)
             while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+                gone, left = self._entries.popitem(last=False)
+                left[0].change(gone)
         return out
 
     def facts(self, memories: Sequence[Memory]) -> list[RowFacts]:
@@ -140,6 +202,7 @@ class MemoryCache:
                     entry = self._entries.get(memory.id)
                     if entry is not None and _same_text_and_dates(entry[1], memory):
                         self._entries[memory.id] = (entry[0], entry[1], facts)  # keeps its place
+                        entry[0].change(memory.id)
                 out.append(facts)
         return out
 
@@ -164,6 +227,7 @@ class MemoryCache:
             generation.stamp = change.after
             for memory_id in dropped:
                 self._entries.pop(memory_id, None)
+                generation.change(memory_id)
 
     def record_use(self, change: Change, ids: Sequence[str], at: datetime) -> None:
         """Apply this process's committed use update to the cached memories, as the UPDATE did
@@ -181,6 +245,7 @@ class MemoryCache:
                     memory = entry[1]
                     changed = memory.evolve(use_count=memory.use_count + 1, last_used_at=used_at)
                     self._entries[memory_id] = (generation, changed, entry[2])  # a use changes no fact
+                    generation.change(memory_id)
 
     def _following(self, change: Change) -> _Generation | None:
         """The owner's generation if it was current just before ``change``."""

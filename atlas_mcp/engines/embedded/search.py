@@ -30,7 +30,7 @@ from . import coverage, slots, store, timing, versions
 from .dense import DenseScan, SpaceQuery, member_cosines, relevance_cosines, scan, top_rows
 from .fixed_texts import MINILM_MODELS, FixedTexts
 from .index import IndexCache, OwnerIndex
-from .keys import ROW_BITS, id_order, ids_of
+from .keys import ROW_BITS, ROW_MASK, id_order, ids_of
 from .memory_cache import Entry, MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
@@ -364,12 +364,13 @@ class Search:
         """The memory cache's entries of ``ids`` (the memories of ``keys``), each memory decoded
         once per change, with its ranking facts; None for one forgotten since the search."""
         out: list[Entry | None] = [None] * len(ids)
-        places = keys >> ROW_BITS
+        places, rows = keys >> ROW_BITS, (keys & ROW_MASK).tolist()
         for place, owner in enumerate(visible):
             mine = places == place
             at = range(len(ids)) if mine.all() else np.flatnonzero(mine).tolist()
             wanted = ids if len(at) == len(ids) else [ids[n] for n in at]
-            found = self._memories.found(owner.owner, owner.stamp, wanted) if at else []
+            theirs = rows if len(at) == len(ids) else [rows[n] for n in at]
+            found = self._memories.found_rows(owner.owner, owner.stamp, owner.index, theirs, wanted)
             missing = [memory_id for memory_id, entry in zip(wanted, found, strict=True) if entry is None]
             if missing:
                 read, words = store.unzipped(store.read_memories(conn, owner.owner, missing))
