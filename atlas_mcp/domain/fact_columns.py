@@ -65,26 +65,33 @@ T = TypeVar("T")
 
 
 class FactRows(Protocol):
-    """What a ``FactColumn`` reads: the candidates' facts, and where to keep what it made."""
+    """What a ``FactColumn`` reads: the candidates' facts and memories, and where to keep what
+    it made."""
 
     @property
     def facts(self) -> Sequence[Any]: ...
+
+    @property
+    def memories(self) -> Sequence[Any]: ...
 
     @property
     def derived(self) -> dict[Hashable, Any]: ...
 
 
 class FactColumn(Generic[T]):
-    """One field of every candidate's facts as a list, in candidate order, made when first
-    read and kept in the pool's ``derived`` (a pool copied by ``replace`` makes it again)."""
+    """One field of every candidate's facts (or of its memory: ``of_memory``) as a list, in
+    candidate order, made when first read and kept in the pool's ``derived`` (a pool copied by
+    ``replace`` makes it again)."""
 
-    def __init__(self, field: str) -> None:
-        self._field = field
+    def __init__(self, field: str, of_memory: bool = False) -> None:
         self._read = attrgetter(field)
-        self._key = ("facts", field)
+        self._of_memory = of_memory
+        self._key = ("memories" if of_memory else "facts", field)
 
     def __get__(self, rows: FactRows, owner: type | None = None) -> list[T]:
         column: list[T] | None = rows.derived.get(self._key)
         if column is None:
-            column = rows.derived[self._key] = list(map(self._read, rows.facts))
+            column = rows.derived[self._key] = list(
+                map(self._read, rows.memories if self._of_memory else rows.facts)
+            )
         return column

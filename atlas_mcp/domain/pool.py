@@ -49,8 +49,8 @@ def microseconds(when: datetime | None) -> int:
 
 
 class RowFacts(NamedTuple):
-    """What ranking reads of one memory that no query and no use changes. A tuple, so that a
-    pool turns its candidates' facts into columns in one ``zip`` (``Pool.from_columns``)."""
+    """What ranking reads of one memory that no query and no use changes; its numbers also
+    as one packed record (``numbers``), which a pool reads as arrays (``Pool.from_columns``)."""
 
     kind: int  # ``KIND_CODES``
     occurred: int  # microseconds, or NO_TIME
@@ -171,7 +171,6 @@ class Pool(Sequence[Candidate]):
     from them (last use, use count, track record), and only of the memories that have it.
     """
 
-    ids: list[str]
     memories: Sequence[Memory]
     owners: list[str]  # user_id, "" for the catalog: events of one owner form episodes
     rrf: np.ndarray
@@ -198,7 +197,7 @@ class Pool(Sequence[Candidate]):
     derived: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.memories)
 
     @overload
     def __getitem__(self, i: int) -> Candidate: ...
@@ -235,7 +234,6 @@ class Pool(Sequence[Candidate]):
             dtype=np.float64,
         ).reshape(len(candidates), 8)
         return cls.from_columns(
-            [m.id for m in memories],
             memories,
             [m.user_id or "" for m in memories],
             rrf=evidence[:, 0],
@@ -252,7 +250,6 @@ class Pool(Sequence[Candidate]):
     @classmethod
     def from_columns(
         cls,
-        ids: list[str],
         memories: Sequence[Memory],
         owners: list[str],
         *,
@@ -262,7 +259,6 @@ class Pool(Sequence[Candidate]):
         """A pool of evidence columns and one ``RowFacts`` per candidate."""
         numbers = number_columns(list(map(_NUMBERS, facts)))  # one array read of every record
         return cls(
-            ids=ids,
             memories=memories,
             owners=owners,
             kind=numbers["kind"],
@@ -278,7 +274,9 @@ class Pool(Sequence[Candidate]):
             **evidence,
         )
 
-    # the other facts, each read as a list when first asked (``fact_columns.FactColumn``)
+    # the ids and the other facts, each read as a list when first asked (``fact_columns``): a
+    # recall reads most of them for a few candidates, if at all
+    ids = FactColumn[str]("id", of_memory=True)
     speakers = FactColumn[str | None]("speaker")
     words = FactColumn[frozenset[str]]("words")
     heads = FactColumn[str | None]("head")
@@ -294,7 +292,7 @@ class Pool(Sequence[Candidate]):
             for name in self.__dataclass_fields__
             if isinstance(value := getattr(self, name), np.ndarray)
         }
-        for name in ("ids", "memories", "owners", "facts"):
+        for name in ("memories", "owners", "facts"):
             column = getattr(self, name)
             changes[name] = [column[i] for i in picked]
         return replace(self, **changes)

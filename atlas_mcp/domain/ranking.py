@@ -229,7 +229,7 @@ def from_their_side(
     if learn is not None:
         learn(found)
     for view in found:
-        ids = list(map(pool.ids.__getitem__, view.members))
+        ids = [pool.memories[i].id for i in view.members]
         seen = cosines(plan, view.text, ids)
         discount = _name_discounts(plan, view, ids, cosines)
         others = list(map(seen.get, ids))
@@ -276,7 +276,7 @@ def rank(
     fits = time_fits(pool, match, plan.intent, policy.multipliers, window)
     found = factors(pool, now, policy.multipliers, fits)
     scores = match * product(found)
-    order = best_first(scores, pool.ids)
+    order = best_first(scores, lambda: pool.ids)
     features = calibration.features(
         plan.query, pool, plan.intent, policy.context_rerank.episode_gap, policy.calibration
     )
@@ -306,18 +306,19 @@ def _resolved(hit: Hit, i: int, resolved: Resolution, memories: Sequence[Memory]
     )
 
 
-def best_first(scores: np.ndarray, ids: list[str]) -> np.ndarray:
+def best_first(scores: np.ndarray, ids: Sequence[str] | Callable[[], Sequence[str]]) -> np.ndarray:
     """Indices by ``scores``, best first, equal scores by id. Ties are rare, so the ids (a
-    sort of ~300 strings) are only read when two scores are equal or one is NaN."""
+    sort of ~300 strings; ``ids`` may be a function that makes them) are only read when two
+    scores are equal or one is NaN."""
     order = np.argsort(-scores, kind="stable")
     ranked = scores[order]
     if np.isnan(ranked).any() or (ranked[1:] == ranked[:-1]).any():
-        tied: np.ndarray = np.lexsort((_id_ranks(ids), -scores))
+        tied: np.ndarray = np.lexsort((_id_ranks(ids() if callable(ids) else ids), -scores))
         return tied
     return order
 
 
-def _id_ranks(ids: list[str]) -> np.ndarray:
+def _id_ranks(ids: Sequence[str]) -> np.ndarray:
     ranks = np.empty(len(ids), dtype=np.int64)
     ranks[np.argsort(np.array(ids, dtype=str), kind="stable")] = np.arange(len(ids))
     return ranks

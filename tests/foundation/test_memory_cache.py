@@ -354,7 +354,7 @@ def test_entries_found_by_row_follow_every_change_to_them():
     cache.put(USER, stamp, memories[:3])
 
     def rows(at: Stamp, of: OwnerIndex = index, wanted: tuple[int, ...] = (2, 0, 1)) -> list[Memory | None]:
-        found = cache.found_rows(USER, at, of, list(wanted), [of.ids[r] for r in wanted])
+        found = cache.found_rows(USER, at, of, list(wanted))
         assert found == cache.found(USER, at, [of.ids[r] for r in wanted])  # the same entries as by id
         return [None if e is None else e[1] for e in found]
 
@@ -391,15 +391,15 @@ def test_entries_found_by_row_see_an_eviction_and_facts_made_later():
     index.fill([(i + 1, m.id, "episodic", 0) for i, m in enumerate(memories)])
     cache = MemoryCache(capacity=40)  # below 90% full: rows are read by position
     cache.put(USER, (1, 0), memories[:2])
-    first = cache.found_rows(USER, (1, 0), index, [0, 1], ["m0", "m1"])
+    first = cache.found_rows(USER, (1, 0), index, [0, 1])
     assert first[0] is not None and first[0][2] is None  # no facts made yet
     cache.facts([memories[0]])
-    again = cache.found_rows(USER, (1, 0), index, [0, 1], ["m0", "m1"])
+    again = cache.found_rows(USER, (1, 0), index, [0, 1])
     assert again[0] is not None and again[0][2] is not None  # the facts made since
     small = MemoryCache(capacity=100)
     small.put(USER, (1, 0), memories[:1])
-    assert small.found_rows(USER, (1, 0), index, [0], ["m0"])[0] is not None
+    assert small.found_rows(USER, (1, 0), index, [0])[0] is not None
     small._capacity = 2  # shrunk so the next put pushes m0 out
     small.put(USER, (1, 0), memories[1:3])
     small._capacity = 100  # and back: far from full, rows are read by position again
-    assert small.found_rows(USER, (1, 0), index, [0], ["m0"]) == [None]
+    assert small.found_rows(USER, (1, 0), index, [0]) == [None]

@@ -14,7 +14,6 @@ def _pool(memories: list[Memory]) -> Pool:
     n = len(memories)
     facts = [row_facts(m) for m in memories]
     return Pool.from_columns(
-        [m.id for m in memories],
         memories,
         [m.user_id or "" for m in memories],
         facts=facts,

@@ -116,14 +116,15 @@ class MemoryCache:
         return out
 
     def found_rows(
-        self, owner: str, stamp: Stamp, index: OwnerIndex, rows: Sequence[int], ids: Sequence[str]
+        self, owner: str, stamp: Stamp, index: OwnerIndex, rows: Sequence[int]
     ) -> list[Entry | None]:
-        """``found`` of ``ids``, the memories of ``rows`` of ``index`` (the owner's, as the
-        recall's snapshot sees it): each row's entry read by position where this generation
-        found it before for the same index."""
+        """``found`` of the memories of ``rows`` of ``index`` (the owner's, as the recall's
+        snapshot sees it): each row's entry read by position where this generation found it
+        before for the same index, else by its id."""
+        ids = index.ids
         with self._lock:
             if len(self._entries) * 10 >= self._capacity * 9:
-                return self._found(owner, stamp, ids)  # the order of use is kept: by id
+                return self._found(owner, stamp, [ids[row] for row in rows])  # the order of use is kept
             generation = self._generation(owner, stamp)
             kept = generation.rows
             if kept is None or kept[0]() is not index:
@@ -143,7 +144,7 @@ class MemoryCache:
             if None in found:  # read by id, and kept by row for the next recall
                 get = self._entries.get
                 for at, entry in enumerate(found):
-                    if entry is None and (entry := get(ids[at])) is not None and entry[0] is generation:
+                    if entry is None and (entry := get(ids[rows[at]])) is not None and entry[0] is generation:
                         found[at] = by_row[rows[at]] = entry
             return found
 

@@ -124,7 +124,7 @@ class Search:
         plan: RecallPlan,
         stamps: list[Stamp],
         guessed: dict[int, Future[SpaceQuery] | Ready],
-    ) -> tuple[FusedKeys, list[str], list[Entry | None], np.ndarray, DenseScan, list[str]]:
+    ) -> tuple[FusedKeys, list[Entry | None], np.ndarray, DenseScan, list[str]]:
         """``candidates``' reads in its snapshot, the owners' rows settled: what ``_candidates``
         makes the pool of."""
         visible = self._visible(conn, plan, stamps)
@@ -135,9 +135,8 @@ class Search:
         dense = self._scan(visible, queries)
         rankings = [lexical[0], dense.best(plan.window)]
         fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
-        ids = ids_of(indexes, fused.keys)
         owners = [v.owner for v in visible]
-        return fused, ids, self._load(conn, visible, fused.keys, ids), lexical[1], dense, owners
+        return fused, self._load(conn, visible, fused.keys), lexical[1], dense, owners
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``text`` (another wording of ``plan.query``) with each of ``ids`` that
@@ -174,7 +173,6 @@ class Search:
     def _candidates(
         self,
         fused: FusedKeys,
-        ids: list[str],
         entries: list[Entry | None],
         lexical_scores: np.ndarray,
         dense: DenseScan | None,
@@ -187,15 +185,15 @@ class Search:
         keys, ranks, rrf = fused.keys, fused.ranks, fused.score
         if None in entries:  # a memory not loaded: left out
             kept = [at for at, entry in enumerate(entries) if entry is not None]
-            ids, keys, ranks, rrf = [ids[at] for at in kept], keys[kept], ranks[kept], rrf[kept]
+            keys, ranks, rrf = keys[kept], ranks[kept], rrf[kept]
             entries = [entries[at] for at in kept]
         with_none = np.append(lexical_scores, np.nan)
         bm25_scores = with_none[np.where(ranks[:, 0] > 0, ranks[:, 0] - 1, len(lexical_scores))]
         if dense is None:
             cosine, spaces, pending = (
-                np.full(len(ids), np.nan),
-                np.full(len(ids), -1),
-                np.zeros(len(ids), bool),
+                np.full(len(keys), np.nan),
+                np.full(len(keys), -1),
+                np.zeros(len(keys), bool),
             )
         else:
             cosine, spaces, pending = dense.columns(keys)
@@ -203,17 +201,16 @@ class Search:
         chosen, facts = self._memories.memories_and_facts(cast("list[Entry]", entries))  # no None left
         places = keys >> ROW_BITS  # a memory's user_id is its owner's ("" for the catalog's None)
         return Pool.from_columns(
-            ids,
             chosen,
-            [owners[0]] * len(ids) if not places.any() else [owners[place] for place in places.tolist()],
+            [owners[0]] * len(keys) if not places.any() else [owners[place] for place in places.tolist()],
             facts=facts,
             rrf=rrf,
             bm25_rank=ranks[:, 0],
-            dense_rank=ranks[:, 1] if ranks.shape[1] > 1 else np.zeros(len(ids), dtype=np.int64),
+            dense_rank=ranks[:, 1] if ranks.shape[1] > 1 else np.zeros(len(keys), dtype=np.int64),
             bm25=bm25_scores,
             cosine=cosine,
             relevance_cosine=relevance,
-            rerank=np.full(len(ids), np.nan),
+            rerank=np.full(len(keys), np.nan),
             pending=pending,
         )
 
@@ -255,9 +252,8 @@ class Search:
             lexical, indexes = self._bm25(plan, visible), [v.index for v in visible]
             rankings = [lexical[0], np.zeros(0, dtype=np.int64)]  # no dense branch
             fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
-            ids = ids_of(indexes, fused.keys)
-            memories = self._load(conn, visible, fused.keys, ids)
-        return self._candidates(fused, ids, memories, lexical[1], None, [v.owner for v in visible])
+            memories = self._load(conn, visible, fused.keys)
+        return self._candidates(fused, memories, lexical[1], None, [v.owner for v in visible])
 
     def lexical(self, plan: RecallPlan) -> list[tuple[str, float]]:
         """The BM25 branch alone, best first, as (id, score)."""
@@ -359,24 +355,24 @@ class Search:
         return (place[best] << ROW_BITS) | row[best], score[best]
 
     def _load(
-        self, conn: sqlite3.Connection, visible: list[OwnerRows], keys: np.ndarray, ids: list[str]
+        self, conn: sqlite3.Connection, visible: list[OwnerRows], keys: np.ndarray
     ) -> list[Entry | None]:
-        """The memory cache's entries of ``ids`` (the memories of ``keys``), each memory decoded
-        once per change, with its ranking facts; None for one forgotten since the search."""
-        out: list[Entry | None] = [None] * len(ids)
+        """The memory cache's entries of the memories of ``keys``, each memory decoded once per
+        change, with its ranking facts; None for one forgotten since the search."""
+        out: list[Entry | None] = [None] * len(keys)
         places, rows = keys >> ROW_BITS, (keys & ROW_MASK).tolist()
         for place, owner in enumerate(visible):
             mine = places == place
-            at = range(len(ids)) if mine.all() else np.flatnonzero(mine).tolist()
-            wanted = ids if len(at) == len(ids) else [ids[n] for n in at]
-            theirs = rows if len(at) == len(ids) else [rows[n] for n in at]
-            found = self._memories.found_rows(owner.owner, owner.stamp, owner.index, theirs, wanted)
-            missing = [memory_id for memory_id, entry in zip(wanted, found, strict=True) if entry is None]
-            if missing:
+            at = range(len(keys)) if mine.all() else np.flatnonzero(mine).tolist()
+            theirs = rows if len(at) == len(keys) else [rows[n] for n in at]
+            found = self._memories.found_rows(owner.owner, owner.stamp, owner.index, theirs)
+            if None in found:  # the ids of the rows not in the cache, read from the store
+                ids = owner.index.ids
+                missing = [ids[row] for row, entry in zip(theirs, found, strict=True) if entry is None]
                 read, words = store.unzipped(store.read_memories(conn, owner.owner, missing))
                 made = {e[1].id: e for e in self._memories.put(owner.owner, owner.stamp, read, words)}
-                found = [made.get(i) if e is None else e for i, e in zip(wanted, found, strict=True)]
-            if len(at) == len(ids):
+                found = [made.get(ids[r]) if e is None else e for r, e in zip(theirs, found, strict=True)]
+            if len(at) == len(keys):
                 return found
             for n, entry in zip(at, found, strict=True):
                 out[n] = entry
