@@ -24,6 +24,7 @@ class Codes:
 
     def __init__(self) -> None:
         self._codes: dict[str, int] = {}
+        self._names: list[str] = []  # by code
         self._lock = threading.Lock()  # a new code is the table's size: two writers must not both take it
 
     def add(self, names: Collection[str]) -> list[int]:
@@ -33,12 +34,18 @@ class Codes:
         if missing:
             with self._lock:
                 for name in missing:
-                    codes.setdefault(name, len(codes))
+                    if name not in codes:
+                        codes[name] = len(self._names)
+                        self._names.append(name)
         return [codes[name] for name in names]
 
     def code(self, name: str) -> int | None:
         """``name``'s code, None if it was never added."""
         return self._codes.get(name)
+
+    def name(self, code: int) -> str:
+        """The name of ``code`` (one ``add`` gave)."""
+        return self._names[code]
 
     def size(self) -> int:
         """One more than the highest code given so far."""

@@ -33,3 +33,12 @@ def test_a_word_keeps_its_code_and_a_query_adds_none():
     assert vocabulary.WORDS.size() == size
     held = calibration._held(["never-stored-word-xyz"], ["never-stored-word-xyz"], [first])
     assert held.tolist() == [[False]]
+
+
+def test_a_code_gives_back_its_name():
+    from atlas_mcp.domain.vocabulary import Codes
+
+    table = Codes()
+    codes = table.add(["Caroline", "Melanie", "Caroline"])
+    assert codes == [0, 1, 0] and [table.name(c) for c in codes] == ["Caroline", "Melanie", "Caroline"]
+    assert table.add(["Ana"]) == [2] and table.name(2) == "Ana" and table.size() == 3
