@@ -33,6 +33,14 @@ class Embedder(ABC):
         """Search queries' vectors; a symmetric model embeds a query like any text."""
         return self.embed_batch(texts)
 
+    def pairs_ready(self) -> bool:
+        """Does ``embed_pair`` run the two texts together (cheaper than one by one)?"""
+        return False
+
+    def embed_pair(self, first: str, second: str) -> np.ndarray:
+        """Two queries' vectors, each the same as ``embed_queries`` gives it alone."""
+        return np.concatenate([self.embed_queries([first]), self.embed_queries([second])])
+
     def passages(self, text: str) -> list[str]:
         """The pieces of ``text`` the model reads whole, each given its own vector
         (``engines/embedded/passages.py``); a model without a window reads all of it."""

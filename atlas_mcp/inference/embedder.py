@@ -25,10 +25,11 @@ from ..domain.lexical import detect_language
 from ..domain.model import undated
 from ..errors import ConfigurationError
 from ..files import sha256_of
-from . import quantized
+from . import minilm_graph, quantized
 from .base import Embedder
 from .e5 import MODEL_ID as E5_MODEL_ID
 from .names import EMBEDDING_MODELS, PER_LANGUAGE
+from .pairs import LateSession
 from .runtime import release_free_heap
 
 MINILM_MODEL_ID = f"all-MiniLM-L6-v2-onnx-{quantized.RECIPE}"
@@ -88,6 +89,7 @@ class OnnxMiniLM(Embedder):
         self._threads = threads
         self._session_lock = threading.Lock()
         self._built_session: Any = None  # an onnxruntime InferenceSession (untyped)
+        self._pairs = LateSession(self._build_pair_session, "atlas-minilm-pair") if integer_products else None
         tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=True)
         tokenizer.enable_truncation(MAX_TOKENS, stride=PASSAGE_OVERLAP)
         tokenizer.enable_padding()  # to the longest text of each batch, not a fixed 128
@@ -104,7 +106,7 @@ class OnnxMiniLM(Embedder):
                 self._built_session = self._build_session()
             return self._built_session
 
-    def _build_session(self) -> Any:
+    def _build_session(self, texts: int = 1) -> Any:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -117,10 +119,36 @@ class OnnxMiniLM(Embedder):
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         path = self._model_path
         if self._integer_products:
-            path = quantized.derived_model(path, MINILM_SHA256)
+            path = quantized.derived_model(path, MINILM_SHA256, texts=texts)
+        if texts == 2:  # in the order the graph lists its nodes: each next to its twin
+            options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         release_free_heap()
         return session
+
+    def _build_pair_session(self) -> Any:
+        return self._build_session(texts=2)
+
+    def pairs_ready(self) -> bool:
+        return self._pairs is not None and self._pairs.ready() is not None
+
+    def embed_pair(self, first: str, second: str) -> np.ndarray:
+        """In one run of the pair graph when it is built (``pairs_ready``): the texts' products
+        run on the same weights back to back, ~0.6 ms less CPU than two runs a few milliseconds
+        apart (13-token questions on 2 cores), and each vector is the same bytes as alone."""
+        session = self._pairs.ready() if self._pairs is not None else None
+        if session is None:
+            return super().embed_pair(first, second)
+        with self._lock:
+            ids = [np.array([self._tokenizer.encode(t or " ").ids], dtype=np.int64) for t in (first, second)]
+        feeds: dict[str, np.ndarray] = {}
+        for suffix, one in zip(("", minilm_graph.SECOND), ids, strict=True):
+            feeds |= {f"input_ids{suffix}": one, f"attention_mask{suffix}": np.ones_like(one),
+                      f"token_type_ids{suffix}": np.zeros_like(one)}  # fmt: skip
+        hidden = session.run(None, feeds)
+        return np.concatenate(
+            [_pooled(h, feeds[f"attention_mask{s}"]) for h, s in zip(hidden, ("", minilm_graph.SECOND))]
+        )
 
     def passages(self, text: str) -> list[str]:
         """``text`` as overlapping windows of at most MAX_TOKENS tokens (itself if it fits)."""
@@ -175,12 +203,16 @@ class OnnxMiniLM(Embedder):
 
     def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden: np.ndarray = self._session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        unit: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
-        return unit
+        return _pooled(self._session.run(None, feeds)[0], mask)
+
+
+def _pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of the token vectors over the attention mask, L2-normalised."""
+    weights = mask[..., None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    unit: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return unit
 
 
 def length_groups(lengths: np.ndarray) -> list[np.ndarray]:

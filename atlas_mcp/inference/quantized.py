@@ -37,14 +37,16 @@ DERIVE_TIMEOUT_S = 600.0
 log = get_logger(__name__)
 
 
-def derived_model(source: Path, source_sha256: str, cache_dir: Path | None = None) -> Path:
-    """The integer-arithmetic model derived from ``source``: cached, else derived now."""
+def derived_model(source: Path, source_sha256: str, cache_dir: Path | None = None, texts: int = 1) -> Path:
+    """The integer-arithmetic model derived from ``source``: cached, else derived now
+    (``texts=2``: the pair graph, which embeds two texts in one run: ``minilm_graph.py``)."""
     directory = cache_dir or model_cache_dir()
-    target = directory / f"minilm-l6-{source_sha256[:16]}-{RECIPE}.onnx"
+    pair = "-pair" if texts == 2 else ""
+    target = directory / f"minilm-l6-{source_sha256[:16]}-{RECIPE}{pair}.onnx"
     if target.is_file():
         return target
     log.info("deriving the integer-arithmetic embedding model once", target=str(target))
-    command = [sys.executable, "-m", __name__, str(source), str(target)]
+    command = [sys.executable, "-m", __name__, str(source), str(target), str(texts)]
     try:
         done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=DERIVE_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
@@ -87,16 +89,16 @@ def _private_directory() -> Path:
     return directory
 
 
-def derive(source: Path, target: Path) -> None:
+def derive(source: Path, target: Path, texts: int = 1) -> None:
     """Write the integer-arithmetic graph of ``source`` to ``target`` (atomically)."""
     from ..files import replaced
     from .minilm_graph import encoder_graph, read_source
 
-    graph = encoder_graph(read_source(source), f"all-MiniLM-L6-v2 {RECIPE}")
+    graph = encoder_graph(read_source(source), f"all-MiniLM-L6-v2 {RECIPE}", texts)
     target.parent.mkdir(parents=True, exist_ok=True)
     with replaced(target) as out:
         out.write(graph)
 
 
 if __name__ == "__main__":  # the child process derived_model() starts
-    derive(Path(sys.argv[1]), Path(sys.argv[2]))
+    derive(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))

@@ -18,7 +18,7 @@ from atlas_mcp.domain.openings import inner_names, written_inside
 from atlas_mcp.domain.pool import CATALOG, Pool
 from atlas_mcp.domain.scoring import ScoringPolicy
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
-from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.inference.embedder import OnnxMiniLM, default_embedder
 from atlas_mcp.service import MemoryService
 
 T0 = datetime(2026, 3, 1, 18, 0, tzinfo=UTC)
@@ -296,7 +296,14 @@ def test_a_foreseen_rewording_runs_the_model_once_beside_the_recall_and_ranks_th
         threads.setdefault(text, []).append(threading.current_thread().name)
         return real(embedder, text)
 
+    def pairing(embedder, first, second):  # the query and its rewording in one run
+        for text in (first, second):
+            threads.setdefault(text, []).append(threading.current_thread().name)
+        return real_pair(embedder, first, second)
+
+    real_pair = OnnxMiniLM.embed_pair
     monkeypatch.setattr(query_vectors, "embed_query", counting)
+    monkeypatch.setattr(OnnxMiniLM, "embed_pair", pairing)
     service.recall("u", "When did Caroline go to the support group?", touch=False)
     assert "When did I go to the support group?" in threads  # a view was heard: Caroline is known
     asked = "What is Caroline researching?"

@@ -82,6 +82,27 @@ def test_the_derived_graph_keeps_the_stored_int8_weights_and_runs_attention_as_o
     assert quantized.RECIPE in derived.name and quantized.RECIPE in graph.name
 
 
+def test_a_pair_run_gives_each_text_the_bytes_of_its_own_run(tmp_path: Path):
+    derived = quantized.derived_model(_minilm_file(), MINILM_SHA256, tmp_path, texts=2)
+    assert derived.name.endswith(f"{quantized.RECIPE}-pair.onnx")
+    graph = onnx.load(str(derived)).graph
+    ops = [node.op_type for node in graph.node]
+    # Each node next to its twin (the order the session runs them in), weights stored once.
+    assert ops[0::2] == ops[1::2] and ops.count("MultiHeadAttention") == 12
+    assert len(graph.initializer) == len(
+        onnx.load(str(quantized.derived_model(_minilm_file(), MINILM_SHA256))).graph.initializer
+    )
+    embedder = default_embedder()
+    deadline = time.monotonic() + 120
+    while not embedder.pairs_ready():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for first, second in [(TEXTS[0], TEXTS[3]), (TEXTS[2], TEXTS[1]), ("", TEXTS[0])]:
+        both = embedder.embed_pair(first, second)
+        alone = np.concatenate([embedder.embed_queries([first]), embedder.embed_queries([second])])
+        assert both.tobytes() == alone.tobytes()
+
+
 def test_a_source_that_is_not_a_model_gets_a_clear_error(tmp_path: Path):
     broken = tmp_path / "model.onnx"
     broken.write_bytes(b"not a model")

@@ -1,11 +1,15 @@
-"""The query pool (``engines/embedded/query_vectors.py``): what ``submit`` hands back at once."""
+"""The query pool (``engines/embedded/query_vectors.py``): what ``submit`` hands back at once,
+and a query run with its foreseen rewording (real MiniLM runs)."""
 
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from atlas_mcp.engines.embedded.query_vectors import QueryVectors
-from atlas_mcp.inference.embedder import SingleModel, default_embedder
+from atlas_mcp.inference.embedder import OnnxMiniLM, SingleModel, default_embedder
 
 
 def test_a_recent_vector_is_not_queued_behind_other_runs() -> None:
@@ -27,6 +31,59 @@ def test_a_recent_vector_is_not_queued_behind_other_runs() -> None:
         gate.set()
         other = vectors.submit("Which city is that in?", 0).result(timeout=30)  # a new text: the pool
         assert (other.vector == embedder.embed_queries(["Which city is that in?"])[0]).all()
+    finally:
+        gate.set()
+        vectors.close()
+
+
+def _pairs_ready(embedder: OnnxMiniLM) -> OnnxMiniLM:
+    deadline = time.monotonic() + 120  # the first time on a machine, the pair graph is derived
+    while not embedder.pairs_ready():
+        assert time.monotonic() < deadline, "the pair session was never built"
+        time.sleep(0.05)
+    return embedder
+
+
+def test_a_query_and_its_foreseen_rewording_are_embedded_in_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    embedder = _pairs_ready(default_embedder())
+    pairs: list[tuple[str, str]] = []
+    run_pair = embedder.embed_pair
+    monkeypatch.setattr(embedder, "embed_pair", lambda a, b: pairs.append((a, b)) or run_pair(a, b))
+    vectors = QueryVectors(SingleModel(embedder), lambda code: embedder.model_id)
+    try:
+        views = ["Where does Caroline live?", "What is Caroline's job?"]
+        query = vectors.start("Where do I live?", views, [0])[0].result(timeout=30)
+        view, other = vectors.get(views[0], 0), vectors.get(views[1], 0)  # waited for, not run again
+        assert pairs == [("Where do I live?", views[0])]  # the second rewording ran alone
+        for text, got in zip(["Where do I live?", *views], [query, view, other], strict=True):
+            assert got.vector.tobytes() == embedder.embed_queries([text])[0].tobytes()
+        assert vectors.start("Where do I live?", views, [0])[0].done()  # all three are recent now
+    finally:
+        vectors.close()
+
+
+def test_a_rewording_taken_off_the_queue_leaves_the_query_to_run_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``get`` cancels a foreseen run still queued and embeds the text itself: the pair task then
+    finds its second text taken and embeds the query alone."""
+    embedder = _pairs_ready(default_embedder())
+    pairs: list[tuple[str, str]] = []
+    run_pair = embedder.embed_pair
+    monkeypatch.setattr(embedder, "embed_pair", lambda a, b: pairs.append((a, b)) or run_pair(a, b))
+    vectors = QueryVectors(SingleModel(embedder), lambda code: embedder.model_id)
+    gate = threading.Event()
+    try:
+        for _ in range(2):
+            vectors._pool.submit(gate.wait)  # both workers busy from here
+        coming = vectors.start("What did I cook?", ["What did Melanie cook?"], [0])[0]
+        view = vectors.get("What did Melanie cook?", 0)  # taken off the queue and embedded here
+        gate.set()
+        query = coming.result(timeout=30)
+        assert pairs == []
+        assert query.vector.tobytes() == embedder.embed_queries(["What did I cook?"])[0].tobytes()
+        assert view.vector.tobytes() == embedder.embed_queries(["What did Melanie cook?"])[0].tobytes()
+        assert not vectors._coming
     finally:
         gate.set()
         vectors.close()

@@ -2,7 +2,7 @@
 
 The query is embedded on a small pool beside BM25 (the model and SQLite both release the GIL);
 a rewording ranking is expected to ask about (``RecallPlan.foreseen``) is started there too,
-after the query, instead of after the pool is ranked. The model gives the same text the same
+with the query, instead of after the pool is ranked. The model gives the same text the same
 vector, so a recent text's vector is reused and one already being embedded is waited for.
 """
 
@@ -13,6 +13,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import numpy as np
+
+from ...inference.base import Embedder
 from ...inference.embedder import ModelChoice, embed_query
 from .dense import SpaceQuery
 
@@ -52,14 +55,38 @@ class QueryVectors:
     def submit(self, text: str, code: int) -> Future[SpaceQuery] | Ready:
         """``get`` on the pool; a recent vector, or the run already started for ``text``
         (``foresee``), without a trip through the pool."""
-        key = (self._model_of(code), text)
         with self._lock:
-            found = self._recent.get(key)
-            if found is not None:
-                self._recent.move_to_end(key)
-                return Ready(found)
-            coming = self._coming.get(key)
-        return coming if coming is not None else self._pool.submit(self.get, text, code)
+            at_hand = self._at_hand((self._model_of(code), text))
+        return at_hand if at_hand is not None else self._pool.submit(self.get, text, code)
+
+    def start(
+        self, text: str, foreseen: Sequence[str], codes: Iterable[int]
+    ) -> dict[int, Future[SpaceQuery] | Ready]:
+        """``submit`` ``text`` and ``foresee`` ``foreseen`` in each space of ``codes``. The query
+        and the first foreseen text that is not at hand are one task on the pool, which a model
+        that runs pairs (``Embedder.embed_pair``) embeds in one run: at 1k one-chat memories
+        that took 3.6-3.7 instead of 3.9-4.1 ms of CPU per recall, and no longer recall."""
+        codes = tuple(codes)
+        out: dict[int, Future[SpaceQuery] | Ready] = {}
+        for code in codes:
+            model = self._model_of(code)
+            query, view = (model, text), None
+            with self._lock:
+                at_hand = self._at_hand(query)
+                if at_hand is None:
+                    view = next((t for t in foreseen if t != text and self._unknown((model, t))), None)
+                if view is not None:
+                    together: tuple[Future[SpaceQuery], Future[SpaceQuery]] = (Future(), Future())
+                    self._coming[(model, view)] = together[1]
+            if at_hand is not None:
+                out[code] = at_hand
+            elif view is None:
+                out[code] = self._pool.submit(self.get, text, code)
+            else:
+                out[code] = together[0]
+                self._pool.submit(self._together, (query, (model, view)), together)
+        self.foresee(foreseen, codes)  # the rest (the paired text is coming already)
+        return out
 
     def foresee(self, texts: Sequence[str], codes: Iterable[int]) -> None:
         """Start embedding ``texts`` in each space of ``codes`` on the pool (after what was
@@ -70,7 +97,7 @@ class QueryVectors:
             for text in texts:
                 key = (model, text)
                 with self._lock:
-                    if key not in self._recent and key not in self._coming:
+                    if self._unknown(key):
                         self._coming[key] = self._pool.submit(self._foreseen, key, text)
 
     def get(self, text: str, code: int) -> SpaceQuery:
@@ -96,6 +123,55 @@ class QueryVectors:
     def close(self) -> None:
         self._pool.shutdown()
 
+    def _at_hand(self, key: tuple[str, str]) -> Ready | Future[SpaceQuery] | None:
+        """A recent vector, or the run already started for it (under the lock)."""
+        found = self._recent.get(key)
+        if found is not None:
+            self._recent.move_to_end(key)
+            return Ready(found)
+        return self._coming.get(key)
+
+    def _unknown(self, key: tuple[str, str]) -> bool:
+        return key not in self._recent and key not in self._coming
+
+    def _together(self, keys: tuple[tuple[str, str], ...], futures: tuple[Future[SpaceQuery], ...]) -> None:
+        """``start``'s task: both texts in one run if the model runs pairs and neither was taken
+        (``get`` takes a foreseen text off the queue by cancelling it); else each as before,
+        the second beside the first on the pool."""
+        live = [future.set_running_or_notify_cancel() for future in futures]
+        try:
+            embedder = self.models.embedder(keys[0][0])
+            paired = all(live) and embedder.pairs_ready()
+            vectors = embedder.embed_pair(keys[0][1], keys[1][1]) if paired else None
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting recalls, as a pool task's is
+            for future, running in zip(futures, live, strict=True):
+                if running:
+                    future.set_exception(exc)
+            self._forget(keys[1], futures[1])
+            return
+        if vectors is not None:
+            for key, future, vector in zip(keys, futures, vectors, strict=True):
+                future.set_result(self._kept(key, vector, embedder))
+            self._forget(keys[1], futures[1])
+            return
+        if live[1]:
+            self._pool.submit(self._settle, keys[1], futures[1])
+        if live[0]:
+            self._settle(keys[0], futures[0])
+
+    def _settle(self, key: tuple[str, str], future: Future[SpaceQuery]) -> None:
+        try:
+            future.set_result(self._embedded(key, key[1]))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting recalls, as a pool task's is
+            future.set_exception(exc)
+        finally:
+            self._forget(key, future)
+
+    def _forget(self, key: tuple[str, str], future: Future[SpaceQuery]) -> None:
+        with self._lock:
+            if self._coming.get(key) is future:
+                del self._coming[key]
+
     def _foreseen(self, key: tuple[str, str], text: str) -> SpaceQuery:
         try:
             return self._embedded(key, text)
@@ -105,7 +181,9 @@ class QueryVectors:
 
     def _embedded(self, key: tuple[str, str], text: str) -> SpaceQuery:
         embedder = self.models.embedder(key[0])
-        vector = embed_query(embedder, text)
+        return self._kept(key, embed_query(embedder, text), embedder)
+
+    def _kept(self, key: tuple[str, str], vector: np.ndarray, embedder: Embedder) -> SpaceQuery:
         vector.setflags(write=False)  # shared by every recall of the same words
         made = SpaceQuery(vector, embedder.cosine_background)
         with self._lock:

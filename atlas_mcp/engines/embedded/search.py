@@ -87,8 +87,7 @@ class Search:
         # that turns out to be new (the user's first Chinese memory) is embedded in the snapshot.
         owners = self._owners(plan)
         spaces = self._cached_spaces(owners)
-        guessed = {code: self.query_vectors.submit(plan.query, code) for code in spaces}
-        self.query_vectors.foresee(plan.foreseen, spaces)
+        guessed = self.query_vectors.start(plan.query, plan.foreseen, spaces)
         settled = False  # the owners' pending rows are waited for first, unless there are none
         while True:
             with self._store.snapshot() as conn:
