@@ -241,8 +241,8 @@ def _held(words: list[str], stems: list[str], codes: Sequence[bytes]) -> np.ndar
         known.sort()
         wanted = np.zeros(vocabulary.WORDS.size(), dtype=bool)  # every code in the pool is below the size
         wanted[[code for code, _ in known]] = True
-        hits = np.flatnonzero(wanted.take(flat))  # where in ``flat`` a query form is
-        ends = np.flatnonzero(flat == vocabulary.END)  # where each memory's codes end, in order
+        hits = wanted.take(flat).nonzero()[0]  # where in ``flat`` a query form is
+        ends = (flat == vocabulary.END).nonzero()[0]  # where each memory's codes end, in order
         which = np.searchsorted([code for code, _ in known], flat[hits])
         present[np.searchsorted(ends, hits, side="right"), np.array([at for _, at in known])[which]] = 1
     held: np.ndarray = (present @ asks) > 0

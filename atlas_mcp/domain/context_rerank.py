@@ -181,7 +181,7 @@ class Episodes:
 
     def groups(self) -> list[list[int]]:
         """The episodes as lists of pool indices."""
-        bounds = [*np.flatnonzero(self.starts), len(self.order)]
+        bounds = [*self.starts.nonzero()[0], len(self.order)]
         return [[int(i) for i in self.order[a:b]] for a, b in itertools.pairwise(bounds)]
 
 
@@ -195,7 +195,7 @@ def episodes(pool: Pool, gap: timedelta) -> Episodes:
 
 
 def _episodes(pool: Pool, gap: timedelta) -> Episodes:
-    events = np.flatnonzero((pool.kind == EPISODIC) & (pool.occurred != NO_TIME))
+    events = ((pool.kind == EPISODIC) & (pool.occurred != NO_TIME)).nonzero()[0]
     owners = _owner_codes(pool.owners, events)
     order = events[np.lexsort((pool.created[events], pool.occurred[events], owners))]
     owner_of = np.empty(len(pool), dtype=np.int64)
@@ -264,7 +264,7 @@ def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> 
     sizes = found.sizes
     if policy.standalone_context:
         grouped = sizes > 1
-        others = np.flatnonzero(pool.kind != EPISODIC)
+        others = (pool.kind != EPISODIC).nonzero()[0]
         standalone = np.concatenate([others, found.order[~grouped]])
     else:
         grouped, standalone = np.ones(len(found.order), dtype=bool), np.zeros(0, dtype=np.int64)
@@ -277,7 +277,7 @@ def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> 
     if policy.reply_weight and len(found.order) > 1:
         out += replies(score, pool, found, policy.reply_weight)
     if (len(members) or len(standalone)) and policy.episode_weight:
-        starts = np.flatnonzero(found.starts[grouped])
+        starts = found.starts[grouped].nonzero()[0]
         unit_best = (
             np.repeat(np.maximum.reduceat(out[members], starts), sizes[grouped][starts])  # each its size
             if len(members)
@@ -308,7 +308,7 @@ def with_attribute(score: np.ndarray, query: str, pool: Pool, policy: ContextRer
     """The facts that set what ``query`` asks about gain ``attribute_weight``; on a sure reading
     (``domain.asked``), enough for the best of them to lead the pool by ``attribute_lead``."""
     question = asked(query, pool.meaning)
-    found = [] if question is None else setting(question, pool.memories, np.argsort(-score, kind="stable"))
+    found = [] if question is None else setting(question, pool.memories, (-score).argsort(kind="stable"))
     if question is None or not found:
         return score
     out = score.copy()

@@ -138,12 +138,12 @@ def fused_keys(
     for position, column in enumerate(columns):
         new = np.arange(len(column))
         if size:  # the keys already there get their rank here, the others come after them
-            sorter = np.argsort(keys[:size])
+            sorter = keys[:size].argsort()
             ordered = keys[:size][sorter]
-            at = np.searchsorted(ordered, column).clip(max=size - 1)
+            at = np.minimum(ordered.searchsorted(column), size - 1)
             held = ordered[at] == column
-            ranks[sorter[at[held]], position] = np.flatnonzero(held) + 1
-            new = np.flatnonzero(~held)
+            ranks[sorter[at[held]], position] = held.nonzero()[0] + 1
+            new = (~held).nonzero()[0]
         keys[size : size + len(new)] = column[new]
         ranks[size : size + len(new), position] = new + 1
         size += len(new)
@@ -156,7 +156,7 @@ def fused_keys(
         np.minimum(best, rank, out=best, where=present)
     # (score, best, id) by two stable sorts: (best, id) first, then score
     by_best = np.lexsort((id_order(keys), best))
-    order = by_best[np.argsort(score[by_best], kind="stable")][:window]
+    order = by_best[score[by_best].argsort(kind="stable")][:window]
     return FusedKeys(keys[order], -score[order], ranks[order])
 
 

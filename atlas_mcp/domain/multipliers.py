@@ -164,7 +164,7 @@ def order_fits(pool: Pool, match: np.ndarray, order: Order, policy: MultiplierPo
     fits = np.ones(len(pool))
     if not len(pool):
         return fits
-    best = np.argsort(-match, kind="stable")[: policy.time_order_pool]
+    best = (-match).argsort(kind="stable")[: policy.time_order_pool]
     dates = _time_references(pool)
     dated = dates != NO_TIME
     events = pool.kind == EPISODIC

@@ -332,7 +332,7 @@ class Pool(Sequence[Candidate]):
         memories that track use: what changes on every recall is never cached."""
         counts = np.zeros(len(self), dtype=np.int64)
         last = np.full(len(self), NO_TIME, dtype=np.int64)
-        rows = np.flatnonzero(self.tracks_usage)
+        rows = self.tracks_usage.nonzero()[0]
         if len(rows):  # each read in C (``map``), one column write for all (~140 a recall of facts)
             tracked = _gathered(self.memories, rows)
             counts[rows] = np.fromiter(map(_USE_COUNT, tracked), dtype=np.int64, count=len(rows))
@@ -345,7 +345,7 @@ class Pool(Sequence[Candidate]):
         """Per candidate, its playbook successes and failures (0 for other memories)."""
         wins = np.zeros(len(self), dtype=np.int64)
         losses = np.zeros(len(self), dtype=np.int64)
-        for i in np.flatnonzero(self.kind == PROCEDURAL).tolist():  # a few a recall
+        for i in (self.kind == PROCEDURAL).nonzero()[0].tolist():  # a few a recall
             memory = self.memories[i]
             wins[i], losses[i] = memory.success_count, memory.failure_count
         return wins, losses

@@ -310,7 +310,7 @@ def best_first(scores: np.ndarray, ids: Sequence[str] | Callable[[], Sequence[st
     """Indices by ``scores``, best first, equal scores by id. Ties are rare, so the ids (a
     sort of ~300 strings; ``ids`` may be a function that makes them) are only read when two
     scores are equal or one is NaN."""
-    order = np.argsort(-scores, kind="stable")
+    order = (-scores).argsort(kind="stable")
     ranked = scores[order]
     if np.isnan(ranked).any() or (ranked[1:] == ranked[:-1]).any():
         tied: np.ndarray = np.lexsort((_id_ranks(ids() if callable(ids) else ids), -scores))

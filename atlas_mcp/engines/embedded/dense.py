@@ -49,7 +49,7 @@ class DenseScan:
         cosine = np.concatenate(
             [c[rows] for c, rows in zip(self.scores, tops, strict=True)], dtype=np.float64
         )
-        order = np.argsort(-cosine, kind="stable")[:window]
+        order = (-cosine).argsort(kind="stable")[:window]
         return np.concatenate([row_keys(at, rows) for at, rows in enumerate(tops)])[order]
 
     def columns(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,7 +61,7 @@ class DenseScan:
         pending = np.zeros(len(keys), dtype=bool)
         places, all_rows = keys >> ROW_BITS, keys & ROW_MASK
         for place, (owner, scores) in enumerate(zip(self.owners, self.scores, strict=True)):
-            at = np.flatnonzero(places == place)
+            at = (places == place).nonzero()[0]
             rows = all_rows[at]
             pending[at] = ~owner.index.vectors.ready_at(rows)
             searched = owner.searched[rows]
@@ -161,7 +161,7 @@ def _dot(query16: np.ndarray, matrix: np.ndarray, threads: int) -> np.ndarray:
 def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray:
     """Indices of the ``window`` best-scoring allowed rows, best first; ties go to the lower row
     (the older memory), also at the cut-off, so the result never depends on the sort's luck."""
-    candidates = np.flatnonzero(allowed)  # ascending rows
+    candidates = allowed.nonzero()[0]  # ascending rows
     negated = -(scores if len(candidates) == len(scores) else scores[candidates])  # all: no gather
     if candidates.size > 4 * GUESS_SAMPLE and window:
         # A cut-off guessed on a strided sample keeps ~1.5x the window (every row at least as
@@ -170,14 +170,14 @@ def top_rows(scores: np.ndarray, allowed: np.ndarray, window: int) -> np.ndarray
         step = candidates.size // GUESS_SAMPLE
         sample = negated[::step]
         k = min(len(sample) - 1, -(-window // step) * 3 // 2 + 8)
-        near = np.flatnonzero(negated <= np.partition(sample, k)[k])
+        near = (negated <= np.partition(sample, k)[k]).nonzero()[0]
         if near.size >= window:  # else the guess fell short: the whole selection
             candidates, negated = candidates[near], negated[near]
     if candidates.size > window:
         cutoff = np.partition(negated, window - 1)[window - 1]
         better = negated < cutoff
-        tied = np.flatnonzero(negated == cutoff)[: window - int(better.sum())]
-        keep = np.concatenate([np.flatnonzero(better), tied])
+        tied = (negated == cutoff).nonzero()[0][: window - np.count_nonzero(better)]
+        keep = np.concatenate([better.nonzero()[0], tied])
         candidates, negated = candidates[keep], negated[keep]
     return candidates[np.lexsort((candidates, negated))]
 

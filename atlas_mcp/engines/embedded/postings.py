@@ -369,5 +369,5 @@ def _scored(
     )
     # A matched row's every word adds more than 0 (idf, weight, count > 0); nonzero over a bool
     # mask is ~4x faster than over the floats (8 vs 32 us at 12k rows).
-    hit = np.flatnonzero(scores > 0)
+    hit = (scores > 0).nonzero()[0]
     return hit, scores[hit]

@@ -362,7 +362,7 @@ class Search:
         places, rows = keys >> ROW_BITS, (keys & ROW_MASK).tolist()
         for place, owner in enumerate(visible):
             mine = places == place
-            at = range(len(keys)) if mine.all() else np.flatnonzero(mine).tolist()
+            at = range(len(keys)) if mine.all() else mine.nonzero()[0].tolist()
             theirs = rows if len(at) == len(keys) else [rows[n] for n in at]
             found = self._memories.found_rows(owner.owner, owner.stamp, owner.index, theirs)
             if None in found:  # the ids of the rows not in the cache, read from the store
