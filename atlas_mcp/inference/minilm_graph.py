@@ -215,8 +215,10 @@ def _interleaved(nodes: list[onnx.NodeProto], weights: set[str]) -> list[onnx.No
 
     out = []
     for node in nodes:
+        node.name = node.output[0]  # named, so a profile shows the order the nodes ran in
         twin = NodeProto()
         twin.CopyFrom(node)
+        twin.name = second(node.name)
         for names in (twin.input, twin.output):
             renamed = [second(n) for n in names]
             del names[:]

@@ -3,6 +3,7 @@ embedded by the float32 run move to it in the background. Real models, real SQLi
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
@@ -92,6 +94,22 @@ def test_a_pair_run_gives_each_text_the_bytes_of_its_own_run(tmp_path: Path):
     assert len(graph.initializer) == len(
         onnx.load(str(quantized.derived_model(_minilm_file(), MINILM_SHA256))).graph.initializer
     )
+    options = ort.SessionOptions()
+    options.enable_profiling, options.profile_file_prefix = True, str(tmp_path / "profile")
+    options.execution_order = ort.ExecutionOrder.PRIORITY_BASED  # as the embedder's pair session
+    session = ort.InferenceSession(str(derived), options, providers=["CPUExecutionProvider"])
+    ids = np.array([[101, 2054, 102]], dtype=np.int64)
+    one = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    session.run(None, one | {f"{name}{minilm_graph.SECOND}": value for name, value in one.items()})
+    events = json.loads(Path(session.end_profiling()).read_text())
+    ran = [
+        e["name"].removesuffix("_kernel_time")
+        for e in events
+        if e.get("cat") == "Node" and "kernel" in e["name"]
+    ]
+    assert len(ran) > 150 and ran[1::2] == [
+        name + minilm_graph.SECOND for name in ran[0::2]
+    ]  # less the Identities ORT drops
     embedder = default_embedder()
     deadline = time.monotonic() + 120
     while not embedder.pairs_ready():
