@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -42,3 +44,49 @@ def test_a_code_gives_back_its_name():
     codes = table.add(["Caroline", "Melanie", "Caroline"])
     assert codes == [0, 1, 0] and [table.name(c) for c in codes] == ["Caroline", "Melanie", "Caroline"]
     assert table.add(["Ana"]) == [2] and table.name(2) == "Ana" and table.size() == 3
+
+
+# more distinct words than numpy adds one by one before it pairs the sums (8)
+_STORED = ["tea", "lantern", "harbour", "camping", "ferns", "dentist", "violin", "garden", "bakery", "tram"]
+_STORED += ["museum", "glacier", "pottery", "sailing", "orchard", "chess"]
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(_STORED), max_size=12),
+        min_size=1,
+        max_size=60,
+    ),
+    st.lists(
+        st.sampled_from([*_STORED, "camped", "zebra", "kites"]),
+        min_size=9,
+        max_size=20,
+        unique=True,
+    ),
+)
+def test_coverage_adds_each_words_weight_in_the_querys_order(texts, words):
+    """``coverages`` sums the words' weights in the query's order, as one addition per word
+    would (float addition is not associative: another order may differ in the last bit)."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from atlas_mcp.domain.fusion import Candidate
+    from atlas_mcp.domain.lexical import stem
+    from atlas_mcp.domain.model import Memory, MemoryType
+    from atlas_mcp.domain.pool import Pool
+
+    now = datetime.now(UTC)
+    memories = [
+        Memory(
+            id=f"m{i}", memory_type=MemoryType.SEMANTIC, user_id="u", text=" ".join(t) or "x", created_at=now
+        )
+        for i, t in enumerate(texts)
+    ]
+    pool = Pool.of([Candidate(memory=m, rrf_score=None) for m in memories])
+    held = calibration._held(words, [stem(w, "en") for w in words], pool.codes)
+    weight = [math.log(1 + len(pool) / (1 + int(c))) for c in held.sum(axis=0)]
+    expected = np.zeros(len(pool))
+    for j, w in enumerate(weight):
+        expected += np.where(held[:, j], w, 0.0)
+    assert calibration.coverages(words, pool).tobytes() == (expected / sum(weight)).tobytes()
