@@ -143,11 +143,13 @@ class Search:
         had the user asked that. One query embedding per vector space; in one space only the
         rows of ``ids`` are read, across spaces one scan (each space's scale is this query's)."""
         with self._store.snapshot() as conn:
-            indexes = [self._index.get(conn, owner) for owner in self._owners(plan)]
+            owners = self._owners(plan)
+            stamps = versions.stamps(conn, owners)  # one read for the user and the catalog
+            indexes = [self._index.get(conn, o, s.version) for o, s in zip(owners, stamps, strict=True)]
             spaces = self._spaces_of(indexes)
             # one space: each cosine is mapped alone, so only ``ids`` are read, and which rows
             # the recall may return is not needed
-            visible = None if len(spaces) == 1 else self._visible(conn, plan)
+            visible = None if len(spaces) == 1 else self._visible(conn, plan, stamps)
         queries = self._space_queries(text, spaces, {})
         if visible is None:
             return member_cosines(indexes, queries, ids)
