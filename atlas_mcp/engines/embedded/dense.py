@@ -62,6 +62,8 @@ class DenseScan:
         places, all_rows = keys >> ROW_BITS, keys & ROW_MASK
         for place, (owner, scores) in enumerate(zip(self.owners, self.scores, strict=True)):
             at = (places == place).nonzero()[0]
+            if not len(at):  # most recalls: no candidate of the catalog's
+                continue
             rows = all_rows[at]
             pending[at] = ~owner.index.vectors.ready_at(rows)
             searched = owner.searched[rows]

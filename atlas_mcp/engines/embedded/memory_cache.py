@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, cast
 
 from ...domain.model import Memory
@@ -140,7 +141,8 @@ class MemoryCache:
                         if (row := where.get(memory_id)) is not None:
                             by_row[row] = None
                     generation.changed.clear()
-            found = [by_row[row] for row in rows]
+            # gathered in C (~300 a recall)
+            found = list(itemgetter(*rows)(by_row)) if len(rows) > 1 else [by_row[row] for row in rows]
             if None in found:  # read by id, and kept by row for the next recall
                 get = self._entries.get
                 for at, entry in enumerate(found):
