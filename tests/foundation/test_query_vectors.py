@@ -87,3 +87,34 @@ def test_a_rewording_taken_off_the_queue_leaves_the_query_to_run_alone(
     finally:
         gate.set()
         vectors.close()
+
+
+def test_a_pair_task_left_to_run_as_the_pool_shuts_down_still_settles_both_texts() -> None:
+    """Before the pair session is ready the task runs the query and hands the rewording to the
+    pool; a pool already shutting down takes no new task, so the rewording is embedded in place."""
+    embedder = default_embedder()
+    vectors = QueryVectors(SingleModel(embedder), lambda code: embedder.model_id)
+    gate = threading.Event()
+    vectors._pool.submit(gate.wait)
+    vectors._pool.submit(gate.wait)  # the pair task queues behind these
+    query = vectors.start("Where did I go?", ["Where did Jon go?"], [0])[0]
+    view = vectors._coming[(embedder.model_id, "Where did Jon go?")]
+    real = embedder.pairs_ready
+    embedder.pairs_ready = lambda: False  # type: ignore[method-assign]
+    try:
+        closing = threading.Thread(target=vectors.close)
+        closing.start()  # shutdown(wait=True): no new tasks from here on
+        time.sleep(0.2)
+        gate.set()
+        closing.join(timeout=60)
+        assert (
+            query.result(timeout=30).vector.tobytes()
+            == embedder.embed_queries(["Where did I go?"])[0].tobytes()
+        )
+        assert (
+            view.result(timeout=30).vector.tobytes()
+            == embedder.embed_queries(["Where did Jon go?"])[0].tobytes()
+        )
+    finally:
+        embedder.pairs_ready = real  # type: ignore[method-assign]
+        gate.set()

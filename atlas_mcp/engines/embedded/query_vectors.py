@@ -155,7 +155,10 @@ class QueryVectors:
             self._forget(keys[1], futures[1])
             return
         if live[1]:
-            self._pool.submit(self._settle, keys[1], futures[1])
+            try:
+                self._pool.submit(self._settle, keys[1], futures[1])
+            except RuntimeError:  # the pool is shutting down: no recall may wait on it forever
+                self._settle(keys[1], futures[1])
         if live[0]:
             self._settle(keys[0], futures[0])
 
