@@ -214,7 +214,7 @@ def coverages(words: list[str], pool: Pool, language: str = "en") -> np.ndarray:
     # Every query word is one run of letters or a CJK word (``tokens``), so each memory's
     # ``coverage_words`` answer whether it holds it, its ``coverage_stems`` whether it holds a
     # word with the same stem.
-    held = _held(words, [stem(w, language) for w in words], pool.codes)
+    held = _held(words, [stem(w, language) for w in words], pool.word_codes, len(pool))
     counts = held.sum(axis=0)
     weight = [math.log(1 + len(pool) / (1 + int(c))) for c in counts]
     total = sum(weight)
@@ -225,9 +225,9 @@ def coverages(words: list[str], pool: Pool, language: str = "en") -> np.ndarray:
     return covered / total
 
 
-def _held(words: list[str], stems: list[str], codes: Sequence[bytes]) -> np.ndarray:
-    """Per memory and query word: do the memory's words (``codes``: ``RowFacts.codes``) hold
-    the word or its stem? The pool's codes are joined into one array and each is looked up in a
+def _held(words: list[str], stems: list[str], flat: np.ndarray, rows: int) -> np.ndarray:
+    """Per memory and query word: do the memory's words hold the word or its stem? ``flat``:
+    the ``rows`` memories' codes joined in order (``Pool.word_codes``), each looked up in a
     table of the query's forms: one gather over every candidate's words, in C, where a set
     intersection per candidate costs ~0.5 us each."""
     forms = list(dict.fromkeys([*words, *stems]))
@@ -235,10 +235,9 @@ def _held(words: list[str], stems: list[str], codes: Sequence[bytes]) -> np.ndar
     asks = np.zeros((len(forms), len(words)), dtype=np.uint8)  # form → the query words it answers
     for j, (word, stemmed) in enumerate(zip(words, stems, strict=True)):
         asks[column[word], j] = asks[column[stemmed], j] = 1
-    present = np.zeros((len(codes), len(forms)), dtype=np.uint8)
+    present = np.zeros((rows, len(forms)), dtype=np.uint8)
     known = [(code, at) for at, form in enumerate(forms) if (code := vocabulary.WORDS.code(form))]  # not END
     if known:  # a form no memory holds is held by none of these
-        flat = np.frombuffer(b"".join(codes), dtype=np.int32)
         known.sort()
         wanted = np.zeros(vocabulary.WORDS.size(), dtype=bool)  # every code in the pool is below the size
         wanted[[code for code, _ in known]] = True

@@ -28,7 +28,7 @@ from .fusion import Candidate
 from .lexical import CJK_CHARACTERS, has_cjk, stemmed_forms, word_count
 from .model import USAGE_TYPES, Memory, MemoryType
 from .openings import Opening, inner_names, opening, speaker, turn_head
-from .vocabulary import encoded, speaker_code
+from .vocabulary import encoded, joined, speaker_code
 
 NO_TIME = np.iinfo(np.int64).min  # a date a memory does not have
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -52,6 +52,10 @@ class RowFacts(NamedTuple):
     """What ranking reads of one memory that no query and no use changes; its numbers also
     as one packed record (``numbers``), which a pool reads as arrays (``Pool.from_columns``)."""
 
+    # What a recall reads of every candidate's facts come first: a tuple's first items share
+    # the cache line of its header, which taking the tuple in hand has touched already.
+    numbers: bytes  # the number facts below as one record (``fact_columns``): what a pool reads
+    codes: bytes  # ``words`` as ``vocabulary`` codes (packed int32), in the set's order
     kind: int  # ``KIND_CODES``
     occurred: int  # microseconds, or NO_TIME
     created: int
@@ -63,12 +67,10 @@ class RowFacts(NamedTuple):
     head: str | None  # an event's text before its first ": " (``openings.turn_head``)
     opening: Opening  # how the text opens: a turn, or a name as subject or owner
     asks: bool  # the text asks something (a "?"): the next turn may answer it
-    codes: bytes  # ``words`` as ``vocabulary`` codes (packed int32), in the set's order
     speaker_code: int  # ``speaker`` as a ``vocabulary.SPEAKERS`` code, ``NO_SPEAKER`` for None
     inner: frozenset[str]  # the name-shaped words written inside the text (``openings.inner_names``)
     expires: int  # ``expires_at`` in microseconds, or NO_TIME
     head_code: int  # ``head`` as a ``vocabulary.SPEAKERS`` code, ``NO_SPEAKER`` for None
-    numbers: bytes  # the number facts above as one record (``fact_numbers``): what a pool reads
 
 
 def row_facts(memory: Memory, words: frozenset[str] | None = None) -> RowFacts:
@@ -189,6 +191,7 @@ class Pool(Sequence[Candidate]):
     speaker_codes: np.ndarray  # ``RowFacts.speaker_code``
     expires: np.ndarray  # ``RowFacts.expires``
     head_codes: np.ndarray  # ``RowFacts.head_code``
+    word_codes: np.ndarray  # every candidate's ``RowFacts.codes`` joined, in order (int32)
     # each candidate's facts, whose other fields are read as lists where asked (``speakers``...)
     facts: Sequence[RowFacts]
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
@@ -258,6 +261,8 @@ class Pool(Sequence[Candidate]):
     ) -> Pool:
         """A pool of evidence columns and one ``RowFacts`` per candidate."""
         numbers = number_columns(list(map(_NUMBERS, facts)))  # one array read of every record
+        # the codes joined now, while the facts are at hand (calibration reads every one)
+        word_codes = joined(list(map(_CODES, facts)))
         return cls(
             memories=memories,
             owners=owners,
@@ -269,6 +274,7 @@ class Pool(Sequence[Candidate]):
             speaker_codes=numbers["speaker_code"],
             expires=numbers["expires"],
             head_codes=numbers["head_code"],
+            word_codes=word_codes,
             facts=facts,
             meaning=None,
             **evidence,
@@ -290,11 +296,12 @@ class Pool(Sequence[Candidate]):
         changes: dict[str, Any] = {
             name: value[rows]
             for name in self.__dataclass_fields__
-            if isinstance(value := getattr(self, name), np.ndarray)
+            if isinstance(value := getattr(self, name), np.ndarray) and name != "word_codes"
         }
         for name in ("memories", "owners", "facts"):
             column = getattr(self, name)
             changes[name] = [column[i] for i in picked]
+        changes["word_codes"] = joined([facts.codes for facts in changes["facts"]])
         return replace(self, **changes)
 
     def candidate(self, i: int) -> Candidate:
@@ -358,6 +365,7 @@ def _gathered(memories: Sequence[Memory], rows: np.ndarray) -> tuple[Memory, ...
 
 
 _NUMBERS = attrgetter("numbers")
+_CODES = attrgetter("codes")
 _USE_COUNT = attrgetter("use_count")
 _LAST_USED = attrgetter("last_used_at")
 

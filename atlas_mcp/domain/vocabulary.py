@@ -14,7 +14,7 @@ adds one, so a table grows with what is stored, not with what is asked.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -66,6 +66,11 @@ def encoded(words: Collection[str]) -> bytes:
     """The ``WORDS`` codes of ``words``, in their iteration order, then ``END``, as packed
     int32 (a memory's ``RowFacts.codes``: bytes, so a pool joins ~300 of them at C speed)."""
     return np.array(WORDS.add(words), dtype=np.int32).tobytes() + _END
+
+
+def joined(codes: Sequence[bytes]) -> np.ndarray:
+    """Memories' codes (each as ``encoded`` gives them) joined in order, as int32."""
+    return np.frombuffer(b"".join(codes), dtype=np.int32)
 
 
 def speaker_code(name: str | None) -> int:

@@ -8,6 +8,7 @@ import numpy as np
 
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.pool import NO_TIME, Pool, microseconds, row_facts
+from atlas_mcp.domain.vocabulary import joined
 
 
 def _pool(memories: list[Memory]) -> Pool:
@@ -73,6 +74,8 @@ def test_each_column_holds_each_candidates_fact_in_order():
     for column in (pool.kind, pool.occurred, pool.log_words, pool.asks, pool.expires):
         assert column.flags.c_contiguous and column.flags.writeable  # copies, not views of the records
     assert pool.codes == [f.codes for f in facts] and pool.inner == [f.inner for f in facts]
+    assert pool.word_codes.dtype == np.int32
+    assert pool.word_codes.tolist() == joined([f.codes for f in facts]).tolist()
     # a subset's lists are of its own candidates, also when the whole pool's were read first
     picked = pool.subset(np.array([3, 0]))
     assert picked.speakers == ["Melanie", "Caroline"] and picked.openings == [
@@ -80,6 +83,7 @@ def test_each_column_holds_each_candidates_fact_in_order():
         facts[0].opening,
     ]
     assert picked.log_words.tolist() == [facts[3].log_words, facts[0].log_words]
+    assert picked.word_codes.tolist() == joined([facts[3].codes, facts[0].codes]).tolist()
 
 
 def test_an_empty_pool_has_empty_columns_of_the_same_types():
@@ -87,6 +91,7 @@ def test_an_empty_pool_has_empty_columns_of_the_same_types():
     for column, dtype in ((pool.kind, np.uint8), (pool.occurred, np.int64), (pool.log_words, np.float64)):
         assert column.shape == (0,) and column.dtype == dtype
     assert pool.asks.dtype == bool and pool.speakers == [] and pool.openings == []
+    assert pool.word_codes.shape == (0,) and pool.word_codes.dtype == np.int32
 
 
 def test_uses_are_read_from_the_memories_that_track_them_as_they_are_now():

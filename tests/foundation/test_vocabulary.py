@@ -22,7 +22,9 @@ def _by_sets(words: list[str], stems: list[str], bags: list[frozenset[str]]) -> 
 )
 def test_a_pool_of_codes_holds_the_words_its_sets_hold(bags, asked):
     words, stems = [w for w, _ in asked], [s for _, s in asked]
-    held = calibration._held(words, stems, [vocabulary.encoded(bag) for bag in bags])
+    held = calibration._held(
+        words, stems, vocabulary.joined([vocabulary.encoded(bag) for bag in bags]), len(bags)
+    )
     assert held.shape == (len(bags), len(words))
     assert held.tolist() == _by_sets(words, stems, bags)
 
@@ -33,7 +35,9 @@ def test_a_word_keeps_its_code_and_a_query_adds_none():
     size = vocabulary.WORDS.size()
     assert vocabulary.WORDS.code("never-stored-word-xyz") is None
     assert vocabulary.WORDS.size() == size
-    held = calibration._held(["never-stored-word-xyz"], ["never-stored-word-xyz"], [first])
+    held = calibration._held(
+        ["never-stored-word-xyz"], ["never-stored-word-xyz"], vocabulary.joined([first]), 1
+    )
     assert held.tolist() == [[False]]
 
 
@@ -84,7 +88,7 @@ def test_coverage_adds_each_words_weight_in_the_querys_order(texts, words):
         for i, t in enumerate(texts)
     ]
     pool = Pool.of([Candidate(memory=m, rrf_score=None) for m in memories])
-    held = calibration._held(words, [stem(w, "en") for w in words], pool.codes)
+    held = calibration._held(words, [stem(w, "en") for w in words], pool.word_codes, len(pool))
     weight = [math.log(1 + len(pool) / (1 + int(c))) for c in held.sum(axis=0)]
     expected = np.zeros(len(pool))
     for j, w in enumerate(weight):
