@@ -23,9 +23,11 @@ RELEVANCE_DIGITS = 3  # a calibrated probability: more digits would claim precis
 OUTDATED_FIELD = "probably_outdated_by"
 
 
-def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
+def memory_view(memory: Memory, score: float | None = None, relevance: float | None = None) -> dict[str, Any]:
     """The fields that apply to the memory's type, and ``flags`` when its content addresses the
-    reading model (computed from the text on every read, so no stored memory escapes it)."""
+    reading model (computed from the text on every read, so no stored memory escapes it). A
+    score and relevance follow the text, in the order of the recall result's model
+    (``mcp.results.MemoryOut``): a recall's payload is its views as they are."""
     view = codec.view(memory)
     if found := flags(memory):
         view["flags"] = list(found)
@@ -34,6 +36,8 @@ def memory_view(memory: Memory, score: float | None = None) -> dict[str, Any]:
     fields = iter(view.items())  # every view opens with id, memory_type and text (codec)
     scored = dict(islice(fields, 3))
     scored["score"] = round(score, SCORE_DIGITS)
+    if relevance is not None:
+        scored["relevance"] = round(relevance, RELEVANCE_DIGITS)
     scored.update(fields)
     return scored
 
@@ -47,9 +51,7 @@ def recalled_view(
 ) -> dict[str, Any]:
     """A recall result: the memory, its score and relevance, the newer fact that probably
     replaced it and, when asked for, why (with the copies of it that were not repeated)."""
-    view = memory_view(memory, score)
-    if relevance is not None:
-        view["relevance"] = round(relevance, RELEVANCE_DIGITS)
+    view = memory_view(memory, score, relevance)
     if outdated_by is not None:
         view[OUTDATED_FIELD] = outdated_by
     if why is None:

@@ -4,7 +4,7 @@ SDK's generic request and tool layers.
 Recall is the call an agent makes every turn. The SDK takes any request through layers a recall
 does not need: a second validation of its params, a ``Context`` object, three ``call_tool``
 wrappers, ``Tool.run``, a second validation of the result against the output model the tool has
-already validated it against (``results.as_result``), and a validation and dump of the whole
+already validated it against (``results.recall_shaped``), and a validation and dump of the whole
 reply against the protocol's result model (the "sieve"). This middleware, the innermost (every
 other middleware, the SDK's and ours, still sees the call), takes a ``tools/call`` of
 ``recall_memory`` straight to the tool's body and writes the reply in the wire form the sieve
@@ -39,7 +39,7 @@ from ..scopes import Grant
 from .ahead import Ahead
 from .arguments import unknown_arguments
 from .identity import request_grant
-from .results import RESULT_DEFAULTS, shaped
+from .results import RESULT_DEFAULTS
 
 if TYPE_CHECKING:
     from .tools import MemoryTools
@@ -109,7 +109,7 @@ class _RecallLane:
         except Exception:  # noqa: BLE001 - refused or not, the SDK's path answers it in its words
             return None
         try:
-            payload, text = shaped(await self._tools.recall_for(grant.user, **validated))
+            payload, text = await self._tools.recall_for(grant.user, **validated)
         except MCPError:
             raise  # a protocol error, as the SDK lets it through
         except ToolError as exc:  # the tool's own refusal (a domain error), in the SDK's words

@@ -156,13 +156,29 @@ class ForgetOut(BaseModel):
 def as_result(result: BaseModel) -> CallToolResult:
     """The result as structured content (checked against its model, so the payload always
     matches the advertised schema) and as text for clients that read only text."""
-    payload, text = shaped(result)
+    return tool_result(*shaped(result))
+
+
+def tool_result(payload: dict[str, Any], text: str) -> CallToolResult:
+    """A tool result carrying a shaped payload and its text."""
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
 
 
 def shaped(result: BaseModel) -> tuple[dict[str, Any], str]:
     """A result's structured content and its text (the same JSON)."""
     payload = result.model_dump(mode="json", exclude_unset=True)
+    return payload, json.dumps(payload, ensure_ascii=False)
+
+
+def recall_shaped(views: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    """A recall's structured content and text: ``shaped(RecallOut.model_validate(...))``
+    without the dump. The views (``views.recalled_view``) are JSON-ready and in the model's
+    field order, each holding exactly the fields the dump keeps (set ones), so the dump
+    would give them back as they are (``tests/foundation/test_recall_shaped.py`` compares
+    the bytes); the dump was a fifth of building a recall's reply. The views are still
+    validated: a malformed one raises here instead of reaching the wire."""
+    payload = {"memories": views}
+    RecallOut.model_validate(payload)
     return payload, json.dumps(payload, ensure_ascii=False)
 
 

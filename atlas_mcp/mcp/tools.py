@@ -24,7 +24,17 @@ from ..scopes import Grant
 from ..service import WRITABLE_TYPES, MemoryService
 from ..views import recalled_view
 from .identity import calling, principal
-from .results import AnyType, ForgetOut, RecallOut, RelatedOut, Step, WriteOut, as_result
+from .results import (
+    AnyType,
+    ForgetOut,
+    RecallOut,
+    RelatedOut,
+    Step,
+    WriteOut,
+    as_result,
+    recall_shaped,
+    tool_result,
+)
 
 T = TypeVar("T")
 
@@ -193,20 +203,20 @@ class MemoryTools:
             since=since,
             until=until,
         )
-        return as_result(recalled)
+        return tool_result(*recalled)
 
     async def recall_for(
         self, user: str, query: str, k: int = 10, *, explain: bool = False, **filters: Any
-    ) -> RecallOut:
+    ) -> tuple[dict[str, Any], str]:
         """recall_memory's body for ``user``, the arguments validated (``lane.py`` calls it too):
-        the result, checked against its model. ``filters`` are ``MemoryService.recall``'s own
+        the result's payload and text, checked against its model (``results.recall_shaped``). ``filters`` are ``MemoryService.recall``'s own
         keywords, passed as the tool received them."""
         hits = await _call(partial(self.service.recall, user, query, k, **filters))
         views = [
             recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by)
             for h in hits
         ]
-        return RecallOut.model_validate({"memories": views})
+        return recall_shaped(views)
 
     async def write_memory(
         self,
