@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from atlas_mcp.domain import codec
-from atlas_mcp.domain.model import Memory, MemoryType, Step
+from atlas_mcp.domain.model import Memory, MemoryType, Step, iso
 from atlas_mcp.domain.multipliers import Multipliers
 from atlas_mcp.engines.elasticsearch import documents
 from atlas_mcp.engines.elasticsearch.mappings import mapping
@@ -153,3 +154,22 @@ def test_an_engine_reranked_hit_explains_itself_without_a_fusion_score():
     view = recalled_view(_full(MemoryType.SEMANTIC), 0.9, why)
     assert view["explain"]["rrf_score"] is None
     assert RecallOut.model_validate({"memories": [view]}).memories[0].explain.rrf_score is None
+
+
+def test_a_views_times_are_isos_text_whatever_was_viewed_before():
+    """``view`` remembers UTC times' texts: each must still be the one ``iso`` gives, for the
+    same instant in other zones and for equal wall times that are two instants (a fold)."""
+    paris = ZoneInfo("Europe/Paris")
+    times = [
+        T0,
+        T0.astimezone(timezone(timedelta(hours=2))),
+        T0 + timedelta(microseconds=1),
+        datetime(2026, 10, 25, 2, 30, tzinfo=paris),
+        datetime(2026, 10, 25, 2, 30, tzinfo=paris, fold=1),
+        datetime(2026, 10, 25, 0, 30, tzinfo=UTC),
+        datetime(2026, 10, 25, 1, 30, tzinfo=UTC),
+    ]
+    for when in times + times[::-1]:
+        memory = Memory("e", MemoryType.EPISODIC, "alice", "t", created_at=when, occurred_at=when)
+        shown = codec.view(memory)
+        assert shown["created_at"] == shown["occurred_at"] == iso(when)
