@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from itertools import islice
 from typing import Any
 
 from .domain import codec
@@ -28,18 +27,15 @@ def memory_view(memory: Memory, score: float | None = None, relevance: float | N
     reading model (computed from the text on every read, so no stored memory escapes it). A
     score and relevance follow the text, in the order of the recall result's model
     (``mcp.results.MemoryOut``): a recall's payload is its views as they are."""
-    view = codec.view(memory)
+    scored: dict[str, Any] | None = None
+    if score is not None:
+        scored = {"score": round(score, SCORE_DIGITS)}
+        if relevance is not None:
+            scored["relevance"] = round(relevance, RELEVANCE_DIGITS)
+    view = codec.view(memory, scored)
     if found := flags(memory):
         view["flags"] = list(found)
-    if score is None:
-        return view
-    fields = iter(view.items())  # every view opens with id, memory_type and text (codec)
-    scored = dict(islice(fields, 3))
-    scored["score"] = round(score, SCORE_DIGITS)
-    if relevance is not None:
-        scored["relevance"] = round(relevance, RELEVANCE_DIGITS)
-    scored.update(fields)
-    return scored
+    return view
 
 
 def recalled_view(

@@ -236,16 +236,26 @@ _VIEW_PLANS = {
     t: tuple((f.name, None if f.kind is Kind.PLAIN else _VIEW_ENCODERS[f.kind], f.always) for f in fields)
     for t, fields in _VIEW_FIELDS.items()
 }
+# Each plan cut after the text, where a recall's score and relevance go (``view``'s
+# ``after_text``): inserting them into a finished view rebuilt it (~0.45 us a recalled memory).
+_CUT_PLANS = {t: (plan[:3], plan[3:]) for t, plan in _VIEW_PLANS.items()}
+if any(head[-1][0] != "text" for head, _ in _CUT_PLANS.values()):  # every view opens with id, type, text
+    raise ValueError("a view's text must be its third field")
 _UNSET: tuple[Any, ...] = (None, [], {})  # an optional field with one of these values is left out
 
 
-def view(memory: Memory) -> dict[str, Any]:
-    """The fields that apply to the memory's type, JSON-ready; optional ones only when set."""
+def view(memory: Memory, after_text: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The fields that apply to the memory's type, JSON-ready; optional ones only when set.
+    ``after_text``'s items, when given, follow the text."""
+    head, tail = _CUT_PLANS[memory.memory_type]
     out: dict[str, Any] = {}
-    for name, encode, always in _VIEW_PLANS[memory.memory_type]:
-        value = getattr(memory, name)
-        if encode is not None:
-            value = encode(value)
-        if always or value not in _UNSET:
-            out[name] = value
+    for plan in (head, tail):
+        for name, encode, always in plan:
+            value = getattr(memory, name)
+            if encode is not None:
+                value = encode(value)
+            if always or value not in _UNSET:
+                out[name] = value
+        if after_text and plan is head:
+            out.update(after_text)
     return out
