@@ -27,7 +27,7 @@ USER = "sarah"
 
 
 def _same_bytes(views: list[dict[str, Any]]) -> None:
-    by_model = shaped(RecallOut.model_validate({"memories": views}))  # before: it mutates nothing
+    by_model = shaped(RecallOut.model_validate({"memories": views}))  # first: it leaves the views as they are
     direct = recall_shaped(views)
     assert direct[1] == by_model[1]
     assert json.dumps(direct[0], ensure_ascii=False) == json.dumps(by_model[0], ensure_ascii=False)

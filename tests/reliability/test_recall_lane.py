@@ -108,7 +108,7 @@ def test_the_lane_answers_as_the_sdk_does_per_request_envelope(stores: tuple[Pat
 async def test_a_view_the_output_schema_refuses_is_an_error_not_a_reply(
     stores: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The lane skips the SDK's second check of the result; the one left (``as_result``) still
+    """The lane skips the SDK's second check of the result; the one left (``results.recall_shaped``) still
     keeps a malformed recall off the wire, with the SDK's words."""
     shutil.copytree(stores[0], tmp_path / "data")
     service = open_service(load_settings(data_dir=tmp_path / "data"))
