@@ -32,6 +32,8 @@ from ..inference import reranker
 STAGES: tuple[tuple[str, Any, str], ...] = (
     ("pending rows", pending.DeferredEmbeddings, "settle"),
     ("query embedding", query_vectors, "embed_query"),
+    # a query and its foreseen rewording in one model run (``QueryVectors.start``)
+    ("query embedding", query_vectors.QueryVectors, "_together"),
     ("BM25", search.Search, "_bm25"),
     ("dense scan", search.Search, "_scan"),
     ("fusion", search, "fused_keys"),

@@ -212,3 +212,34 @@ def test_the_wait_for_a_core_is_read_per_thread_from_proc():
     sum(range(2_000_000))
     assert measure.runqueue_seconds(os.getpid()) >= before >= 0
     assert measure.runqueue_seconds(2**31 - 1) is None  # no such process
+
+
+def test_the_pair_run_of_a_query_and_its_rewording_counts_as_query_embedding(monkeypatch):
+    """The model runs a query with its foreseen rewording in one pair run on the query pool
+    (``QueryVectors.start``); the profile counts that run's CPU as the query embedding, not as
+    "other": every model run on the query path happens inside a profiled stage."""
+    from atlas_mcp.engines.embedded.query_vectors import QueryVectors
+    from atlas_mcp.inference.embedder import SingleModel, default_embedder
+
+    embedder = default_embedder()
+    deadline = time.monotonic() + 120  # the first time on a machine, the pair graph is derived
+    while not embedder.pairs_ready():
+        assert time.monotonic() < deadline, "the pair session was never built"
+        time.sleep(0.05)
+    clock = stages.StageClock()
+    inside: list[bool] = []
+    run_pair = embedder.embed_pair
+
+    def watched(first: str, second: str):
+        inside.append(bool(clock._local.__dict__.get("stack")))  # a stage is running on this thread
+        return run_pair(first, second)
+
+    monkeypatch.setattr(embedder, "embed_pair", watched)
+    vectors = QueryVectors(SingleModel(embedder), lambda code: embedder.model_id)
+    try:
+        with clock.installed():
+            vectors.start("When did I go to the support group?", ["When did Caroline go?"], [0])[0].result(30)
+    finally:
+        vectors.close()
+    assert inside == [True]
+    assert clock.seconds["query embedding"] > 0
