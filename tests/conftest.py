@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from atlas_mcp.config import Settings, load_settings
 from atlas_mcp.engines.embedded import migrations
 from atlas_mcp.engines.embedded.engine import EmbeddedEngine
 from atlas_mcp.engines.embedded.store import Transaction
-from atlas_mcp.inference.embedder import default_embedder
+from atlas_mcp.inference.embedder import OnnxMiniLM, default_embedder
 from atlas_mcp.service import MemoryService
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -62,3 +63,14 @@ def legacy_store(path: Path, version: int) -> sqlite3.Connection:
 @pytest.fixture(name="legacy_store")
 def _legacy_store():
     return legacy_store
+
+
+@pytest.fixture
+def paired_minilm() -> OnnxMiniLM:
+    """The default MiniLM once its pair session (``embed_pair`` in one run) is built."""
+    embedder = default_embedder()
+    deadline = time.monotonic() + 120  # the first time on a machine, the pair graph is derived
+    while not embedder.pairs_ready():
+        assert time.monotonic() < deadline, "the pair session was never built"
+        time.sleep(0.05)
+    return embedder

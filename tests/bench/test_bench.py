@@ -214,18 +214,14 @@ def test_the_wait_for_a_core_is_read_per_thread_from_proc():
     assert measure.runqueue_seconds(2**31 - 1) is None  # no such process
 
 
-def test_the_pair_run_of_a_query_and_its_rewording_counts_as_query_embedding(monkeypatch):
+def test_the_pair_run_of_a_query_and_its_rewording_counts_as_query_embedding(monkeypatch, paired_minilm):
     """The model runs a query with its foreseen rewording in one pair run on the query pool
     (``QueryVectors.start``); the profile counts that run's CPU as the query embedding, not as
     "other": every model run on the query path happens inside a profiled stage."""
     from atlas_mcp.engines.embedded.query_vectors import QueryVectors
-    from atlas_mcp.inference.embedder import SingleModel, default_embedder
+    from atlas_mcp.inference.embedder import SingleModel
 
-    embedder = default_embedder()
-    deadline = time.monotonic() + 120  # the first time on a machine, the pair graph is derived
-    while not embedder.pairs_ready():
-        assert time.monotonic() < deadline, "the pair session was never built"
-        time.sleep(0.05)
+    embedder = paired_minilm
     clock = stages.StageClock()
     inside: list[bool] = []
     run_pair = embedder.embed_pair

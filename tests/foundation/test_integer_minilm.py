@@ -29,6 +29,7 @@ from atlas_mcp.inference.embedder import (
     PER_LANGUAGE_FLOAT_ID,
     PER_LANGUAGE_ID,
     PER_LANGUAGE_PREVIOUS_ID,
+    OnnxMiniLM,
     PerLanguage,
     _float_minilm,
     _minilm_file,
@@ -84,7 +85,7 @@ def test_the_derived_graph_keeps_the_stored_int8_weights_and_runs_attention_as_o
     assert quantized.RECIPE in derived.name and quantized.RECIPE in graph.name
 
 
-def test_a_pair_run_gives_each_text_the_bytes_of_its_own_run(tmp_path: Path):
+def test_a_pair_run_gives_each_text_the_bytes_of_its_own_run(tmp_path: Path, paired_minilm: OnnxMiniLM):
     derived = quantized.derived_model(_minilm_file(), MINILM_SHA256, tmp_path, texts=2)
     assert derived.name.endswith(f"{quantized.RECIPE}-pair.onnx")
     graph = onnx.load(str(derived)).graph
@@ -110,11 +111,7 @@ def test_a_pair_run_gives_each_text_the_bytes_of_its_own_run(tmp_path: Path):
     assert len(ran) > 150 and ran[1::2] == [
         name + minilm_graph.SECOND for name in ran[0::2]
     ]  # less the Identities ORT drops
-    embedder = default_embedder()
-    deadline = time.monotonic() + 120
-    while not embedder.pairs_ready():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    embedder = paired_minilm
     for first, second in [(TEXTS[0], TEXTS[3]), (TEXTS[2], TEXTS[1]), ("", TEXTS[0])]:
         both = embedder.embed_pair(first, second)
         alone = np.concatenate([embedder.embed_queries([first]), embedder.embed_queries([second])])

@@ -36,16 +36,10 @@ def test_a_recent_vector_is_not_queued_behind_other_runs() -> None:
         vectors.close()
 
 
-def _pairs_ready(embedder: OnnxMiniLM) -> OnnxMiniLM:
-    deadline = time.monotonic() + 120  # the first time on a machine, the pair graph is derived
-    while not embedder.pairs_ready():
-        assert time.monotonic() < deadline, "the pair session was never built"
-        time.sleep(0.05)
-    return embedder
-
-
-def test_a_query_and_its_foreseen_rewording_are_embedded_in_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    embedder = _pairs_ready(default_embedder())
+def test_a_query_and_its_foreseen_rewording_are_embedded_in_one_run(
+    monkeypatch: pytest.MonkeyPatch, paired_minilm: OnnxMiniLM
+) -> None:
+    embedder = paired_minilm
     pairs: list[tuple[str, str]] = []
     run_pair = embedder.embed_pair
     monkeypatch.setattr(embedder, "embed_pair", lambda a, b: pairs.append((a, b)) or run_pair(a, b))
@@ -63,11 +57,11 @@ def test_a_query_and_its_foreseen_rewording_are_embedded_in_one_run(monkeypatch:
 
 
 def test_a_rewording_taken_off_the_queue_leaves_the_query_to_run_alone(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, paired_minilm: OnnxMiniLM
 ) -> None:
     """``get`` cancels a foreseen run still queued and embeds the text itself: the pair task then
     finds its second text taken and embeds the query alone."""
-    embedder = _pairs_ready(default_embedder())
+    embedder = paired_minilm
     pairs: list[tuple[str, str]] = []
     run_pair = embedder.embed_pair
     monkeypatch.setattr(embedder, "embed_pair", lambda a, b: pairs.append((a, b)) or run_pair(a, b))
