@@ -113,14 +113,7 @@ def screen_batch(memories: Sequence[Memory], policy: GuardPolicy, unit: str) -> 
 def flags(memory: Memory) -> tuple[str, ...]:
     """What a recall says about a memory's content: ``("instructions",)`` when some of it
     addresses the reading model."""
-    if carries_instructions(memory.text):
-        return _FLAGGED
-    if not (memory.name or memory.title or memory.steps or memory.tags or memory.metadata):
-        return ()  # the text is all ``_texts`` yields: most recalled memories (~1 -> 0.15 us)
-    return _FLAGGED if any(carries_instructions(text) for _, text in _texts(memory)) else ()
-
-
-_FLAGGED = (INSTRUCTIONS,)
+    return (INSTRUCTIONS,) if any(carries_instructions(text) for _, text in _texts(memory)) else ()
 
 
 def _where(found: dict[str, list[str]]) -> str:

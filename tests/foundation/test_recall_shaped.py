@@ -105,8 +105,8 @@ def test_generated_recalls_shape_as_the_model_dumps_them(drawn):
 @settings(max_examples=500, deadline=None)
 @given(memories())
 def test_flags_are_those_of_every_piece_the_guard_reads(memory):
-    """``flags`` skips the scan when a memory has nothing beyond its text: with the injection
-    in any generated piece, it must answer as the scan of every piece ``_texts`` yields does."""
+    """With the injection in any generated piece, ``flags`` answers as the scan of every piece
+    ``_texts`` yields does (a shortcut that reads fewer pieces must not miss one)."""
     scanned = any(carries_instructions(text) for _, text in guard._texts(memory))
     assert guard.flags(memory) == (("instructions",) if scanned else ())
 
