@@ -16,7 +16,7 @@ from typing import TextIO
 
 from . import portability, upkeep
 from .domain import asked as asked_about
-from .domain import audit, codec, first_reads, guard, inputs, perspective, profile, ranking
+from .domain import audit, codec, first_reads, guard, hearing, inputs, perspective, profile, ranking
 from .domain.audit import OPERATOR, Actor, AuditEntry
 from .domain.guard import GuardPolicy
 from .domain.limits import Limits
@@ -126,7 +126,7 @@ class MemoryService(Writing):
             plan = replace(plan, foreseen=foreseen) if foreseen else plan  # the plan's is ()
         pool = ranking.admitted(plan, ranking.pool_of(self._engine.candidates(plan)), now)
         learn = partial(self._acquaintances.learn, user_id)
-        pool = ranking.from_their_side(self.policy, plan, pool, self._engine.cosines, learn)
+        pool = hearing.from_their_side(self.policy, plan, pool, self._engine.cosines, learn)
         meaning = self._meaning(plan)
         if meaning != pool.meaning:  # mostly None, as the pool's already is: no copy of it
             pool = replace(pool, meaning=meaning)

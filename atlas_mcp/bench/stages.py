@@ -24,7 +24,7 @@ from unittest import mock
 from .. import views
 from ..app import open_service
 from ..config import load_settings
-from ..domain import calibration, ranking
+from ..domain import calibration, hearing, ranking
 from ..engines.embedded import engine, pending, query_vectors, search
 from ..inference import reranker
 
@@ -35,12 +35,12 @@ STAGES: tuple[tuple[str, Any, str], ...] = (
     # a query and its foreseen rewording in one model run (``QueryVectors.start``)
     ("query embedding", query_vectors.QueryVectors, "_together"),
     ("BM25", search.Search, "_bm25"),
-    ("dense scan", search.Search, "_scan"),
+    ("dense scan", search, "scan"),  # called by its module name: patched there
     ("fusion", search, "fused_keys"),
     ("memory load", search.Search, "_load"),
     ("candidate evidence", search.Search, "_candidates"),
     ("pool columns", ranking, "pool_of"),
-    ("perspective", ranking, "from_their_side"),
+    ("perspective", hearing, "from_their_side"),
     ("context rerank", reranker.ContextReranker, "match"),
     ("time fits", ranking, "window_fits"),
     ("time fits", ranking, "time_fits"),

@@ -270,14 +270,30 @@ def hear(
     the memory bears on the question at all, so where it still reads the member's own cosine
     (``own``) it reads the better of the two readings (``heard``); the mean, less the name's own
     pull, is for ordering. The same float operations as ``blended`` per member, as arrays."""
-    at = np.asarray(members, dtype=np.int64)
     view = np.array([np.nan if s is None else s for s in seen], dtype=np.float64)
+    has = np.array([s is not None for s in seen], dtype=bool)
+    heard_columns(cosine, heard, own, members, view, has, np.asarray(discounts, dtype=np.float64), weight)
+
+
+def heard_columns(
+    cosine: np.ndarray,
+    heard: np.ndarray,
+    own: np.ndarray,
+    members: Sequence[int],
+    view: np.ndarray,
+    has: np.ndarray,
+    discounts: np.ndarray,
+    weight: float,
+) -> None:
+    """``hear`` with the view cosines as columns: ``view`` per member (any value where ``has``
+    is False), ``has``: whether the engine has one, ``discounts`` per member."""
+    at = np.asarray(members, dtype=np.int64)
     mine = cosine[at]
-    hears = np.array([s is not None for s in seen], dtype=bool) & ~np.isnan(mine)
+    hears = has & ~np.isnan(mine)
     first = hears & own[at]
     heard[at] = np.where(first, np.where(view > mine, view, mine), heard[at])  # max(mine, view)
     own[at] &= ~hears
-    mean = (mine + weight * (view - np.asarray(discounts, dtype=np.float64))) / (1.0 + weight)
+    mean = (mine + weight * (view - discounts)) / (1.0 + weight)
     cosine[at] = np.where(hears, mean, mine)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -164,6 +164,11 @@ def _normal(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
+# An engine's cosine of a text (``plan.query`` reworded) with the rows of ``handles``, on the
+# scale of the pool's cosines: per handle, the cosine (NaN: none) and whether there is one.
+Measure = Callable[[str, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
 @dataclass(frozen=True, slots=True)
 class Pool(Sequence[Candidate]):
     """A recall's candidates, best fused first, one entry per column each.
@@ -195,6 +200,10 @@ class Pool(Sequence[Candidate]):
     # each candidate's facts, whose other fields are read as lists where asked (``speakers``...)
     facts: Sequence[RowFacts]
     meaning: str | None = None  # the attribute the query's meaning asks about (``domain.asked``)
+    # The engine's handle of each candidate's row and its measure of another wording against
+    # the rows of some handles, in the snapshot the pool was read from (``domain.hearing``).
+    handles: np.ndarray | None = None
+    measure: Measure | None = field(default=None, compare=False, repr=False)
     # What ranking derives from these columns and reads twice (the episodes: the context rerank
     # and calibration), kept for this pool only; ``replace`` starts a new pool without it.
     derived: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -257,6 +266,7 @@ class Pool(Sequence[Candidate]):
         owners: list[str],
         *,
         facts: Sequence[RowFacts],
+        measure: Measure | None = None,
         **evidence: np.ndarray,
     ) -> Pool:
         """A pool of evidence columns and one ``RowFacts`` per candidate."""
@@ -277,6 +287,7 @@ class Pool(Sequence[Candidate]):
             word_codes=word_codes,
             facts=facts,
             meaning=None,
+            measure=measure,
             **evidence,
         )
 

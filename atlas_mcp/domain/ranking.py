@@ -3,6 +3,7 @@
     plan(policy, limits, query, now)                  what to fetch, and how to read it
     engine.candidates(plan)                           evidence: ranks, BM25 scores, cosines
     admitted(plan, candidates, now)                   what the plan's time bounds and expiry keep
+    hearing.from_their_side(policy, plan, pool, ...)  the cosines heard from the members' side
     rank(policy, reranker, plan, candidates, now)     match × multipliers; calibrated relevance;
                                                       facts about the same thing resolved
     earned_uses(policy, hits, user_id)                what the caller plausibly used
@@ -14,7 +15,7 @@ for every engine, and ``atlas-mcp es-query`` prints the plan recall itself uses.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import islice
@@ -23,7 +24,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import InvalidInput
-from . import calibration, explain, inputs, perspective
+from . import calibration, explain, inputs
 from .asked import setting_what_is_asked
 from .calibration import Features
 from .explain import shown
@@ -31,7 +32,7 @@ from .fusion import Candidate
 from .limits import Limits
 from .model import USER_MEMORY_TYPES, Memory, MemoryType
 from .multipliers import FACTORS, Multipliers, decay_reference, factors, product, time_fits, window_fits
-from .pool import CATALOG, NO_TIME, Pool, microseconds
+from .pool import NO_TIME, Pool, microseconds
 from .query import lexical_query
 from .resolution import Resolution, resolve
 from .scoring import ScoringPolicy
@@ -205,52 +206,6 @@ def admitted(plan: RecallPlan, pool: Pool, now: datetime) -> Pool:
 def pool_of(candidates: Pool | Sequence[Candidate]) -> Pool:
     """``candidates`` as a pool (an engine that keeps its rows' facts returns one already)."""
     return candidates if isinstance(candidates, Pool) else Pool.of(candidates)
-
-
-def from_their_side(
-    policy: ScoringPolicy,
-    plan: RecallPlan,
-    pool: Pool,
-    cosines: Callable[[RecallPlan, str, Sequence[str]], Mapping[str, float]],
-    learn: Callable[[Sequence[perspective.View]], None] | None = None,
-) -> Pool:
-    """Each candidate's cosine, heard also with the query reworded from its side
-    (``domain.perspective``: a speaker's turns, facts that name the user); ``cosines`` is the
-    engine's measure of another wording against some of the pool; ``learn`` is told the views."""
-    weight = policy.retrieval.perspective_weight
-    if not weight or not len(pool):
-        return pool
-    cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
-    own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
-    # a pool's heads are compared as codes; its openings and inner names are read for a view of
-    # the user only (when asked: each is a list made of the facts)
-    columns = (None, lambda: pool.openings, pool.kind == CATALOG, lambda: pool.inner, pool.head_codes)
-    found = perspective.views(plan.query, pool.memories, *columns)  # what it reads of the pool, kept
-    if learn is not None:
-        learn(found)
-    for view in found:
-        ids = [pool.memories[i].id for i in view.members]
-        seen = cosines(plan, view.text, ids)
-        discount = _name_discounts(plan, view, ids, cosines)
-        others = list(map(seen.get, ids))
-        discounts = [discount.get(i, 0.0) for i in ids] if discount else [0.0] * len(ids)
-        perspective.hear(cosine, heard, own, view.members, others, discounts, weight)
-    return replace(pool, cosine=cosine, relevance_cosine=heard)
-
-
-def _name_discounts(
-    plan: RecallPlan,
-    view: perspective.View,
-    ids: Sequence[str],
-    cosines: Callable[[RecallPlan, str, Sequence[str]], Mapping[str, float]],
-) -> dict[str, float]:
-    """Per member, the share of its view cosine owed to the user's name alone
-    (``perspective.name_discounts``); nothing for a view that wrote no name in."""
-    if view.name is None:
-        return {}
-    named = cosines(plan, view.name, ids)
-    heard = [id_ for id_ in ids if id_ in named]
-    return dict(zip(heard, perspective.name_discounts([named[id_] for id_ in heard]), strict=True))
 
 
 def rank(

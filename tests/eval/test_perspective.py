@@ -4,6 +4,7 @@ through the real service, engine and MiniLM."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from atlas_mcp.domain import perspective
+from atlas_mcp.domain import hearing, perspective, ranking
 from atlas_mcp.domain.fusion import Candidate
 from atlas_mcp.domain.model import Memory, MemoryType
 from atlas_mcp.domain.openings import inner_names, written_inside
@@ -376,3 +377,39 @@ def test_a_view_is_heard_over_the_columns_as_member_by_member(rows, weight):
     assert [repr(x) for x in cosine.tolist()] == [repr(x) for x in expect_cosine]
     assert [repr(x) for x in heard.tolist()] == [repr(x) for x in expect_heard]
     assert own.tolist() == expect_own
+
+
+def test_the_pools_own_measure_hears_what_the_engines_cosines_by_id_hear(engine):
+    """A pool of the embedded engine measures a view's rewording by its rows' handles, in the
+    snapshot it was read from (``Pool.measure``): every cosine and relevance cosine heard, name
+    discounts included, is what the engine's ``cosines`` by memory id gives, bit for bit, in a
+    pool that holds catalog entries too and after ``admitted`` took a subset of it."""
+    service = MemoryService(engine, clock=lambda: T0)
+    service.load_catalog(
+        [{"id": "cat-pet", "title": "Pet care", "text": "A grey cat needs a vet check yearly"}]
+    )
+    for text in [*NORA, "Nora has a grey cat called Mochi who hides from the vacuum cleaner."]:
+        service.write("nora", text)
+    for m in TURNS:
+        service.write("nora", m.text, memory_type="episodic")
+    by_id = engine.cosines
+    heard_views = 0
+    for asked in ("What pet do I have?", "When did Caroline go to the support group?", "Where do I live?"):
+        plan = ranking.plan(service.policy, service.limits, ranking.RecallQuery("nora", asked), T0)
+        pool = ranking.pool_of(engine.candidates(plan))
+        assert pool.measure is not None and "cat-pet" in [m.id for m in pool.memories]
+        for kept in (pool, pool.subset(np.arange(len(pool))[::-1][1:])):
+            views = perspective.views(asked, kept.memories)
+            heard_views += len(views)
+
+            def unused(*_: object) -> dict[str, float]:
+                raise AssertionError("the pool's own measure is read, not the engine's by id")
+
+            by_rows = hearing.from_their_side(service.policy, plan, kept, unused)
+            by_ids = hearing.from_their_side(service.policy, plan, replace(kept, measure=None), by_id)
+            for column in ("cosine", "relevance_cosine"):
+                got, expected = getattr(by_rows, column).tolist(), getattr(by_ids, column).tolist()
+                assert [repr(x) for x in got] == [repr(x) for x in expected]
+            if views:
+                assert by_rows.cosine.tolist() != kept.cosine.tolist()  # something was heard
+    assert heard_views >= 3

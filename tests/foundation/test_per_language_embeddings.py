@@ -318,3 +318,22 @@ def test_one_space_keeps_minilm_cosines_and_two_spaces_meet_on_its_scale():
     # Each space keeps its order, and e5's narrow high band no longer outranks MiniLM wholesale.
     assert scaled[0] > scaled[1] and scaled[2] > scaled[3]
     assert scaled[2] < 1.0 and scaled[0] > scaled[3]
+
+
+def test_a_pools_own_measure_across_two_spaces_is_the_engines_cosines_by_id(household):
+    """``Pool.measure`` in a recall spanning MiniLM's and e5's spaces (one scan, each space
+    on this wording's scale) gives each candidate the cosine ``cosines`` by id gives it."""
+    from atlas_mcp.domain import ranking
+
+    service, _, _ = household
+    engine = service._engine
+    plan = ranking.plan(
+        service.policy, service.limits, RecallQuery("wang", "王伟不喜欢什么？"), service.clock()
+    )
+    pool = ranking.pool_of(engine.candidates(plan))
+    assert pool.measure is not None and pool.handles is not None and len(pool) == len(HOUSEHOLD)
+    for text in ("What does Wang dislike?", "我们搬到了哪里？"):
+        cosine, has = pool.measure(text, pool.handles)
+        by_id = engine.cosines(plan, text, [m.id for m in pool.memories])
+        assert has.all() and len(by_id) == len(pool)
+        assert cosine.tolist() == [by_id[m.id] for m in pool.memories]

@@ -20,10 +20,21 @@ from .vectors import CACHED_DTYPE, RowVectors
 
 if TYPE_CHECKING:
     from .index import OwnerIndex
-    from .search import OwnerRows
+    from .versions import Stamp
 
 PARALLEL_SCAN_ROWS = 50_000
 GUESS_SAMPLE = 2048  # rows ``top_rows`` guesses its cut-off on, past four times as many
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRows:
+    """One owner's rows as a recall sees them: its cached vectors, and which rows may return."""
+
+    owner: str
+    index: OwnerIndex
+    allowed: np.ndarray
+    searched: np.ndarray  # per row: has it a vector in a space the query was embedded in?
+    stamp: Stamp  # what the owner's rows were when the snapshot began (``memory_cache.py``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +214,38 @@ def member_cosines(
         chosen = [memory_id for (memory_id, _), kept in zip(mine, searched.tolist(), strict=True) if kept]
         out |= {memory_id: float(value) for memory_id, value in zip(chosen, scaled.tolist(), strict=True)}
     return out
+
+
+def keyed_cosines(
+    owners: Sequence[OwnerRows], queries: Mapping[int, SpaceQuery], keys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``member_cosines`` of the rows of ``keys`` (``row_keys`` of ``owners``) as columns: per
+    key, the cosine (NaN: none) and whether the row has one; the same values, read by row."""
+    ((code, query),) = queries.items()
+    cosine = np.full(len(keys), np.nan, dtype=np.float64)
+    found = np.zeros(len(keys), dtype=bool)
+    places, all_rows = keys >> ROW_BITS, keys & ROW_MASK
+    for place, owner in enumerate(owners):
+        at = (places == place).nonzero()[0]
+        if not len(at):  # most views: no member of the catalog's
+            continue
+        vectors, rows = owner.index.vectors, all_rows[at]
+        searched = vectors.ready_at(rows) & (vectors.spaces[rows] == code)
+        values = row_similarities(vectors, rows[searched], query)
+        (scaled,) = on_one_scale([values], [np.full(len(values), code)], {code: query.background})
+        cosine[at[searched]], found[at[searched]] = scaled, True
+    return cosine, found
+
+
+def measured(
+    dense: DenseScan, queries: Mapping[int, SpaceQuery], threads: int, keys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``Search.cosines`` of the rows of ``keys`` in the owners ``dense`` scanned, a text
+    embedded as ``queries``: per key, the cosine (NaN: none) and whether there is one."""
+    if len(queries) == 1:
+        return keyed_cosines(dense.owners, queries, keys)
+    cosine, spaces, _ = scan(dense.owners, queries, threads).columns(keys)
+    return cosine, spaces >= 0
 
 
 def relevance_cosines(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from functools import partial
 from typing import cast
 
 import numpy as np
@@ -27,7 +27,16 @@ from ...domain.pool import Pool
 from ...inference.embedder import ModelChoice, embed_query, query_model
 from ..base import RecallPlan
 from . import coverage, slots, store, timing, versions
-from .dense import DenseScan, SpaceQuery, member_cosines, relevance_cosines, scan, top_rows
+from .dense import (
+    DenseScan,
+    OwnerRows,
+    SpaceQuery,
+    measured,
+    member_cosines,
+    relevance_cosines,
+    scan,
+    top_rows,
+)
 from .fixed_texts import MINILM_MODELS, FixedTexts
 from .index import IndexCache, OwnerIndex
 from .keys import ROW_BITS, ROW_MASK, id_order, ids_of
@@ -131,7 +140,7 @@ class Search:
         queries = {code: future.result() for code, future in guessed.items()}
         indexes = [v.index for v in visible]
         queries = self._space_queries(plan.query, self._spaces_of(indexes), queries)
-        dense = self._scan(visible, queries)
+        dense = scan(visible, queries, self.threads)
         rankings = [lexical[0], dense.best(plan.window)]
         fused = fused_keys(rankings, plan.rank_constant, plan.window, id_order(indexes))
         owners = [v.owner for v in visible]
@@ -153,7 +162,7 @@ class Search:
         queries = self._space_queries(text, spaces, {})
         if visible is None:
             return member_cosines(indexes, queries, ids)
-        dense = self._scan(visible, queries)
+        dense = scan(visible, queries, self.threads)
         found = {memory_id: dense.of(memory_id)[0] for memory_id in ids}
         return {memory_id: cosine for memory_id, cosine in found.items() if cosine is not None}
 
@@ -166,10 +175,6 @@ class Search:
                 cosines: list[float] = (self._fixed.vectors(model, texts) @ found.vector).tolist()
                 return cosines
         return None
-
-    def _scan(self, visible: list[OwnerRows], queries: Mapping[int, SpaceQuery]) -> DenseScan:
-        """Every visible row's cosine with the query embedded in the row's space, on one scale."""
-        return scan(visible, queries, self.threads)
 
     def _candidates(
         self,
@@ -205,6 +210,8 @@ class Search:
             chosen,
             [owners[0]] * len(keys) if not places.any() else [owners[place] for place in places.tolist()],
             facts=facts,
+            measure=None if dense is None else partial(self._measured, dense),
+            handles=keys,
             rrf=rrf,
             bm25_rank=ranks[:, 0],
             dense_rank=ranks[:, 1] if ranks.shape[1] > 1 else np.zeros(len(keys), dtype=np.int64),
@@ -214,6 +221,11 @@ class Search:
             rerank=np.full(len(keys), np.nan),
             pending=pending,
         )
+
+    def _measured(self, dense: DenseScan, text: str, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``cosines`` of the pool's rows at ``keys`` in the snapshot it was read from."""
+        queries = self._space_queries(text, self._spaces_of([v.index for v in dense.owners]), {})
+        return measured(dense, queries, self.threads, keys)
 
     def _relevance_cosines(self, dense: DenseScan, cosine: np.ndarray, spaces: np.ndarray) -> np.ndarray:
         """Per candidate, the cosine relevance reads (``dense.relevance_cosines``)."""
@@ -382,14 +394,3 @@ class Search:
     def close(self) -> None:
         self.recalls.closing.set()
         self.query_vectors.close()
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerRows:
-    """One owner's rows as a recall sees them: its cached vectors, and which rows may return."""
-
-    owner: str
-    index: OwnerIndex
-    allowed: np.ndarray
-    searched: np.ndarray  # per row: has it a vector in a space the query was embedded in?
-    stamp: Stamp  # what the owner's rows were when the snapshot began (``memory_cache.py``)
