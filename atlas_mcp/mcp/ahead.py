@@ -24,8 +24,9 @@ lane answers it as before. Layers after the lane never see a recall the lane ans
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -36,11 +37,41 @@ from .access import ScopeGate
 from .identity import request_grant
 from .profile import ProfileMiddleware
 
+if TYPE_CHECKING:
+    from .lane import Prepared
+
 Context = ServerRequestContext[Any, Any]
+# Set while a stdio connection is served beside the dispatcher (``beside.py``): told the
+# session of each call the middleware sees, the connection's handshake state read from it.
+NOTED: ContextVar[Callable[[Any], None] | None] = ContextVar("atlas_noted_session", default=None)
+
+
+class Call(Protocol):
+    """What the layers' checks and the lane read of a request: the SDK's request context, or
+    the stdio reader's stand-in for one (``beside.py``)."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def params(self) -> Mapping[str, Any] | None: ...
+    @property
+    def protocol_version(self) -> str: ...
+    @property
+    def request(self) -> Any: ...
+    @property
+    def session(self) -> Any: ...  # its ``client_params``: the handshake's, or None
+
+
+class Lane(Protocol):
+    def prepare(self, ctx: Call) -> Prepared | None: ...
+
+    async def run(self, prepared: Prepared) -> dict[str, Any]: ...
+
+
 RESERVED_META = ("io.modelcontextprotocol/", "progressToken")  # the protocol's own _meta keys
 
 
-def _untraced(_layer: Any, ctx: Context) -> bool:
+def _untraced(_layer: Any, ctx: Call) -> bool:
     if not isinstance(get_tracer_provider(), ProxyTracerProvider):
         return False
     meta = ctx.params.get("_meta") if ctx.params is not None else None
@@ -49,20 +80,20 @@ def _untraced(_layer: Any, ctx: Context) -> bool:
     )
 
 
-def _no_request_state(_layer: Any, ctx: Context) -> bool:
+def _no_request_state(_layer: Any, ctx: Call) -> bool:
     return ctx.params is None or ctx.params.get("requestState") is None
 
 
-def _allowed(gate: ScopeGate, ctx: Context) -> bool:
+def _allowed(gate: ScopeGate, ctx: Call) -> bool:
     grant = request_grant(ctx.request, gate.stdio)
     return grant is not None and grant.allows_tool(str((ctx.params or {}).get("name")))
 
 
-def _passes(_layer: Any, _ctx: Context) -> bool:
+def _passes(_layer: Any, _ctx: Call) -> bool:
     return True
 
 
-PASSES_THROUGH: dict[type, Callable[[Any, Context], bool]] = {
+PASSES_THROUGH: dict[type, Callable[[Any, Call], bool]] = {
     OpenTelemetryMiddleware: _untraced,
     RequestStateBoundary: _no_request_state,
     ScopeGate: _allowed,
@@ -71,42 +102,44 @@ PASSES_THROUGH: dict[type, Callable[[Any, Context], bool]] = {
 
 
 class Ahead:
-    """Outermost middleware: ``answer`` (the lane's, None where the SDK answers) for a
-    ``tools/call`` of ``tool`` every layer between here and ``lane`` passes through."""
+    """Outermost middleware: the lane's reply to a ``tools/call`` of ``tool`` every layer
+    between here and ``lane`` passes through (the lane may still leave it to the SDK)."""
 
-    def __init__(
-        self,
-        answer: Callable[[Context], Awaitable[dict[str, Any] | None]],
-        lane: object,
-        chain: Sequence[object],
-        tool: str,
-    ) -> None:
-        self._answer = answer
-        self._lane = lane
-        self._chain = chain  # the server's own list: layers added later are seen
-        self._tool = tool
+    def __init__(self, lane: Lane, chain: Sequence[object], tool: str) -> None:
+        self.lane = lane
+        self.chain = chain  # the server's own list: layers added later are seen
+        self.tool = tool
 
     async def __call__(self, ctx: Context, call_next: CallNext) -> HandlerResult:
+        note = NOTED.get()
+        if note is not None:
+            note(ctx.session)
+        prepared = self.prepare(ctx)
+        if prepared is not None:
+            return await self.lane.run(prepared)
+        return await call_next(ctx)
+
+    def prepare(self, ctx: Call) -> Prepared | None:
+        """The lane's recall for ``ctx`` when every layer from here to the lane passes it on
+        untouched and the lane would answer it; None where the chain takes it. Runs nothing."""
         params = ctx.params
         if (
             ctx.method == "tools/call"
             and params is not None
-            and params.get("name") == self._tool
+            and params.get("name") == self.tool
             and self._passed_through(ctx)
         ):
-            reply = await self._answer(ctx)
-            if reply is not None:
-                return reply
-        return await call_next(ctx)
+            return self.lane.prepare(ctx)
+        return None
 
-    def _passed_through(self, ctx: Context) -> bool:
+    def _passed_through(self, ctx: Call) -> bool:
         """Does every layer from here to the lane pass ``ctx`` on untouched?"""
         ahead = False  # layers before this one have run already
-        for layer in self._chain:
+        for layer in self.chain:
             if not ahead:
                 ahead = layer is self
                 continue
-            if layer is self._lane:
+            if layer is self.lane:
                 return True
             passes = PASSES_THROUGH.get(type(layer))
             if passes is None or not passes(layer, ctx):

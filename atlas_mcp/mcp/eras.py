@@ -19,6 +19,7 @@ lifespan and the initialization options are the SDK's. On an SDK without these p
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -28,6 +29,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCRequest
 
 from ..log import get_logger
+from .ahead import NOTED
+from .beside import LEGACY, MODERN, Beside
 
 log = get_logger(__name__)
 
@@ -40,7 +43,7 @@ class Replaying(Protocol):
     def give_back(self, frames: list[SessionMessage | Exception]) -> None: ...
 
 
-Serve = Callable[[Server[Any], Any, Any], Awaitable[None]]
+Serve = Callable[[Server[Any], Any, Any, Beside | None], Awaitable[None]]
 
 
 def era_serving() -> Serve | None:
@@ -53,28 +56,49 @@ def era_serving() -> Serve | None:
     if modern is None or legacy is None or enveloped is None or not isinstance(limit, int):
         return None
 
-    async def serve(server: Server[Any], read_stream: Any, write_stream: Any) -> None:
+    async def serve(
+        server: Server[Any], read_stream: Any, write_stream: Any, beside: Beside | None = None
+    ) -> None:
         async with server.lifespan(server) as state:
             try:  # as the SDK's loop: the write stream is closed whichever way serving ends
                 opening = await _opening_request(read_stream, limit)
                 if opening is not None and opening.method != "initialize" and enveloped(opening.params):
-                    await modern(
-                        server, read_stream, write_stream, lifespan_state=state, raise_exceptions=False
-                    )
+                    loop = partial(modern, server, read_stream, write_stream, lifespan_state=state)
+                    era = MODERN
                 else:
-                    await legacy(
+                    loop = partial(
+                        legacy,
                         server,
                         read_stream,
                         write_stream,
                         lifespan_state=state,
                         session_id=None,
                         init_options=server.create_initialization_options(),
-                        raise_exceptions=False,
                     )
+                    era = LEGACY
+                if beside is None:
+                    await loop(raise_exceptions=False)
+                else:
+                    await _beside(beside, era, loop)
             finally:
                 await write_stream.aclose()
 
     return serve
+
+
+async def _beside(beside: Beside, era: str, loop: Callable[..., Awaitable[None]]) -> None:
+    """Serve with ``loop`` while ``beside`` answers the recalls it takes in ``era``."""
+    beside.era = era
+    noted = NOTED.set(beside.note_session)  # the middleware tells it the connection's session
+    try:
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(beside.serve)
+            try:
+                await loop(raise_exceptions=False)
+            finally:
+                beside.close()
+    finally:
+        NOTED.reset(noted)
 
 
 async def _opening_request(stream: Replaying, limit: int) -> JSONRPCRequest | None:

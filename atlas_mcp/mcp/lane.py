@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -36,7 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..log import get_logger
 from ..scopes import Grant
-from .ahead import Ahead
+from .ahead import Ahead, Call
 from .arguments import unknown_arguments
 from .identity import request_grant
 from .results import RESULT_DEFAULTS
@@ -69,8 +70,17 @@ def install_recall_lane(
     metadata = func_metadata(recall, skip_names=["ctx"])
     lane = _RecallLane(tools, metadata, stdio, lowlevel.server_info_stamp)
     server.middleware.append(lane)
-    server.middleware.insert(0, Ahead(lane.answer, lane, server.middleware, TOOL))
+    server.middleware.insert(0, Ahead(lane, server.middleware, TOOL))
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A recall the lane answers: the protocol version, the caller and the validated arguments."""
+
+    version: str
+    user: str
+    arguments: dict[str, Any]
 
 
 class _RecallLane:
@@ -88,8 +98,14 @@ class _RecallLane:
         reply = await self.answer(ctx)
         return await call_next(ctx) if reply is None else reply
 
-    async def answer(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
+    async def answer(self, ctx: Call) -> dict[str, Any] | None:
         """The reply to ``ctx``, or None (before anything is run) where the SDK answers."""
+        prepared = self.prepare(ctx)
+        return None if prepared is None else await self.run(prepared)
+
+    def prepare(self, ctx: Call) -> Prepared | None:
+        """The recall ``ctx`` asks for, its arguments validated; None where the SDK answers.
+        Runs nothing: a recall it declines is answered by the SDK as if never looked at."""
         params = ctx.params
         if ctx.method != METHOD or not isinstance(params, Mapping) or params.get("name") != TOOL:
             return None
@@ -108,8 +124,13 @@ class _RecallLane:
             validated = self._metadata.validate_arguments(dict(arguments))
         except Exception:  # noqa: BLE001 - refused or not, the SDK's path answers it in its words
             return None
+        return Prepared(version, grant.user, validated)
+
+    async def run(self, prepared: Prepared) -> dict[str, Any]:
+        """The reply to a recall ``prepare`` accepted: a result, or the tool's error result."""
+        version = prepared.version
         try:
-            payload, text = await self._tools.recall_for(grant.user, **validated)
+            payload, text = await self._tools.recall_for(prepared.user, **prepared.arguments)
         except MCPError:
             raise  # a protocol error, as the SDK lets it through
         except ToolError as exc:  # the tool's own refusal (a domain error), in the SDK's words

@@ -12,7 +12,9 @@ Nor do the SDK's two stdio tasks stand between the pipes and the server: a line 
 into a message when the server asks for the next one, and a message the server sends is written
 to the pipe by the sending task itself, so a tool call costs two task switches fewer (its
 request no longer passes through a reader task, its reply through a writer task), nor the
-SDK's relay task behind its choice of protocol era (``eras.py``).
+SDK's relay task behind its choice of protocol era (``eras.py``). A recall the outermost
+middleware would answer itself is taken as its frame is read, and answered beside the SDK's
+dispatcher (``beside.py``); every other frame reaches the dispatcher.
 
 The wire is the same: lines split as the SDK's text wrapper splits them (``\\n``, ``\\r\\n`` or
 ``\\r``), invalid UTF-8 read as U+FFFD, replies written as UTF-8. As in the SDK, fd 0 and fd 1
@@ -35,6 +37,7 @@ import mcp_types
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
+from .beside import Beside
 from .eras import era_serving
 
 QUEUED_LINES = 64  # lines read ahead of the server before reading pauses (backpressure)
@@ -53,8 +56,11 @@ async def run_stdio(server: MCPServer) -> None:
         serve = era_serving()
         if serve is None:
             await lowlevel.run(Incoming(lines), Outgoing(replies), lowlevel.create_initialization_options())
-        else:
-            await serve(lowlevel, Incoming(lines), Outgoing(replies))
+            return
+        outgoing = Outgoing(replies)
+        beside = Beside.for_chain(getattr(lowlevel, "middleware", []), outgoing.write)
+        outgoing.beside = beside
+        await serve(lowlevel, Incoming(lines, beside), outgoing, beside)
 
 
 def _on_asyncio() -> bool:
@@ -240,9 +246,10 @@ class Incoming(_Stream):
     """The server's read stream: the next line from stdin parsed as the SDK's stdio reader
     parses it (a line that is not a JSON-RPC message is handed on as its exception)."""
 
-    def __init__(self, lines: Lines) -> None:
+    def __init__(self, lines: Lines, beside: Beside | None = None) -> None:
         self._lines = lines
         self._given_back: deque[SessionMessage | Exception] = deque()
+        self._beside = beside  # takes the recalls it answers, once the era is chosen
 
     def give_back(self, frames: list[SessionMessage | Exception]) -> None:
         """Frames already read (the era's decision reads ahead), received again first."""
@@ -251,11 +258,23 @@ class Incoming(_Stream):
     async def receive(self) -> SessionMessage | Exception:
         if self._closed:
             raise anyio.ClosedResourceError
-        if self._given_back:
-            return self._given_back.popleft()
+        beside = self._beside
+        while True:
+            item = self._given_back.popleft() if self._given_back else await self._read()
+            if (
+                beside is None
+                or beside.era is None
+                or not isinstance(item, SessionMessage)
+                or not beside.took(item.message)
+            ):
+                return item
+
+    async def _read(self) -> SessionMessage | Exception:
         try:
             line = await anext(self._lines)
         except StopAsyncIteration:
+            if self._beside is not None:
+                self._beside.close()  # recalls in flight end as the dispatcher's handlers do
             raise anyio.EndOfStream from None
         try:
             return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
@@ -278,12 +297,24 @@ class Outgoing(_Stream):
 
     def __init__(self, replies: Replies) -> None:
         self._replies = replies
+        self.beside: Beside | None = None  # told of each reply the dispatcher writes
 
     async def send(self, item: SessionMessage) -> None:
+        if self.beside is not None:
+            self.beside.answered(item.message)
+        await self.write(item.message)
+
+    async def write(self, message: mcp_types.JSONRPCMessage) -> None:
+        """``message`` as one line on stdout (the dispatcher's and ``beside``'s replies)."""
         if self._closed:
             raise anyio.ClosedResourceError
-        line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        line = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
         try:
             await self._replies.write(line.encode("utf-8"))
         except OSError as exc:  # the client is gone: as a send to a stopped writer task fails
             raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        if self.beside is not None:
+            await self.beside.settled()  # its recalls' last replies are written before closing
+        self._closed = True

@@ -139,13 +139,18 @@ def test_the_lane_stays_out_of_servers_it_cannot_answer_for_exactly(
     assert not any(isinstance(m, lane._RecallLane) for m in plain.middleware)
 
 
-# `atlas-mcp serve` whose recalls take 1.5 s, long enough to be cancelled in flight: with the
-# lane, and without it.
+# `atlas-mcp serve` whose recalls take 1.5 s, long enough to be cancelled in flight: answered
+# beside the SDK's dispatcher (``beside.py``), by the lane in the dispatcher, and without the lane.
 SLOW = "import time, atlas_mcp.service as v; r = v.MemoryService.recall; " + (
     "v.MemoryService.recall = lambda *a, **k: (time.sleep(1.5), r(*a, **k))[1]; "
 )
 SLOW_LAUNCHERS = {
-    "lane": ("-c", SLOW + "from atlas_mcp.cli import main; main()"),
+    "beside": ("-c", SLOW + "from atlas_mcp.cli import main; main()"),
+    "lane": (
+        "-c",
+        SLOW + "import atlas_mcp.mcp.beside as b; b.available = False; "
+        "from atlas_mcp.cli import main; main()",
+    ),
     "sdk": ("-c", SLOW + WITHOUT_LANE[1]),
 }
 
