@@ -18,7 +18,6 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import islice
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -32,7 +31,7 @@ from .fusion import Candidate
 from .limits import Limits
 from .model import USER_MEMORY_TYPES, Memory, MemoryType
 from .multipliers import FACTORS, Multipliers, decay_reference, factors, product, time_fits, window_fits
-from .pool import NO_TIME, Pool, microseconds
+from .pool import NO_TIME, SEMANTIC, Pool, microseconds
 from .query import lexical_query
 from .resolution import Resolution, resolve
 from .scoring import ScoringPolicy
@@ -236,14 +235,18 @@ def rank(
         plan.query, pool, plan.intent, policy.context_rerank.episode_gap, policy.calibration
     )
     relevance = calibration.calibrated(features, window, policy.calibration)
+    ranked = order.tolist()
     if policy.calibration.attribute_evidence:
-        setting = setting_what_is_asked(plan.query, pool.memories, order.tolist(), pool.meaning)
+        setting = setting_what_is_asked(plan.query, pool.memories, ranked, pool.meaning)
         relevance = calibration.with_attribute(relevance, setting, policy.calibration)
-    resolved = resolve(pool.memories, order.tolist(), plan.k or len(order))
+    resolved = resolve(pool.memories, ranked, plan.k or len(order), pool.kind == SEMANTIC)
     for current, older in resolved.lifted.items():
         relevance[current] = max(relevance[current], relevance[older])
-    clears = (relevance >= plan.min_relevance).tolist()
-    returned = list(islice((i for i in resolved.order if clears[i]), plan.k or None))
+    # the resolved order's candidates that clear the floor, the first k: as arrays, not a pass
+    # over every candidate below the floor
+    shown = np.asarray(resolved.order, dtype=np.intp)
+    shown = shown[relevance[shown] >= plan.min_relevance]
+    returned: list[int] = (shown[: plan.k] if plan.k else shown).tolist()
     hits = _hits(pool, returned, match, reranker.name, found, scores, features, relevance)
     return [_resolved(h, i, resolved, pool.memories) for h, i in zip(hits, returned, strict=True)]
 

@@ -43,15 +43,21 @@ class Resolution:
     lifted: dict[int, int] = field(default_factory=dict)  # current value → the older value it outranks
 
 
-def resolve(memories: Sequence[Memory], ranked: Sequence[int], shown: int) -> Resolution:
-    """``ranked``: candidate indices, best first; ``shown``: how many the recall may return.
+def resolve(
+    memories: Sequence[Memory], ranked: Sequence[int], shown: int, semantic: np.ndarray | None = None
+) -> Resolution:
+    """``ranked``: candidate indices, best first; ``shown``: how many the recall may return;
+    ``semantic``: per candidate, is its memory a fact (a pool's column of it), if known.
 
     The first ``shown`` facts (and the facts among the next ``POOL_DEPTH`` candidates they are
     grouped with) are resolved; the rest of the order is kept as it is.
     """
     # Replacements rank near what they replace (they are about the same thing): the facts among
     # the pool's best are compared, not all ~300 candidates.
-    facts = [i for i in ranked[: shown + POOL_DEPTH] if _resolvable(memories[i])]
+    head = ranked[: shown + POOL_DEPTH]
+    if semantic is not None:  # only the facts' memories are read (a chat's pool may hold none)
+        head = [i for i, fact in zip(head, semantic[head].tolist(), strict=True) if fact]
+    facts = [i for i in head if _resolvable(memories[i])]
     if len(facts) < 2:
         return Resolution(list(ranked))
     index = _Index(memories, facts)

@@ -131,3 +131,23 @@ def test_best_first_orders_by_score_then_id(rows):
     ids = [f"{name}{at}" for at, (_, name) in enumerate(rows)]
     expected = np.lexsort((np.argsort(np.argsort(np.array(ids, dtype=str), kind="stable")), -scores))
     assert ranking.best_first(scores, ids).tolist() == expected.tolist()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pools(), st.sampled_from(QUERIES), st.sampled_from([0.0, 0.2, 0.45, 0.7]), st.sampled_from([1, 3, 100])
+)
+def test_what_clears_the_floor_is_the_first_k_of_the_whole_order_that_do(candidates, query, floor, k):
+    """The hits of a recall with a floor and ``k`` are, in order, the first ``k`` of the whole
+    resolved order whose relevance reaches the floor."""
+    policy = ScoringPolicy()
+
+    def hits(k: int, floor: float) -> list[ranking.Hit]:
+        plan = ranking.plan(
+            policy, Limits(), ranking.RecallQuery("sarah", query, k, min_relevance=floor), NOW
+        )
+        return ranking.rank(policy, ContextReranker(policy), plan, candidates, NOW)
+
+    whole = hits(100, 0.0)
+    expected = [(h.memory.id, h.relevance) for h in whole if h.relevance >= floor][:k]
+    assert [(h.memory.id, h.relevance) for h in hits(k, floor)] == expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -194,3 +195,31 @@ def test_the_resolved_order_is_by_placement_then_position(ranked, placement, hid
         key=lambda i: (-placement.get(i, float(-position[i])), position[i]),
     )
     assert resolution._by_placement(ranked, position, placement, hidden) == expected
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([MemoryType.SEMANTIC, MemoryType.EPISODIC, MemoryType.PROCEDURAL]),
+            st.sampled_from(
+                ["I live in Porto.", "I moved to Lisbon.", "Ana is allergic to shellfish.", "jazz"]
+            ),
+            st.booleans(),
+        ),
+        max_size=12,
+    ),
+    st.randoms(use_true_random=False),
+    st.integers(1, 4),
+)
+def test_resolution_told_which_candidates_are_facts_resolves_as_it_reads_them(rows, rng, shown):
+    """``resolve`` given the pool's column of which candidates are facts (it then reads only
+    the facts' memories) gives what it gives reading every memory's type."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    memories = [
+        Memory(f"m{i}", kind, "u", text, at + timedelta(days=i), superseded_by="x" if gone else None)
+        for i, (kind, text, gone) in enumerate(rows)
+    ]
+    ranked = list(range(len(memories)))
+    rng.shuffle(ranked)
+    semantic = np.array([m.memory_type is MemoryType.SEMANTIC for m in memories], dtype=bool)
+    assert resolve(memories, ranked, shown, semantic) == resolve(memories, ranked, shown)
