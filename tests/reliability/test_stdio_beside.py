@@ -31,10 +31,10 @@ CUES = (
     "    if query == 'protocol': raise MCPError(-32603, 'protocol trouble')\n"
     "    if query.startswith('slow'): time.sleep(1.0)\n"
     "    return recall(self, user, query, *a, **k)\n"
-    "async def lane_run(self, prepared):\n"
+    "async def lane_run(self, prepared, **options):\n"
     "    if prepared.arguments['query'] == 'bug': raise ValueError('a bug in the lane')\n"
     "    if prepared.arguments['query'] == 'invalid': pydantic.TypeAdapter(int).validate_python('x')\n"
-    "    return await run(self, prepared)\n"
+    "    return await run(self, prepared, **options)\n"
     "v.MemoryService.recall, l._RecallLane.run = cued, lane_run\n"
     # Each request the SDK's dispatcher is handed, named on stderr.
     "import sys, mcp.shared.jsonrpc_dispatcher as d\n"
@@ -96,6 +96,7 @@ def _recalls(meta: dict[str, Any] | None) -> list[bytes]:
         _recall("18", meta),
         _recall("eighteen", meta),
         _recall(19, (meta or {}) | {"progressToken": 7}),
+        _recall(21, meta, min_relevance=0, explain=True),  # every memory, with its score's parts
         _recall(
             20, (meta or {}) | {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
         ),
@@ -123,6 +124,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("beside") / "data"
     with StdioWire(root, USER) as wire:
         assert "result" in wire.call_tool("write_memory", {"text": "I live in Lyon.", "about": "home city"})
+        note = {"text": 'Zoé\'s café in Zürich \u2014 \u6771\u4eac \U0001f600, "quoted" \\ / tab\there.'}
+        assert "result" in wire.call_tool("write_memory", note)
     return root
 
 
@@ -188,7 +191,8 @@ def test_recalls_answered_beside_the_dispatcher_get_its_bytes(
     ours, sdks, log = _both(store, tmp_path, list(frames), answers)
     assert ours == sdks
     assert len(ours) == answers
-    # Beside it: 10-15, 18 and 19 (answered, or failing in the tool or the lane); the rest
+    assert "Zürich \u2014 \u6771\u4eac".encode() in b"".join(ours)  # non-ASCII as written, unescaped
+    # Beside it: 10-15, 18, 19 and 21 (answered, or failing in the tool or the lane); the rest
     # (refused, declined by the lane's checks, traced) reached the dispatcher.
     dispatched = log.count("DISPATCHED tools/call recall_memory")
     assert dispatched == (5 if frames is HANDSHAKE else 6)
