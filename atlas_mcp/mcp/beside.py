@@ -25,6 +25,11 @@ What the dispatcher does for a request is done here the same way:
   error, shielded and bounded as it writes it; the write stream closes after they settle;
 - a failure is mapped to the wire as each era's dispatcher maps it.
 
+Limits are the dispatcher's too. It sets none of its own on stdio: a recall's hop to its worker
+thread takes a token of anyio's default thread limiter on either path (``tools._call``); the
+rate limiter is HTTP's (``ratelimit.py``); reading stops while ``stdio.QUEUED_LINES`` lines wait
+and a reply waits while the client lags (``stdio.Replies``), whoever reads and writes.
+
 SDK internals read (``available`` is False and the dispatcher answers every recall on an SDK
 without them): ``mcp.server.runner._has_modern_envelope`` and ``modern_error_data``,
 ``mcp.shared.inbound.classify_inbound_request``, ``mcp.shared.jsonrpc_dispatcher``'s
@@ -133,7 +138,11 @@ class Beside:
         if isinstance(message, JSONRPCRequest):
             key = coerce_request_id(message.id)
             if message.method == "tools/call" and key not in self._open:
-                prepared = self._prepared(message)
+                try:
+                    prepared = self._prepared(message)
+                except Exception:  # never the reader's failure: the dispatcher answers the recall
+                    logger.exception("recall_not_taken")
+                    prepared = None
                 if prepared is not None and self._tasks is not None:
                     flight = self._flights[key] = _Flight(key)
                     self._tasks.start_soon(self._answer, message.id, flight, prepared)

@@ -257,3 +257,29 @@ def test_recalls_in_flight_when_the_input_ends_end_as_the_dispatchers_do(
     ours, based, log = _both(store, tmp_path / "cut", steps, answers=None, base=OFF)
     assert ours == based and len(ours) == 4
     assert "DISPATCHED tools/call" not in log
+
+
+class _Failing:
+    """A lane whose check fails unexpectedly."""
+
+    def prepare(self, ctx: Any) -> Any:
+        raise RuntimeError("a check that breaks")
+
+    async def run(self, prepared: Any) -> dict[str, Any]:
+        raise AssertionError("never run")
+
+
+def test_a_check_that_breaks_leaves_the_recall_to_the_dispatcher() -> None:
+    from mcp_types import JSONRPCRequest
+
+    from atlas_mcp.mcp.ahead import Ahead
+
+    lane = _Failing()
+    chain: list[Any] = []
+    chain += [Ahead(lane, chain, "recall_memory"), lane]
+    taking = beside.Beside.for_chain(chain, write=None)  # type: ignore[arg-type]
+    assert taking is not None
+    taking.era = beside.MODERN
+    params = {"name": "recall_memory", "arguments": {"query": "where do I live?"}, "_meta": ENVELOPE}
+    request = JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params=params)
+    assert taking.took(request) is False  # the reader reads on; the dispatcher answers it
