@@ -230,8 +230,8 @@ def test_cancelled_and_duplicated_recalls_end_as_the_dispatchers_do(
         _cancel("42"),
         _recall(44, meta, SLOW),  # its id then taken by another request
         _frame(44, "tools/list", {}, meta),
-        0.2,
-        _cancel(44),  # cancels the list (long answered), not the recall
+        4,  # the list answered (and 41)
+        _cancel(44),  # its id is no longer in flight: cancels neither
     ]
     ours, sdks, log = _both(store, tmp_path, steps, answers=6)
     # Recalls that run at once mark what they return as used in either order: the counts and
@@ -246,16 +246,18 @@ def test_cancelled_and_duplicated_recalls_end_as_the_dispatchers_do(
 def test_recalls_in_flight_when_the_input_ends_end_as_the_dispatchers_do(
     store: Path, tmp_path: Path, meta: dict[str, Any] | None
 ) -> None:
-    """A recall in its thread when the input ends is answered; recalls read with the end of
-    input get the dispatcher's "Connection closed" (compared with the dispatcher under the same
-    reader: the SDK's own reader hands frames on with a task switch each, which lets a handler
-    reach its thread before the end of input is read)."""
+    """A recall in its thread when the input ends is answered, as the dispatcher answers it.
+    Recalls read with the end of input race it, beside the dispatcher as in it: each gets one
+    line, its result or the dispatcher's "Connection closed", never two, and the server leaves."""
     steps = [*_opening(meta), _recall(50, meta, SLOW), 0.3]
     ours, sdks, log = _both(store, tmp_path, steps, answers=None)
     assert ours == sdks and '"id":50,"result"' in str(ours)
     steps = [*_opening(meta), _recall(51, meta, SLOW) + _recall(52, meta)]
     ours, based, log = _both(store, tmp_path / "cut", steps, answers=None, base=OFF)
-    assert ours == based and len(ours) == 4
+    for lines in (ours, based):
+        ends = {message["id"]: message for message in map(json.loads, lines) if message["id"] in (51, 52)}
+        assert len(lines) == 4 and sorted(ends) == [51, 52]
+        assert all("result" in m or m["error"]["message"] == "Connection closed" for m in ends.values())
     assert "DISPATCHED tools/call" not in log
 
 
