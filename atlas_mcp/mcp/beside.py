@@ -194,7 +194,9 @@ class Beside:
             self._settled.set()
 
     def close(self) -> None:
-        """The input ended: recalls in flight are cancelled (and take no new ones)."""
+        """The input ended: recalls in flight are cancelled, and any read after (frames read
+        before the era was chosen) go to the dispatcher."""
+        self._tasks = None
         self._closing.set()
 
     async def settled(self) -> None:

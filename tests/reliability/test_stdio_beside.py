@@ -172,13 +172,15 @@ def _both(
     steps: list[bytes | float | int],
     answers: int | None,
     base: tuple[str, ...] = SDKS,
+    control: bool = True,
 ) -> tuple[list[bytes], list[bytes], str]:
     """The lines ``-m atlas_mcp`` and ``base`` write for ``steps``, and the former's stderr."""
     shutil.copytree(store, tmp_path / "a")
     shutil.copytree(store, tmp_path / "b")
     ours = _session(tmp_path / "a", OURS, steps, tmp_path / "a.log", answers)
     based = _session(tmp_path / "b", base, steps, tmp_path / "b.log", answers)
-    assert "DISPATCHED tools/call recall_memory" in (tmp_path / "b.log").read_text()  # the control
+    if control:
+        assert "DISPATCHED tools/call recall_memory" in (tmp_path / "b.log").read_text()
     return ours, based, (tmp_path / "a.log").read_text()
 
 
@@ -259,6 +261,13 @@ def test_recalls_in_flight_when_the_input_ends_end_as_the_dispatchers_do(
         assert len(lines) == 4 and sorted(ends) == [51, 52]
         assert all("result" in m or m["error"]["message"] == "Connection closed" for m in ends.values())
     assert "DISPATCHED tools/call" not in log
+    # A client whose only frame is a recall, its input ended at once (before the era is chosen
+    # the recall may already be read with the end): one line for it, and the server leaves.
+    steps = [_recall(53, meta)]
+    ours, based, _log = _both(store, tmp_path / "only", steps, answers=None, base=OFF, control=False)
+    for lines in (ours, based):
+        (only,) = map(json.loads, lines)
+        assert only["id"] == 53 and ("result" in only or "error" in only)
 
 
 class _Failing:
