@@ -122,7 +122,9 @@ class MemoryService(Writing):
         )
         plan = ranking.plan(self.policy, self.limits, asked, now)
         if plan.dense and self.policy.retrieval.perspective_weight:
-            foreseen = tuple(self._acquaintances.foreseen(user_id, query))
+            # of the query as the views read it (cleaned: a verbatim message's trailing newline
+            # would foresee rewordings no view asks for, and run the model for them in vain)
+            foreseen = tuple(self._acquaintances.foreseen(user_id, plan.query))
             plan = replace(plan, foreseen=foreseen) if foreseen else plan  # the plan's is ()
         pool = ranking.admitted(plan, ranking.pool_of(self._engine.candidates(plan)), now)
         learn = partial(self._acquaintances.learn, user_id)

@@ -321,6 +321,25 @@ def test_a_foreseen_rewording_runs_the_model_once_beside_the_recall_and_ranks_th
     ]
 
 
+def test_a_query_sent_with_its_newline_foresees_the_rewording_its_view_asks_for(engine, monkeypatch):
+    """The rewording is foreseen from the query as the views read it (cleaned): a message sent
+    verbatim, newline and all, runs the model once for the query and once for the rewording,
+    not a third time for a padded rewording no view asks for."""
+    from atlas_mcp.engines.embedded import query_vectors
+
+    service = MemoryService(engine, clock=lambda: T0)
+    for m in TURNS:
+        service.write("u", m.text, memory_type="episodic")
+    service.recall("u", "When did Caroline go to the support group?", touch=False)  # Caroline heard
+    texts: list[str] = []
+    real, real_pair = query_vectors.embed_query, OnnxMiniLM.embed_pair
+    monkeypatch.setattr(query_vectors, "embed_query", lambda e, t: texts.append(t) or real(e, t))
+    monkeypatch.setattr(OnnxMiniLM, "embed_pair", lambda e, a, b: texts.extend([a, b]) or real_pair(e, a, b))
+    hits = service.recall("u", "  What is Caroline researching?\n", min_relevance=0, touch=False)
+    assert sorted(texts) == ["What is Caroline researching?", "What is I researching?"]
+    assert hits[0].memory.text == "Caroline: I am researching adoption agencies."
+
+
 def test_a_foreseen_text_still_queued_is_embedded_by_the_recall_that_needs_it():
     """A rewording queued behind other recalls' texts is taken off the queue and embedded by
     the recall asking for it, and is not left behind as a stale entry."""
