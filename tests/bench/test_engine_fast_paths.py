@@ -406,3 +406,38 @@ def test_the_stamps_of_several_owners_are_each_owners_stamp(tmp_path):
         assert versions.stamps(conn, ["nobody"]) == [versions.Stamp(0, 0)]
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_pools_cosines_by_row_keys_are_its_cosines_by_id(seed):
+    """``keyed_cosines`` (a pool's own measure: members by row key) gives each member the
+    cosine ``member_cosines`` gives it by id, and marks which have one: members of the first
+    owner alone (a key is its row) or of both owners, rows pending or of another space, long
+    memories' extra passages included."""
+    rng = np.random.default_rng(seed)
+
+    def unit(n: int) -> np.ndarray:
+        v = rng.normal(size=(n, 8)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    owners = []
+    for place in range(2):
+        index = OwnerIndex(8, capacity=16)
+        index.fill([(r + 1, f"o{place}-{r}", "episodic", 0) for r in range(12)])
+        for row in range(12):
+            if row % 5 != 4:  # rows 4 and 9 pending
+                index.vectors.put_passages(row, unit(1 + row % 3), 1 if row == 7 else 0)
+        owners.append(
+            dense.OwnerRows(f"o{place}", index, np.ones(12, bool), np.ones(12, bool), versions.Stamp(1, 0))
+        )
+    query = {0: SpaceQuery(unit(1)[0], REFERENCE_BACKGROUND)}
+    for places in ((0,), (0, 1)):
+        picked = [(p, int(r)) for p in places for r in rng.permutation(12)[: rng.integers(1, 13)]]
+        order = rng.permutation(len(picked))
+        keys = np.array([(picked[i][0] << 32) | picked[i][1] for i in order], dtype=np.int64)
+        ids = [f"o{picked[i][0]}-{picked[i][1]}" for i in order]
+        by_id = dense.member_cosines([o.index for o in owners], query, ids)
+        cosine, found = dense.keyed_cosines(owners, query, keys)
+        assert found.tolist() == [i in by_id for i in ids]
+        assert cosine[found].tolist() == [by_id[i] for i in ids if i in by_id]
+        assert np.isnan(cosine[~found]).all()
