@@ -164,8 +164,14 @@ class Beside:
 
     def _prepared(self, request: JSONRPCRequest) -> Prepared | None:
         params = request.params
-        if params is None or params.get("name") != self._ahead.tool:
-            return None
+        chain = self._ahead.chain
+        if (
+            params is None
+            or params.get("name") != self._ahead.tool
+            or not chain
+            or chain[0] is not self._ahead
+        ):
+            return None  # another tool, or a layer added before the outermost one would see it
         if self.era == MODERN:
             route = classify_inbound_request({"method": request.method, "params": params})
             if not isinstance(route, InboundModernRoute):

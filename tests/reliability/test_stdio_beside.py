@@ -294,3 +294,26 @@ def test_a_check_that_breaks_leaves_the_recall_to_the_dispatcher() -> None:
     params = {"name": "recall_memory", "arguments": {"query": "where do I live?"}, "_meta": ENVELOPE}
     request = JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params=params)
     assert taking.took(request) is False  # the reader reads on; the dispatcher answers it
+
+
+class _Taking(_Failing):
+    def prepare(self, ctx: Any) -> Any:
+        return "prepared"
+
+
+def test_a_layer_added_before_the_outermost_one_gets_the_recall() -> None:
+    from mcp_types import JSONRPCRequest
+
+    from atlas_mcp.mcp.ahead import Ahead
+
+    lane = _Taking()
+    chain: list[Any] = []
+    chain += [Ahead(lane, chain, "recall_memory"), lane]
+    taking = beside.Beside.for_chain(chain, write=None)  # type: ignore[arg-type]
+    assert taking is not None
+    taking.era = beside.MODERN
+    params = {"name": "recall_memory", "arguments": {"query": "where do I live?"}, "_meta": ENVELOPE}
+    request = JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params=params)
+    assert taking._prepared(request) == "prepared"
+    chain.insert(0, object())  # added while serving: it must see every call
+    assert taking._prepared(request) is None
