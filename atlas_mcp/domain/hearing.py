@@ -38,14 +38,16 @@ def from_their_side(
     weight = policy.retrieval.perspective_weight
     if not weight or not len(pool):
         return pool
-    cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
-    own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
     # a pool's heads are compared as codes; its openings and inner names are read for a view of
     # the user only (when asked: each is a list made of the facts)
     columns = (None, lambda: pool.openings, pool.kind == CATALOG, lambda: pool.inner, pool.head_codes)
     found = perspective.views(plan.query, pool.memories, *columns)  # what it reads of the pool, kept
     if learn is not None:
         learn(found)
+    if not found:  # most questions (~45% of a chat's): the pool as it is, not a copy of it
+        return pool
+    cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
+    own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
     for view in found:
         if pool.measure is not None and pool.handles is not None:
             seen, has, discounts = _measured(pool.measure, view, pool.handles[list(view.members)])
