@@ -13,6 +13,7 @@ Pure: memories and their scores in, an order and marks out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,16 +56,17 @@ def resolve(
     # Replacements rank near what they replace (they are about the same thing): the facts among
     # the pool's best are compared, not all ~300 candidates.
     head = ranked[: shown + POOL_DEPTH]
+    reach = len(head)  # every fact grouped is within the first ``reach`` candidates
     if semantic is not None:  # only the facts' memories are read (a chat's pool may hold none)
         head = [i for i, fact in zip(head, semantic[head].tolist(), strict=True) if fact]
     facts = [i for i in head if _resolvable(memories[i])]
     if len(facts) < 2:
         return Resolution(list(ranked))
     index = _Index(memories, facts)
-    groups = _groups(memories, ranked[:shown], index)
+    groups = _groups(ranked[:shown], index)
     if not groups:
         return Resolution(list(ranked))
-    return _ordered(memories, ranked, groups)
+    return _ordered(memories, ranked, groups, reach, index)
 
 
 def _resolvable(memory: Memory) -> bool:
@@ -81,11 +83,14 @@ class _Index:
 
     def __init__(self, memories: Sequence[Memory], facts: list[int]) -> None:
         self.facts = facts  # best-ranked first
-        self.keys: dict[int, frozenset[str]] = {i: _keys(memories[i]) for i in facts}
-        # which of two facts is the older (``_relation``), read once per fact, not per pair
-        self.dates: dict[int, tuple[datetime, datetime]] = {
-            i: (since(memories[i]), memories[i].created_at) for i in facts
-        }
+        self.keys: dict[int, frozenset[str]] = {}
+        # what a pair's verdict reads of each fact, once per fact rather than per pair: which of
+        # the two is older (its ``since``, then when it was written), its text and its ``about``
+        self.reads: dict[int, tuple[tuple[datetime, datetime], str, str | None]] = {}
+        for i in facts:
+            memory = memories[i]
+            self.keys[i] = _keys_of(memory.text, memory.about)
+            self.reads[i] = ((since(memory), memory.created_at), memory.text, memory.about)
 
     def partners(self, i: int) -> list[int]:
         """Facts sharing a word or a concept with ``i``, best-ranked first, at most MAX_PARTNERS.
@@ -134,38 +139,43 @@ def _anchor(word: str) -> str:
     return f"<{word[1:-1].split(':')[0]}>"
 
 
-def _groups(memories: Sequence[Memory], head: Sequence[int], index: _Index) -> list[_Group]:
+def _groups(head: Sequence[int], index: _Index) -> list[_Group]:
     """Connected facts, starting from the shown ones, through same-thing relations."""
     seen: set[int] = set()
     groups = []
-    budget = [MAX_CHECKS]
+    budget = MAX_CHECKS
+    reads = index.reads
     for start in head:
-        if start in seen or start not in index.keys:
+        if start in seen or start not in reads:
             continue
         group = _Group()
+        members, checked, edges = group.members, group.checked, group.edges
         frontier = [start]
-        group.members.add(start)
+        members.add(start)
         for _ in range(PAIRING_DEPTH):
             following = []
             for i in frontier:
                 for j in index.partners(i):
                     pair = (i, j) if i < j else (j, i)
-                    if j in group.members and pair in group.checked:
+                    if j in members and pair in checked:
                         continue
-                    if budget[0] <= 0:
+                    if budget <= 0:
                         break
-                    budget[0] -= 1
-                    group.checked.add(pair)
-                    kind = _relation(memories[i], memories[j], index.dates[i], index.dates[j])
+                    budget -= 1
+                    checked.add(pair)
+                    # the older first; on equal dates the pair's order (a stable sort of the two)
+                    a, b = reads[i], reads[j]
+                    older, newer = (b, a) if b[0] < a[0] else (a, b)
+                    kind = _kind(older[1], newer[1], older[2], newer[2])
                     if kind is Kind.DISTINCT:
                         continue
-                    group.edges.append((i, j, kind))
-                    if j not in group.members:
-                        group.members.add(j)
+                    edges.append((i, j, kind))
+                    if j not in members:
+                        members.add(j)
                         following.append(j)
             frontier = following
-        if len(group.members) > 1:
-            seen |= group.members
+        if len(members) > 1:
+            seen |= members
             groups.append(group)
     return groups
 
@@ -177,22 +187,16 @@ class _Group:
     checked: set[tuple[int, int]] = field(default_factory=set)
 
 
-def _relation(
-    a: Memory, b: Memory, a_dates: tuple[datetime, datetime], b_dates: tuple[datetime, datetime]
-) -> Kind:
-    """``a_dates``, ``b_dates``: each one's (``since``, ``created_at``)."""
-    # the older first; on equal dates the pair's order (as a stable sort of the two)
-    older, newer = (b, a) if b_dates < a_dates else (a, b)
-    return _kind(older.text, newer.text, older.about, newer.about)
-
-
 @lru_cache(maxsize=1 << 16)  # the same pairs come back recall after recall
 def _kind(older: str, newer: str, older_about: str | None, newer_about: str | None) -> Kind:
     return related(older, newer, older_about, newer_about).kind
 
 
-def _ordered(memories: Sequence[Memory], ranked: Sequence[int], groups: list[_Group]) -> Resolution:
-    position = {i: p for p, i in enumerate(ranked)}
+def _ordered(
+    memories: Sequence[Memory], ranked: Sequence[int], groups: list[_Group], reach: int, index: _Index
+) -> Resolution:
+    # the groups' members are all among the first ``reach`` candidates: only those are looked up
+    position = {i: p for p, i in enumerate(ranked[:reach])}
     placement: dict[int, float] = {}  # higher first; the candidates not moved stay at -position
 
     def place(i: int) -> float:
@@ -205,7 +209,7 @@ def _ordered(memories: Sequence[Memory], ranked: Sequence[int], groups: list[_Gr
     hidden: set[int] = set()
     for group in groups:
         classes = _value_classes(group)
-        newest = max(group.members, key=lambda i: (since(memories[i]), memories[i].created_at))
+        newest = max(group.members, key=lambda i: index.reads[i][0])
         best = {c: min(members, key=position.__getitem__) for c, members in classes.items()}
         for c, members in classes.items():
             rest = tuple(sorted(members - {best[c]}, key=position.__getitem__))
@@ -230,16 +234,23 @@ def _ordered(memories: Sequence[Memory], ranked: Sequence[int], groups: list[_Gr
 def _by_placement(
     ranked: Sequence[int], position: dict[int, int], placement: dict[int, float], hidden: set[int]
 ) -> list[int]:
-    """``ranked`` without ``hidden``, by placement (higher first), then position: one sort of
-    arrays, where only the few moved candidates are looked up."""
-    place = -np.arange(len(ranked), dtype=np.float64)
-    for i, value in placement.items():
-        place[position[i]] = value
-    shown = np.ones(len(ranked), dtype=bool)
-    shown[[position[i] for i in hidden]] = False
-    at = np.flatnonzero(shown)
-    order: list[int] = np.asarray(ranked, dtype=np.int64)[at[np.lexsort((at, -place[at]))]].tolist()
-    return order
+    """``ranked`` without ``hidden``, by placement (higher first), then position.
+
+    Only a prefix is sorted: past the last moved or hidden candidate, and past where the lowest
+    placement would fall, every candidate keeps its place (-position is lower than any
+    placement and falls with position), so the ~250 candidates below a recall's groups are
+    appended as they are rather than sorted again."""
+    moved = placement.keys() | hidden
+    if not moved:
+        return list(ranked)
+    end = max(position[i] for i in moved) + 1
+    lowest = min(placement.values(), default=0.0)
+    if lowest < 0:
+        end = max(end, math.floor(-lowest) + 1)  # -position < lowest from here on
+    keyed = sorted(
+        (-placement.get(i, float(-p)), p, i) for p, i in enumerate(ranked[:end]) if i not in hidden
+    )
+    return [i for _, _, i in keyed] + list(ranked[end:])
 
 
 def _value_classes(group: _Group) -> dict[int, set[int]]:

@@ -251,12 +251,16 @@ def _matched(words: Sequence[str] | frozenset[str], known: Sequence[str]) -> lis
     if cjk_known:
         ordered = list(dict.fromkeys(known))
         return [w if w in present else _match(w, ordered) for w in words]
+    by_prefix, cjk = _spellable(words if isinstance(words, frozenset) else tuple(words))
     spelt = {}
-    for w in _spellable(words if isinstance(words, frozenset) else tuple(words)).difference(present):
-        if _cjk(w):
+    # only the prefixes both sides have can match (a set intersection in C, usually one or two)
+    for prefix in by_prefix.keys() & prefixes.keys():
+        for w in by_prefix[prefix]:
+            if w not in present:
+                spelt[w] = _match(w, prefixes[prefix])
+    for w in cjk:
+        if w not in present:
             spelt[w] = _match(w, list(dict.fromkeys(known)))
-        elif (bucket := prefixes.get(w[:PREFIX_CHARS])) is not None:  # else nothing can match it
-            spelt[w] = _match(w, bucket)
     if not spelt:
         return list(words)
     return [spelt.get(w, w) for w in words]
@@ -271,10 +275,16 @@ def _known_words(known: tuple[str, ...]) -> tuple[frozenset[str], dict[str, list
 
 
 @lru_cache(maxsize=1 << 13)
-def _spellable(words: tuple[str, ...] | frozenset[str]) -> frozenset[str]:
+def _spellable(words: tuple[str, ...] | frozenset[str]) -> tuple[dict[str, list[str]], tuple[str, ...]]:
     """The words of ``words`` that another spelling may match: not an anchor (which matches only
-    itself), and long enough or Chinese or Japanese."""
-    return frozenset(w for w in words if w[:1] != "<" and (len(w) >= PREFIX_CHARS or _cjk(w)))
+    itself), and long enough or Chinese or Japanese; the long ones by their first
+    ``PREFIX_CHARS`` letters (once each), the Chinese or Japanese ones apart."""
+    kept = [w for w in dict.fromkeys(words) if w[:1] != "<" and (len(w) >= PREFIX_CHARS or _cjk(w))]
+    by_prefix: dict[str, list[str]] = {}
+    for w in kept:
+        if not _cjk(w):
+            by_prefix.setdefault(w[:PREFIX_CHARS], []).append(w)
+    return by_prefix, tuple(w for w in kept if _cjk(w))
 
 
 def _by_prefix(known: Sequence[str]) -> dict[str, list[str]]:
