@@ -148,6 +148,10 @@ _WORDS = st.one_of(
 def test_words_are_matched_by_prefix_as_by_the_word_by_word_rule(words, known):
     """``_matched`` looks a word up among the known words sharing its first letters; it gives
     what asking ``_match`` of every word that is neither known nor short gives."""
+    _matched_word_by_word(words, known)
+
+
+def _matched_word_by_word(words: list[str], known: list[str]) -> None:
     cjk = any(sameness._cjk(k) for k in known)
     expected = [
         w
@@ -156,6 +160,20 @@ def test_words_are_matched_by_prefix_as_by_the_word_by_word_rule(words, known):
         for w in words
     ]
     assert sameness._matched(words, known) == expected
+
+
+# words that share their first letters with several others, and CJK words found inside a word
+# that does not open with one: what the prefix buckets and the CJK side of ``_matched`` decide
+_CLOSE_WORDS = st.sampled_from(
+    "allerg allergi allergie allergic handball handballverein handb schwimm schwimmen "
+    "a東京 東京 東京タワ x東京 <diet> <diet:vegan>".split()
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(_CLOSE_WORDS, max_size=8), st.lists(_CLOSE_WORDS, max_size=8))
+def test_words_sharing_a_prefix_are_each_matched_as_by_the_word_by_word_rule(words, known):
+    _matched_word_by_word(words, known)
 
 
 @settings(max_examples=200)
