@@ -280,19 +280,24 @@ class _Failing:
         raise AssertionError("never run")
 
 
-def test_a_check_that_breaks_leaves_the_recall_to_the_dispatcher() -> None:
+def _beside_of(lane: _Failing) -> tuple[beside.Beside, list[Any], Any]:
+    """A 2026-era ``Beside`` over a chain of the outermost middleware and ``lane``, the chain,
+    and a recall request for it."""
     from mcp_types import JSONRPCRequest
 
     from atlas_mcp.mcp.ahead import Ahead
 
-    lane = _Failing()
     chain: list[Any] = []
     chain += [Ahead(lane, chain, "recall_memory"), lane]
     taking = beside.Beside.for_chain(chain, write=None)  # type: ignore[arg-type]
     assert taking is not None
     taking.era = beside.MODERN
     params = {"name": "recall_memory", "arguments": {"query": "where do I live?"}, "_meta": ENVELOPE}
-    request = JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params=params)
+    return taking, chain, JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params=params)
+
+
+def test_a_check_that_breaks_leaves_the_recall_to_the_dispatcher() -> None:
+    taking, _, request = _beside_of(_Failing())
     assert taking.took(request) is False  # the reader reads on; the dispatcher answers it
 
 
@@ -302,18 +307,7 @@ class _Taking(_Failing):
 
 
 def test_a_layer_added_before_the_outermost_one_gets_the_recall() -> None:
-    from mcp_types import JSONRPCRequest
-
-    from atlas_mcp.mcp.ahead import Ahead
-
-    lane = _Taking()
-    chain: list[Any] = []
-    chain += [Ahead(lane, chain, "recall_memory"), lane]
-    taking = beside.Beside.for_chain(chain, write=None)  # type: ignore[arg-type]
-    assert taking is not None
-    taking.era = beside.MODERN
-    params = {"name": "recall_memory", "arguments": {"query": "where do I live?"}, "_meta": ENVELOPE}
-    request = JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params=params)
+    taking, chain, request = _beside_of(_Taking())
     assert taking._prepared(request) == "prepared"
     chain.insert(0, object())  # added while serving: it must see every call
     assert taking._prepared(request) is None
