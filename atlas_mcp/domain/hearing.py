@@ -53,7 +53,7 @@ def from_their_side(
             seen, has, discounts = _measured(pool.measure, view, pool.handles[list(view.members)])
         else:
             seen, has, discounts = _by_ids(plan, cosines, view, [pool.memories[i].id for i in view.members])
-        perspective.heard_columns(cosine, heard, own, view.members, seen, has, discounts, weight)
+        perspective.hear(cosine, heard, own, view.members, seen, has, discounts, weight)
     return replace(pool, cosine=cosine, relevance_cosine=heard)
 
 

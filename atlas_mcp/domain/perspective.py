@@ -260,33 +260,18 @@ def hear(
     heard: np.ndarray,
     own: np.ndarray,
     members: Sequence[int],
-    seen: Sequence[float | None],
-    discounts: Sequence[float],
-    weight: float,
-) -> None:
-    """One view heard, in place, over the pool's columns: each of ``members`` (distinct) with
-    a cosine and a view cosine (``seen``, per member; None: the engine has none) gets the
-    ``blended`` cosine of its own and the view's, less its ``discounts``. Relevance asks whether
-    the memory bears on the question at all, so where it still reads the member's own cosine
-    (``own``) it reads the better of the two readings (``heard``); the mean, less the name's own
-    pull, is for ordering. The same float operations as ``blended`` per member, as arrays."""
-    view = np.array([np.nan if s is None else s for s in seen], dtype=np.float64)
-    has = np.array([s is not None for s in seen], dtype=bool)
-    heard_columns(cosine, heard, own, members, view, has, np.asarray(discounts, dtype=np.float64), weight)
-
-
-def heard_columns(
-    cosine: np.ndarray,
-    heard: np.ndarray,
-    own: np.ndarray,
-    members: Sequence[int],
     view: np.ndarray,
     has: np.ndarray,
     discounts: np.ndarray,
     weight: float,
 ) -> None:
-    """``hear`` with the view cosines as columns: ``view`` per member (any value where ``has``
-    is False), ``has``: whether the engine has one, ``discounts`` per member."""
+    """One view heard, in place, over the pool's columns: each of ``members`` (distinct) with
+    a cosine and a view cosine (``view``, per member, read where ``has``: the engine has one)
+    gets the ``blended`` cosine of its own and the view's, less its ``discounts``. Relevance
+    asks whether the memory bears on the question at all, so where it still reads the member's
+    own cosine (``own``) it reads the better of the two readings (``heard``); the mean, less the
+    name's own pull, is for ordering. The same float operations as ``blended`` per member, as
+    arrays."""
     at = np.asarray(members, dtype=np.int64)
     mine = cosine[at]
     hears = has & ~np.isnan(mine)

@@ -392,7 +392,9 @@ def test_a_view_is_heard_over_the_columns_as_member_by_member(rows, weight):
         if expect_own[i]:
             expect_heard[i], expect_own[i] = max(expect_cosine[i], other), False
         expect_cosine[i] = perspective.blended(expect_cosine[i], other - discount, weight)
-    perspective.hear(cosine, heard, own, members, seen, discounts, weight)
+    view = np.array([np.nan if s is None else s for s in seen])
+    has = np.array([s is not None for s in seen], dtype=bool)
+    perspective.hear(cosine, heard, own, members, view, has, np.asarray(discounts), weight)
     assert [repr(x) for x in cosine.tolist()] == [repr(x) for x in expect_cosine]
     assert [repr(x) for x in heard.tolist()] == [repr(x) for x in expect_heard]
     assert own.tolist() == expect_own
