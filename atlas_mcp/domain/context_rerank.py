@@ -42,8 +42,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .asked import asked, setting
+from .fact_columns import MICROSECOND, NO_TIME
 from .gist import gist
-from .pool import EPISODIC, MICROSECOND, NO_TIME, Pool
+from .pool import EPISODIC, Pool
 from .vocabulary import NO_SPEAKER, SPEAKERS
 
 

@@ -23,9 +23,10 @@ from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict, Field
 
 from .explain import factor_names, shown
+from .fact_columns import NO_TIME, microseconds
 from .fusion import Candidate
 from .model import Memory, MemoryType
-from .pool import CATALOG, EPISODIC, NO_TIME, PROCEDURAL, SEMANTIC, Pool, microseconds
+from .pool import CATALOG, EPISODIC, PROCEDURAL, SEMANTIC, Pool
 from .when import Order, TimeIntent, window_fit
 
 SECONDS_PER_DAY = 86_400.0

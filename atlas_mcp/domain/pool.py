@@ -16,23 +16,25 @@ import math
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple, overload
 
 import numpy as np
 
-from .fact_columns import FactColumn, number_columns, packed
+from .fact_columns import (
+    FactColumn,
+    microseconds,
+    number_columns,
+    packed,
+    use_columns,
+    use_record,
+)
 from .fusion import Candidate
 from .lexical import CJK_CHARACTERS, has_cjk, stemmed_forms, word_count
 from .model import USAGE_TYPES, Memory, MemoryType
 from .openings import Opening, inner_names, opening, speaker, turn_head
 from .vocabulary import encoded, joined, speaker_code
 
-NO_TIME = np.iinfo(np.int64).min  # a date a memory does not have
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MICROSECOND = timedelta(microseconds=1)
 KIND_CODES: dict[MemoryType, int] = {t: code for code, t in enumerate(MemoryType)}
 EPISODIC, SEMANTIC, PROCEDURAL, CATALOG = (
     KIND_CODES[t]
@@ -41,11 +43,6 @@ EPISODIC, SEMANTIC, PROCEDURAL, CATALOG = (
 USAGE_CODES = [KIND_CODES[t] for t in USAGE_TYPES]
 _TRACKS_USAGE = np.isin(np.arange(len(KIND_CODES)), USAGE_CODES)  # per kind code: ``tracks_usage``
 _CJK_CHAR = re.compile(rf"[{CJK_CHARACTERS}]")
-
-
-def microseconds(when: datetime | None) -> int:
-    """A date as whole microseconds since 1970 (exact, so dates compare and subtract as they do)."""
-    return NO_TIME if when is None else (when - EPOCH) // MICROSECOND
 
 
 class RowFacts(NamedTuple):
@@ -204,6 +201,7 @@ class Pool(Sequence[Candidate]):
     # the rows of some handles, in the snapshot the pool was read from (``domain.hearing``).
     handles: np.ndarray | None = None
     measure: Measure | None = field(default=None, compare=False, repr=False)
+    uses: Sequence[bytes] | None = None  # each memory's ``fact_columns.use_record``, if kept with it
     # What ranking derives from these columns and reads twice (the episodes: the context rerank
     # and calibration), kept for this pool only; ``replace`` starts a new pool without it.
     derived: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -267,6 +265,7 @@ class Pool(Sequence[Candidate]):
         *,
         facts: Sequence[RowFacts],
         measure: Measure | None = None,
+        uses: Sequence[bytes] | None = None,
         **evidence: np.ndarray,
     ) -> Pool:
         """A pool of evidence columns and one ``RowFacts`` per candidate."""
@@ -288,6 +287,7 @@ class Pool(Sequence[Candidate]):
             facts=facts,
             meaning=None,
             measure=measure,
+            uses=uses,
             **evidence,
         )
 
@@ -309,9 +309,9 @@ class Pool(Sequence[Candidate]):
             for name in self.__dataclass_fields__
             if isinstance(value := getattr(self, name), np.ndarray) and name != "word_codes"
         }
-        for name in ("memories", "owners", "facts"):
-            column = getattr(self, name)
-            changes[name] = [column[i] for i in picked]
+        for name in ("memories", "owners", "facts", "uses"):
+            if (column := getattr(self, name)) is not None:
+                changes[name] = [column[i] for i in picked]
         changes["word_codes"] = joined([facts.codes for facts in changes["facts"]])
         return replace(self, **changes)
 
@@ -346,18 +346,16 @@ class Pool(Sequence[Candidate]):
         return ~same
 
     def used(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per candidate, its use count and last use (microseconds, NO_TIME), read from the
-        memories that track use: what changes on every recall is never cached."""
-        counts = np.zeros(len(self), dtype=np.int64)
-        last = np.full(len(self), NO_TIME, dtype=np.int64)
+        """Per candidate, its use count and last use (microseconds, NO_TIME), of the memories
+        that track use: what changes on every recall is never cached with the facts."""
         rows = self.tracks_usage.nonzero()[0]
-        if len(rows):  # each read in C (``map``), one column write for all (~140 a recall of facts)
-            tracked = _gathered(self.memories, rows)
-            counts[rows] = np.fromiter(map(_USE_COUNT, tracked), dtype=np.int64, count=len(rows))
-            last[rows] = np.fromiter(
-                map(_last_use, map(_LAST_USED, tracked)), dtype=np.int64, count=len(rows)
-            )
-        return counts, last
+        if not len(rows):
+            return use_columns([], rows, len(self))
+        if self.uses is not None:  # the engine's records, gathered in C
+            picked = itemgetter(*rows.tolist())(self.uses)
+            return use_columns([picked] if len(rows) == 1 else picked, rows, len(self))
+        tracked = [self.memories[i] for i in rows.tolist()]
+        return use_columns([use_record(m.use_count, m.last_used_at) for m in tracked], rows, len(self))
 
     def track_records(self) -> tuple[np.ndarray, np.ndarray]:
         """Per candidate, its playbook successes and failures (0 for other memories)."""
@@ -369,21 +367,8 @@ class Pool(Sequence[Candidate]):
         return wins, losses
 
 
-def _gathered(memories: Sequence[Memory], rows: np.ndarray) -> tuple[Memory, ...]:
-    """The memories at ``rows`` (at least one), gathered in C."""
-    picked = itemgetter(*rows.tolist())(memories)
-    return (picked,) if len(rows) == 1 else tuple(picked)
-
-
 _NUMBERS = attrgetter("numbers")
 _CODES = attrgetter("codes")
-_USE_COUNT = attrgetter("use_count")
-_LAST_USED = attrgetter("last_used_at")
-
-
-# ``microseconds`` of a last use: a memory keeps its last use from one recall to the next (a
-# use makes a new memory), so most of the ~200 a recall of facts reads were read before.
-_last_use = lru_cache(maxsize=1 << 15)(microseconds)
 
 
 def _nan(value: float | None) -> float:

@@ -27,11 +27,12 @@ from . import calibration, explain, inputs
 from .asked import setting_what_is_asked
 from .calibration import Features
 from .explain import shown
+from .fact_columns import NO_TIME, microseconds
 from .fusion import Candidate
 from .limits import Limits
 from .model import USER_MEMORY_TYPES, Memory, MemoryType
 from .multipliers import FACTORS, Multipliers, decay_reference, factors, product, time_fits, window_fits
-from .pool import NO_TIME, SEMANTIC, Pool, microseconds
+from .pool import SEMANTIC, Pool
 from .query import lexical_query
 from .resolution import Resolution, resolve
 from .scoring import ScoringPolicy

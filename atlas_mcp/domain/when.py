@@ -24,7 +24,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from .pool import MICROSECOND, NO_TIME, microseconds
+from .fact_columns import MICROSECOND, NO_TIME, microseconds
 
 DAY = timedelta(days=1)
 MONTHS = (

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from atlas_mcp.domain.fact_columns import NO_TIME
 from atlas_mcp.domain.model import Memory, MemoryType
-from atlas_mcp.domain.pool import NO_TIME, Pool, microseconds, row_facts
+from atlas_mcp.domain.pool import Pool, microseconds, row_facts
 from atlas_mcp.domain.vocabulary import joined
 
 
@@ -138,3 +139,52 @@ def test_a_recall_drops_what_expired_by_its_instant_from_the_expiry_column():
     plan = RecallPlan("u", "x", frozenset({MemoryType.SEMANTIC}), False, 10, 30)
     assert admitted(plan, pool, now).ids == ["m0", "m2"]  # expired at the instant itself
     assert admitted(plan, pool, now - timedelta(days=2)) is pool
+
+
+def test_the_engines_use_records_follow_every_use_as_the_memories_do(tmp_path, monkeypatch):
+    """The embedded engine's pool reads its candidates' uses from the records its cache keeps
+    beside them (``Pool.uses``): after this process's uses, another process's and a subset,
+    they must say what the memories say (use count and last use, to the microsecond)."""
+    from dataclasses import replace
+
+    from atlas_mcp import service as service_module
+    from atlas_mcp.engines.embedded.engine import EmbeddedEngine
+    from atlas_mcp.inference.embedder import default_embedder
+    from atlas_mcp.service import MemoryService
+
+    path = tmp_path / "atlas.db"
+    mine = MemoryService(EmbeddedEngine(path, default_embedder()))
+    other = MemoryService(EmbeddedEngine(path, default_embedder()))
+    pools: list[Pool] = []
+    rank = service_module.ranking.rank
+
+    def kept(policy, reranker, plan, pool, now):
+        pools.append(pool)
+        return rank(policy, reranker, plan, pool, now)
+
+    try:
+        for text in (
+            "Ines's dentist is Dr. Moreau",
+            "Ines's dentist moved to Rue Oberkampf",
+            "Ines drinks tea",
+        ):
+            mine.write("ines", text)
+        mine.write("ines", "Ines went to the dentist on Monday", "episodic")
+        monkeypatch.setattr(service_module.ranking, "rank", kept)
+        for service in (mine, mine, other, mine, mine):  # own uses, then another process's
+            service.recall("ines", "who is my dentist")
+        mine.recall("ines", "who is my dentist", touch=False)
+    finally:
+        mine.close()
+        other.close()
+    pool = pools[-1]
+    assert pool.uses is not None and int(pool.tracks_usage.sum()) == 3
+    counts, last = pool.used()
+    assert counts.max() >= 4  # the uses were counted
+    for i, memory in enumerate(pool.memories):
+        tracked = memory.memory_type is MemoryType.SEMANTIC
+        assert counts[i] == (memory.use_count if tracked else 0)
+        assert last[i] == (microseconds(memory.last_used_at) if tracked else NO_TIME)
+    for made in (replace(pool, uses=None), pool.subset(np.arange(len(pool))[::-1])):
+        again = replace(made, uses=None)
+        assert all(np.array_equal(a, b) for a, b in zip(made.used(), again.used(), strict=True))

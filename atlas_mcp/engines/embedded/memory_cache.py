@@ -35,6 +35,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, cast
 
+from ...domain.fact_columns import use_record
 from ...domain.model import Memory
 from ...domain.pool import RowFacts, row_facts
 from .versions import Change, Stamp
@@ -66,9 +67,10 @@ class _Generation:
                 self.changed.clear()
 
 
-# One cached memory: the generation it was read in, the memory, and its ranking facts once
-# made (None until then). A plain tuple: a recall reads ~300 of them, by index.
-Entry = tuple[_Generation, Memory, RowFacts | None]
+# One cached memory: the generation it was read in, the memory, its ranking facts once made
+# (None until then) and its uses as a record (``fact_columns.use_record``: a use makes a new
+# entry). A plain tuple: a recall reads ~300 of them, by index.
+Entry = tuple[_Generation, Memory, RowFacts | None, bytes]
 
 
 class MemoryCache:
@@ -150,18 +152,20 @@ class MemoryCache:
                         found[at] = by_row[rows[at]] = entry
             return found
 
-    def memories_and_facts(self, entries: Sequence[Entry]) -> tuple[list[Memory], list[RowFacts]]:
-        """The memories of ``entries`` and their ranking facts, the missing ones made now
-        (``facts``)."""
+    def memories_and_facts(
+        self, entries: Sequence[Entry]
+    ) -> tuple[list[Memory], list[RowFacts], list[bytes]]:
+        """The memories of ``entries``, their ranking facts (the missing ones made now:
+        ``facts``) and their use records."""
         if not entries:
-            return [], []
-        _, kept_memories, kept_facts = zip(*entries, strict=True)  # one pass in C over ~300 entries
+            return [], [], []
+        _, kept_memories, kept_facts, uses = zip(*entries, strict=True)  # one pass in C over ~300
         memories, facts = list(kept_memories), list(kept_facts)
         if None in facts:
             missing = [at for at, kept in enumerate(facts) if kept is None]
             for at, made in zip(missing, self.facts([memories[at] for at in missing]), strict=True):
                 facts[at] = made
-        return memories, cast("list[RowFacts]", facts)  # no None is left
+        return memories, cast("list[RowFacts]", facts), list(uses)  # no None is left
 
     def put(
         self,
@@ -184,7 +188,8 @@ class MemoryCache:
             for memory, facts in zip(memories, given, strict=True):
                 if facts is None:  # the facts made for the memory it replaces, if they still hold
                     facts = self._facts_of(memory)
-                entry = self._entries[memory.id] = (generation, memory, facts)
+                uses = use_record(memory.use_count, memory.last_used_at)
+                entry = self._entries[memory.id] = (generation, memory, facts, uses)
                 self._entries.move_to_end(memory.id)
                 generation.change(memory.id)
                 out.append(entry)
@@ -204,7 +209,7 @@ class MemoryCache:
                     facts = row_facts(memory)
                     entry = self._entries.get(memory.id)
                     if entry is not None and _same_text_and_dates(entry[1], memory):
-                        self._entries[memory.id] = (entry[0], entry[1], facts)  # keeps its place
+                        self._entries[memory.id] = (entry[0], entry[1], facts, entry[3])  # keeps its place
                         entry[0].change(memory.id)
                 out.append(facts)
         return out
@@ -247,7 +252,8 @@ class MemoryCache:
                 if entry is not None and entry[0] is generation:
                     memory = entry[1]
                     changed = memory.evolve(use_count=memory.use_count + 1, last_used_at=used_at)
-                    self._entries[memory_id] = (generation, changed, entry[2])  # a use changes no fact
+                    uses = use_record(changed.use_count, used_at)
+                    self._entries[memory_id] = (generation, changed, entry[2], uses)  # a use changes no fact
                     generation.change(memory_id)
 
     def _following(self, change: Change) -> _Generation | None:

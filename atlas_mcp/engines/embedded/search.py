@@ -204,12 +204,13 @@ class Search:
         else:
             cosine, spaces, pending = dense.columns(keys)
         relevance = cosine.copy() if dense is None else self._relevance_cosines(dense, cosine, spaces)
-        chosen, facts = self._memories.memories_and_facts(cast("list[Entry]", entries))  # no None left
+        chosen, facts, uses = self._memories.memories_and_facts(cast("list[Entry]", entries))  # no None left
         places = keys >> ROW_BITS  # a memory's user_id is its owner's ("" for the catalog's None)
         return Pool.from_columns(
             chosen,
             [owners[0]] * len(keys) if not places.any() else [owners[place] for place in places.tolist()],
             facts=facts,
+            uses=uses,
             measure=None if dense is None else partial(self._measured, dense),
             handles=keys,
             rrf=rrf,
