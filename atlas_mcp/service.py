@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import TextIO
+from typing import Any, TextIO
 
 from . import portability, upkeep
 from .domain import asked as asked_about
@@ -31,6 +31,7 @@ from .domain.validity import Retention, expired
 from .engines.base import AuditQuery, Engine, EngineInfo, ListQuery, StoreStats
 from .errors import InvalidInput, NotFound
 from .inference.reranker import ContextReranker
+from .uses import Use, Uses
 from .writing import WRITABLE_TYPES, Origin, PreparedWrite, WriteResult, Writing
 
 __all__ = [
@@ -64,13 +65,14 @@ class MemoryService(Writing):
         # Whom each user's recent views were about: the next recall's rewordings are embedded
         # beside its first stages (``perspective.foreseen``).
         self._acquaintances = perspective.Acquaintances()
+        self._uses = Uses()  # recalls' uses recorded after their replies (``uses.py``)
 
     # -- changes to stored memories ---------------------------------------------------
 
     def update(self, user_id: str, changed: Memory, actor: Actor = OPERATOR) -> Memory:
         """Store new values of one of the caller's memories' mutable fields (consolidation:
         counts, steps, confidence, provenance); identity, type, owner and links stay."""
-        stored = self.get(user_id, changed.id, include_catalog=False)
+        stored = self.get(user_id, changed.id, include_catalog=False)  # settles pending uses
         fixed = [
             n for n in codec.NAMES if n not in codec.MUTABLE and getattr(changed, n) != getattr(stored, n)
         ]
@@ -102,13 +104,17 @@ class MemoryService(Writing):
         as_of: datetime | str | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        uses_after: builtins.list[Use] | None = None,
     ) -> list[Hit]:
         """The ``k`` best memories for ``query`` that clear ``min_relevance`` (default: the policy's).
 
         ``as_of``: what was true at that instant; ``since``/``until``: what happened or was true
         in that window (``domain.validity``); explicit bounds win over the query's time phrases.
-        ``touch`` records a use, but only for what was plausibly used (``ranking.earned_uses``).
+        ``touch`` records a use, but only for what was plausibly used (``ranking.earned_uses``);
+        with ``uses_after`` the use is not recorded here but appended to it, for the caller to
+        start once the reply is written (``Use.start``; the hits are the same).
         """
+        self._uses.settle()  # an earlier recall's use first: this one must see it
         now = self.clock()
         asked = RecallQuery(
             user_id,
@@ -137,7 +143,10 @@ class MemoryService(Writing):
         if not used:
             return hits
         at = self.clock()
-        self._engine.touch(user_id, used, at)
+        if uses_after is None:
+            self._engine.touch(user_id, used, at)
+        else:
+            uses_after.append(self._uses.later(partial(self._engine.touch, user_id, used, at)))
         return ranking.after_use(hits, used, at)
 
     def _meaning(self, plan: RecallPlan) -> str | None:
@@ -167,6 +176,7 @@ class MemoryService(Writing):
     # -- read / forget -----------------------------------------------------------------
 
     def get(self, user_id: str, memory_id: str, *, include_catalog: bool = True) -> Memory:
+        self._uses.settle()
         found = self._engine.get(user_id, [inputs.memory_id(memory_id)], include_catalog=include_catalog)
         found = [m for m in found if not expired(m, self.clock())]
         if not found:
@@ -175,6 +185,7 @@ class MemoryService(Writing):
 
     def forget(self, user_id: str, memory_id: str, actor: Actor = OPERATOR) -> str:
         """Delete one memory; the audit trail keeps its id, never its text."""
+        self._uses.settle()
         if not self._engine.forget(user_id, inputs.memory_id(memory_id)):
             raise NotFound(f"memory {memory_id!r} not found; recall it first to get a valid id")
         self._engine.record([audit.changed("forget", user_id, memory_id, actor, self.clock())])
@@ -197,6 +208,7 @@ class MemoryService(Writing):
         since: datetime | None = None,
         oldest_first: bool = False,
     ) -> list[Memory]:
+        self._uses.settle()
         kinds = None
         if memory_types is not None:
             kinds = frozenset(inputs.memory_type(t, MemoryType) for t in memory_types)
@@ -206,6 +218,7 @@ class MemoryService(Writing):
 
     def get_many(self, user_id: str, ids: Sequence[str]) -> builtins.list[Memory]:
         """The caller's memories among ``ids`` (unknown ids skipped), in the order asked."""
+        self._uses.settle()
         wanted = [inputs.memory_id(i) for i in ids]
         return self._engine.get(user_id, wanted) if wanted else []
 
@@ -312,5 +325,10 @@ class MemoryService(Writing):
         """A service on the same engine, limits and clock that scores with another policy (ablation)."""
         return MemoryService(self._engine, policy, self.limits, reranker, self.clock, self.guard)
 
+    def write(self, user_id: str, text: str, memory_type: str = "semantic", **options: Any) -> WriteResult:
+        self._uses.settle()  # a write reads what it may supersede or duplicate, uses included
+        return super().write(user_id, text, memory_type, **options)
+
     def close(self) -> None:
+        self._uses.close()
         self._engine.close()

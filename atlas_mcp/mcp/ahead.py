@@ -38,6 +38,7 @@ from .identity import request_grant
 from .profile import ProfileMiddleware
 
 if TYPE_CHECKING:
+    from ..uses import Use
     from .lane import Prepared
 
 Context = ServerRequestContext[Any, Any]
@@ -65,7 +66,7 @@ class Call(Protocol):
 class Lane(Protocol):
     def prepare(self, ctx: Call) -> Prepared | None: ...
 
-    async def run(self, prepared: Prepared) -> dict[str, Any]: ...
+    async def run(self, prepared: Prepared, uses_after: list[Use] | None = None) -> dict[str, Any]: ...
 
 
 RESERVED_META = ("io.modelcontextprotocol/", "progressToken")  # the protocol's own _meta keys

@@ -57,6 +57,7 @@ from mcp_types import (
     RequestId,
 )
 
+from ..uses import Use
 from .ahead import Ahead
 from .lane import Prepared
 
@@ -215,10 +216,11 @@ class Beside:
     async def _answer(self, request_id: RequestId, flight: _Flight, prepared: Prepared) -> None:
         """Run one recall and write its reply, as the dispatcher's request handler does."""
         writing = False  # a write started may have reached the pipe: never a second answer
+        uses: list[Use] = []  # the recall's use, recorded once its reply is written (``uses.py``)
         try:
             with flight.scope:
                 try:
-                    reply = await self._ahead.lane.run(prepared)
+                    reply = await self._ahead.lane.run(prepared, uses_after=uses)
                 finally:
                     if self._flights.get(flight.key) is flight:
                         del self._flights[flight.key]
@@ -234,6 +236,9 @@ class Beside:
         except Exception as exc:  # noqa: BLE001 - every failure becomes the wire error the SDK writes
             if not flight.cancelled:
                 await self._send(JSONRPCError(jsonrpc="2.0", id=request_id, error=self._error(exc)))
+        finally:
+            for use in uses:
+                use.start()
 
     def _error(self, exc: Exception) -> ErrorData:
         error = handler_exception_to_error_data(exc)

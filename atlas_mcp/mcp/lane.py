@@ -37,6 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..log import get_logger
 from ..scopes import Grant
+from ..uses import Use
 from .ahead import Ahead, Call
 from .arguments import unknown_arguments
 from .identity import request_grant
@@ -126,11 +127,14 @@ class _RecallLane:
             return None
         return Prepared(version, grant.user, validated)
 
-    async def run(self, prepared: Prepared) -> dict[str, Any]:
-        """The reply to a recall ``prepare`` accepted: a result, or the tool's error result."""
+    async def run(self, prepared: Prepared, uses_after: list[Use] | None = None) -> dict[str, Any]:
+        """The reply to a recall ``prepare`` accepted: a result, or the tool's error result
+        (``uses_after``: as ``MemoryService.recall``'s)."""
         version = prepared.version
         try:
-            payload, text = await self._tools.recall_for(prepared.user, **prepared.arguments)
+            payload, text = await self._tools.recall_for(
+                prepared.user, **prepared.arguments, uses_after=uses_after
+            )
         except MCPError:
             raise  # a protocol error, as the SDK lets it through
         except ToolError as exc:  # the tool's own refusal (a domain error), in the SDK's words

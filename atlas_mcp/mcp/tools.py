@@ -22,6 +22,7 @@ from ..domain.model import Contradiction, FactType, MemoryType, Outcome
 from ..errors import AtlasError
 from ..scopes import Grant
 from ..service import WRITABLE_TYPES, MemoryService
+from ..uses import Use
 from ..views import recalled_view
 from .identity import calling, principal
 from .results import (
@@ -206,11 +207,20 @@ class MemoryTools:
         return tool_result(*recalled)
 
     async def recall_for(
-        self, user: str, query: str, k: int = 10, *, explain: bool = False, **filters: Any
+        self,
+        user: str,
+        query: str,
+        k: int = 10,
+        *,
+        explain: bool = False,
+        uses_after: list[Use] | None = None,
+        **filters: Any,
     ) -> tuple[dict[str, Any], str]:
         """recall_memory's body for ``user``, the arguments validated (``lane.py`` calls it too):
         the result's payload and text, checked against its model (``results.recall_shaped``). ``filters`` are ``MemoryService.recall``'s own
-        keywords, passed as the tool received them."""
+        keywords, passed as the tool received them; ``uses_after`` as ``MemoryService.recall``'s."""
+        if uses_after is not None:
+            filters["uses_after"] = uses_after
         hits = await _call(partial(self.service.recall, user, query, k, **filters))
         views = [
             recalled_view(h.memory, h.score, h.explanation if explain else None, h.relevance, h.outdated_by)
