@@ -71,7 +71,11 @@ def written_inside(name: str, joined: str) -> bool:
 
 # A word shaped as a name (``NAME``) with no letter or digit either side, not at the start of
 # the text or of a line: what ``written_inside`` asks of one name, for all of them at once.
-_INNER_NAME = re.compile(r"(?:(?<=[^\w\n])|(?<=_))([A-Z][a-z\u00df-\u00ff]+)(?![^\W_])")
+# The capital comes first and what stands before it is looked at from there: a pattern that
+# opens with a character class lets the engine skip to the next capital (5.7 -> 1.6 us a
+# LoCoMo turn; every memory a recall meets first is read for it), where one that opens with
+# the look-behind tried it at every position.
+_INNER_NAME = re.compile(r"([A-Z](?<=[^\w\n][A-Z]|_[A-Z])[a-z\u00df-\u00ff]+)(?![^\W_])")
 _NO_NAMES: frozenset[str] = frozenset()
 
 

@@ -14,7 +14,8 @@ adds one, so a table grows with what is stored, not with what is asked.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Sequence
+from array import array
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -39,6 +40,11 @@ class Codes:
                         self._names.append(name)
         return [codes[name] for name in names]
 
+    @property
+    def known(self) -> Callable[[str], int]:
+        """The code of a name already added (KeyError for another): a look-up, no lock."""
+        return self._codes.__getitem__
+
     def code(self, name: str) -> int | None:
         """``name``'s code, None if it was never added."""
         return self._codes.get(name)
@@ -60,12 +66,20 @@ NO_SPEAKER = -1
 # not by asking each of ~300 byte strings its length.
 END = WORDS.add(("",))[0]
 _END = np.array([END], dtype=np.int32).tobytes()
+if array("i").itemsize != 4:  # the codes' bytes are read back as int32 (``joined``)
+    raise ImportError("vocabulary codes need a 4-byte C int")
 
 
 def encoded(words: Collection[str]) -> bytes:
     """The ``WORDS`` codes of ``words``, in their iteration order, then ``END``, as packed
     int32 (a memory's ``RowFacts.codes``: bytes, so a pool joins ~300 of them at C speed)."""
-    return np.array(WORDS.add(words), dtype=np.int32).tobytes() + _END
+    # Most memories' words all have codes already: one pass of look-ups in C, packed by
+    # ``array`` (7.7 -> 4.4 us a LoCoMo turn; every memory a recall meets first is encoded).
+    try:
+        codes = array("i", map(WORDS.known, words))
+    except KeyError:  # a word new to the process
+        codes = array("i", WORDS.add(words))
+    return codes.tobytes() + _END
 
 
 def joined(codes: Sequence[bytes]) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -94,3 +95,14 @@ def test_coverage_adds_each_words_weight_in_the_querys_order(texts, words):
     for j, w in enumerate(weight):
         expected += np.where(held[:, j], w, 0.0)
     assert calibration.coverages(words, pool).tobytes() == (expected / sum(weight)).tobytes()
+
+
+@given(st.lists(st.frozensets(_WORDS, max_size=8), max_size=6))
+def test_a_memorys_codes_are_its_words_codes_packed_as_int32(bags):
+    """``encoded`` (codes looked up in one pass, packed by ``array``) gives the bytes numpy's
+    int32 packing of ``Codes.add`` gives, for words new to the process and known ones alike."""
+    for bag in bags:
+        got = vocabulary.encoded(bag)  # may add codes
+        want = np.array(vocabulary.WORDS.add(bag) + [vocabulary.END], dtype=np.int32).tobytes()
+        assert got == want
+        assert vocabulary.joined([got]).tolist() == [*vocabulary.WORDS.add(bag), vocabulary.END]
