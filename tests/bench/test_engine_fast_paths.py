@@ -177,16 +177,42 @@ def test_a_changed_text_refreshes_its_cached_vector(tmp_path):
         engine.close()
 
 
-def test_usage_statistics_skip_the_fsync_and_leave_the_store_durable(tmp_path):
+def test_usage_statistics_skip_the_fsync_and_leave_the_store_durable(tmp_path, monkeypatch):
+    """A use update commits under NORMAL; every write transaction after it, or outside any
+    ``synchronous`` block, commits under FULL (the mode is set when a write begins, and only
+    when it changes: two recalls' use updates in a row set it once)."""
     engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    modes: list[int] = []
+    count_uses = store.count_uses
+
+    def counting(conn, *args):
+        modes.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+        return count_uses(conn, *args)
+
+    def mode_of_a_write() -> int:
+        with engine.store.transaction() as tx:
+            mode: int = tx.conn.execute("PRAGMA synchronous").fetchone()[0]
+            return mode
+
     try:
         memories = corpus.tenant_memories(0, corpus.specs(10, 5))
         write_many(engine, memories)
         with synchronous(engine, "NORMAL"):
-            assert engine.store.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
-        engine.touch(USER, [m.id for m in memories], memories[0].created_at)
-        assert {m.use_count for m in engine.get(USER, [m.id for m in memories])} == {1}
-        assert engine.store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+            assert mode_of_a_write() == 1
+            with synchronous(engine, "FULL"):  # an inner block asks for its own commits only
+                assert mode_of_a_write() == 2
+            assert mode_of_a_write() == 1
+        assert mode_of_a_write() == 2
+        monkeypatch.setattr(store, "count_uses", counting)
+        for _ in range(2):
+            engine.touch(USER, [m.id for m in memories], memories[0].created_at)
+        assert modes == [1, 1]  # NORMAL
+        assert {m.use_count for m in engine.get(USER, [m.id for m in memories])} == {2}
+        assert mode_of_a_write() == 2  # FULL again
+        engine.touch(USER, [memories[0].id], memories[0].created_at)
+        with engine.store.snapshot() as conn:  # a read commits nothing: the mode is left as it is
+            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+        assert mode_of_a_write() == 2
         with pytest.raises(ValueError):
             synchronous(engine, "OFF").__enter__()
     finally:

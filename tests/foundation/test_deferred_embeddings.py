@@ -144,7 +144,8 @@ def test_vectors_commit_without_waiting_for_the_disk_and_writes_still_do(path: P
         written = service.write(USER, MEMORY)
         assert _found_by_vector(service, written.id)
         assert modes == [1]  # NORMAL
-        assert service._engine.store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        with service._engine.store.transaction() as tx:  # the next write's commit: FULL
+            assert tx.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
     finally:
         service.close()
     assert _pending(path) == 0

@@ -70,6 +70,10 @@ class Store:
             if self._hold.held:
                 rekey.remove_leftovers(self.path)  # no rekey runs while we hold the file
             self.conn = connect(self.path, key)
+            # The connection's ``synchronous`` mode, and what the innermost ``synchronous`` block
+            # asks of the commits inside it (None: the store's setting).
+            self._mode: str = schema.SYNCHRONOUS
+            self._asked: str | None = None
         except BaseException as exc:
             self._hold.release()
             if isinstance(exc, cipher.errors("DatabaseError")):
@@ -88,6 +92,8 @@ class Store:
     def transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[Transaction]:
         """One transaction; what it registered with ``after_commit`` runs once it has committed."""
         with self.lock:
+            if begin != "BEGIN":  # a write: its commit waits for the disk as asked
+                self._set_mode(self._asked or schema.SYNCHRONOUS)
             self.conn.execute(begin)
             tx = Transaction(self.conn)
             try:
@@ -109,15 +115,25 @@ class Store:
         """Commits made inside wait for the disk as SQLite's ``synchronous=mode`` says
         (``FULL``: an fsync per commit, the store's setting; ``NORMAL``: none, in WAL mode a
         commit then survives a process crash but not a power loss until the next FULL commit
-        syncs the log). For bookkeeping that may lag a power loss, and for measuring the cost."""
+        syncs the log). For bookkeeping that may lag a power loss, and for measuring the cost.
+
+        The mode is set by the write transactions themselves (``transaction``), and only when
+        it changes: a recall's use update after a recall's leaves the connection as it is
+        (two PRAGMAs were ~45 us of each recall that records a use, with cold caches), and the
+        next write sets the store's mode again before it begins."""
         if mode not in schema.SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous mode must be one of {schema.SYNCHRONOUS_MODES}")
         with self.lock:
-            self.conn.execute(f"PRAGMA synchronous={mode}")
+            outer, self._asked = self._asked, mode
             try:
                 yield
             finally:
-                self.conn.execute(f"PRAGMA synchronous={schema.SYNCHRONOUS}")
+                self._asked = outer
+
+    def _set_mode(self, mode: str) -> None:
+        if mode != self._mode:
+            self.conn.execute(f"PRAGMA synchronous={mode}")
+            self._mode = mode
 
     def close(self) -> None:
         with self.lock:

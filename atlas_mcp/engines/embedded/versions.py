@@ -74,11 +74,11 @@ def record_change(conn: sqlite3.Connection, owner: str) -> Change:
 
 
 def record_use(conn: sqlite3.Connection, owner: str) -> Change:
-    """Record, in the transaction that updated the owner's use statistics, that it did."""
-    before = stamp(conn, owner)
-    conn.execute(
+    """Record, in the transaction that updated the owner's use statistics, that it did (one
+    statement: the stamp after, whose uses are one more than before's)."""
+    ((version, uses),) = conn.execute(
         "INSERT INTO owner_versions(owner, version, uses) VALUES (?, 0, 1) "
-        "ON CONFLICT(owner) DO UPDATE SET uses = uses + 1",
+        "ON CONFLICT(owner) DO UPDATE SET uses = uses + 1 RETURNING version, uses",
         (owner,),
-    )
-    return Change(owner, before, Stamp(before.version, before.uses + 1))
+    ).fetchall()
+    return Change(owner, Stamp(version, uses - 1), Stamp(version, uses))
