@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -248,21 +249,7 @@ def rank(
     shown = np.asarray(resolved.order, dtype=np.intp)
     shown = shown[relevance[shown] >= plan.min_relevance]
     returned: list[int] = (shown[: plan.k] if plan.k else shown).tolist()
-    hits = _hits(pool, returned, match, reranker.name, found, scores, features, relevance)
-    return [_resolved(h, i, resolved, pool.memories) for h, i in zip(hits, returned, strict=True)]
-
-
-def _resolved(hit: Hit, i: int, resolved: Resolution, memories: Sequence[Memory]) -> Hit:
-    """``hit`` with the newer fact that probably replaced it and the restatements folded into it."""
-    newer = resolved.outdated_by.get(i)
-    copies = tuple(memories[c].id for c in resolved.copies.get(i, ()))
-    if newer is None and not copies:
-        return hit
-    return replace(
-        hit,
-        explanation=replace(hit.explanation, copies=copies),
-        outdated_by=None if newer is None else memories[newer].id,
-    )
+    return _hits(pool, returned, match, reranker.name, found, scores, features, relevance, resolved)
 
 
 def best_first(scores: np.ndarray, ids: Sequence[str] | Callable[[], Sequence[str]]) -> np.ndarray:
@@ -292,10 +279,12 @@ def _hits(
     scores: np.ndarray,
     features: calibration.PoolFeatures,
     relevance: np.ndarray,
+    resolved: Resolution,
 ) -> list[Hit]:
     """A Hit, with its explanation, for each of ``returned``: what each reads of the pool's
     columns is gathered for all of them at once (``Pool.candidate``'s values, without a
-    Candidate per hit)."""
+    Candidate per hit), with the newer fact that probably replaced it and the restatements
+    ``resolved`` folded into it (made once, not copied with them)."""
     at = np.array(returned, dtype=np.intp)
     rows = zip(
         returned,
@@ -314,8 +303,10 @@ def _hits(
         strict=True,
     )
     hits = []
+    memories, outdated_by, copied = pool.memories, resolved.outdated_by, resolved.copies
     for i, bm25, dense, rrf, cosine, matched, score, pending, cos, cover, context, relevant, factor in rows:
-        memory = pool.memories[i]
+        memory = memories[i]
+        newer = outdated_by.get(i)
         why = Explanation(
             bm25_rank=bm25 or None,
             dense_rank=dense or None,
@@ -329,8 +320,9 @@ def _hits(
             score=score,
             features=Features(cos, cover, context, features.topicless),
             embedding_pending=pending,
+            copies=tuple(memories[c].id for c in copied.get(i, ())),
         )
-        hits.append(Hit(memory, score, why, relevant))
+        hits.append(Hit(memory, score, why, relevant, None if newer is None else memories[newer].id))
     return hits
 
 
@@ -349,9 +341,12 @@ def earned_uses(policy: ScoringPolicy, hits: Sequence[Hit], user_id: str) -> lis
 def after_use(hits: Sequence[Hit], used: Iterable[str], at: datetime) -> list[Hit]:
     """The hits as the caller sees them once ``used`` was recorded at ``at``."""
     touched = set(used)
-    return [
-        replace(h, memory=h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=at))
+    return [  # a Hit made as ``replace`` makes it (it has no ``__post_init__``), at a third of its cost
+        Hit(h.memory.evolve(use_count=h.memory.use_count + 1, last_used_at=at), *_AFTER_MEMORY(h))
         if h.memory.id in touched
         else h
         for h in hits
     ]
+
+
+_AFTER_MEMORY = attrgetter(*(f.name for f in fields(Hit)[1:]))  # a Hit's fields after its memory

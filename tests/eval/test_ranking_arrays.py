@@ -151,3 +151,37 @@ def test_what_clears_the_floor_is_the_first_k_of_the_whole_order_that_do(candida
     whole = hits(100, 0.0)
     expected = [(h.memory.id, h.relevance) for h in whole if h.relevance >= floor][:k]
     assert [(h.memory.id, h.relevance) for h in hits(k, floor)] == expected
+
+
+def test_each_hit_carries_what_resolution_marked_it_with():
+    """A recall shows a fact's newer value first, marks the older as outdated by it and folds
+    the newer one's restatement into it: each hit's ``outdated_by`` and ``copies`` are what
+    ``resolve`` says of its candidate, and the folded copy is not shown."""
+    texts = [
+        "Lena lives in Leeds",
+        "Lena moved to Glasgow",
+        "Lena now lives in Glasgow",
+        "Lena drinks green tea",
+    ]
+    memories = [
+        Memory(
+            id=f"m{i}",
+            memory_type=MemoryType.SEMANTIC,
+            user_id="sarah",
+            text=text,
+            created_at=NOW - timedelta(days=40 - i),
+        )
+        for i, text in enumerate(texts)
+    ]
+    candidates = [
+        Candidate(m, rrf_score=0.05 - i / 100, dense_similarity=0.6 - i / 20) for i, m in enumerate(memories)
+    ]
+    policy = ScoringPolicy()
+    plan = ranking.plan(
+        policy, Limits(), ranking.RecallQuery("sarah", "where does Lena live", 10, min_relevance=0.0), NOW
+    )
+    hits = {h.memory.id: h for h in ranking.rank(policy, ContextReranker(policy), plan, candidates, NOW)}
+    assert set(hits) == {"m0", "m1", "m3"}  # m2 restates m1: folded into it
+    assert (hits["m0"].outdated_by, hits["m0"].explanation.copies) == ("m1", ())
+    assert (hits["m1"].outdated_by, hits["m1"].explanation.copies) == (None, ("m2",))
+    assert (hits["m3"].outdated_by, hits["m3"].explanation.copies) == (None, ())
