@@ -1,6 +1,7 @@
 """The stdio server's warm-up, in a process of its own: once the first recall is answered it
 preloads, then takes what start-up made out of the garbage collector's sight (``gc.freeze``),
-so full collections stop walking the models and the store's caches."""
+so full collections stop walking the models and the store's caches, and from then on runs a
+full collection only every ``FULL_COLLECTION_AFTER`` middle ones."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 PROGRAM = """
-import gc, sys, time
+import gc, sys, threading, time
 from pathlib import Path
 from atlas_mcp.app import open_service
 from atlas_mcp.cli.serve import _warm_up_in_background
@@ -26,6 +27,22 @@ for _ in range(300):
         break
     time.sleep(0.05)
 print(before, gc.get_freeze_count())
+for thread in threading.enumerate():  # the warm-up's last steps follow the freeze
+    if thread.name == "atlas-warm-up":
+        thread.join(60)
+# what recalls keep afterwards (the memory cache's churn), kept for good: no full collection
+# walks it before FULL_COLLECTION_AFTER middle ones
+collections = {0: 0, 1: 0, 2: 0}
+
+
+def counted(phase, info):
+    if phase == "stop":
+        collections[info["generation"]] += 1
+
+
+gc.callbacks.append(counted)
+kept = [[[] for _ in range(700)] for _ in range(150)]
+print(collections[1], collections[2])
 service.close()
 """
 
@@ -38,6 +55,7 @@ def test_the_warm_up_freezes_what_start_up_made_once_the_first_recall_is_answere
         timeout=120,
         check=True,
     )
-    before, after = (int(n) for n in done.stdout.split())
+    before, after, middle, full = (int(n) for n in done.stdout.split())
     assert before == 0  # not before the first recall: start-up is still making objects
     assert after > 10_000
+    assert middle >= 12 and full == 0  # the default rule would have walked what was kept by now
