@@ -241,7 +241,7 @@ def rank(
     if policy.calibration.attribute_evidence:
         setting = setting_what_is_asked(plan.query, pool.memories, ranked, pool.meaning)
         relevance = calibration.with_attribute(relevance, setting, policy.calibration)
-    resolved = resolve(pool.memories, ranked, plan.k or len(order), pool.kind == SEMANTIC)
+    resolved = resolve(pool.memories, ranked, _reach(relevance[order], plan), pool.kind == SEMANTIC)
     for current, older in resolved.lifted.items():
         relevance[current] = max(relevance[current], relevance[older])
     # the resolved order's candidates that clear the floor, the first k: as arrays, not a pass
@@ -250,6 +250,18 @@ def rank(
     shown = shown[relevance[shown] >= plan.min_relevance]
     returned: list[int] = (shown[: plan.k] if plan.k else shown).tolist()
     return _hits(pool, returned, match, reranker.name, found, scores, features, relevance, resolved)
+
+
+def _reach(relevance: np.ndarray, plan: RecallPlan) -> int:
+    """How many of the order resolution starts its groups from: through the ``k``-th that clears
+    the floor (``relevance`` in the order's order), or the last that does if fewer do. A recall's
+    hits are then the first ``k`` of what a recall of every candidate shows above the floor,
+    whatever its ``k``; counting the first ``k`` candidates instead left a fact shown without its
+    group when a candidate above it falls under the floor."""
+    clearing = np.flatnonzero(relevance >= plan.min_relevance)
+    if plan.k and len(clearing) >= plan.k:
+        return int(clearing[plan.k - 1]) + 1
+    return int(clearing[-1]) + 1 if len(clearing) else 0
 
 
 def best_first(scores: np.ndarray, ids: Sequence[str] | Callable[[], Sequence[str]]) -> np.ndarray:

@@ -185,3 +185,40 @@ def test_each_hit_carries_what_resolution_marked_it_with():
     assert (hits["m0"].outdated_by, hits["m0"].explanation.copies) == ("m1", ())
     assert (hits["m1"].outdated_by, hits["m1"].explanation.copies) == (None, ("m2",))
     assert (hits["m3"].outdated_by, hits["m3"].explanation.copies) == (None, ())
+
+
+def test_a_fact_under_a_candidate_below_the_floor_is_still_resolved():
+    """The best-scored candidate (a turn the question's words are not in) falls under the floor;
+    the old value of Lena's home is then the first hit of a recall of one. It is still shown
+    after its replacement, as a recall of every candidate shows it, not alone and unmarked."""
+    rows = [
+        ("m0", MemoryType.EPISODIC, "Tom: the hub needs a firmware update", 0.06, 0.75, 3),
+        ("m1", MemoryType.SEMANTIC, "Lena lives in Leeds", 0.05, 0.6, 40),
+        ("m2", MemoryType.SEMANTIC, "Lena moved to Glasgow", 0.04, 0.55, 10),
+    ]
+    candidates = []
+    for memory_id, kind, text, rrf, cosine, days in rows:
+        at = NOW - timedelta(days=days)
+        episodic = kind is MemoryType.EPISODIC
+        memory = Memory(
+            id=memory_id,
+            memory_type=kind,
+            user_id="sarah",
+            text=text,
+            created_at=at,
+            occurred_at=at if episodic else None,
+        )
+        candidates.append(Candidate(memory, rrf_score=rrf, dense_similarity=cosine))
+    policy = ScoringPolicy()
+
+    def hits(k: int, floor: float) -> list[ranking.Hit]:
+        query = ranking.RecallQuery("sarah", "where does Lena live", k, min_relevance=floor)
+        plan = ranking.plan(policy, Limits(), query, NOW)
+        return ranking.rank(policy, ContextReranker(policy), plan, candidates, NOW)
+
+    whole = hits(100, 0.0)
+    assert [h.memory.id for h in whole] == ["m0", "m2", "m1"]
+    assert whole[0].relevance < 0.2 <= min(h.relevance for h in whole[1:])
+    (only,) = hits(1, 0.2)
+    assert (only.memory.id, only.outdated_by) == ("m2", None)
+    assert [(h.memory.id, h.outdated_by) for h in hits(2, 0.2)] == [("m2", None), ("m1", "m2")]
