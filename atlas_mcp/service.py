@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import Any, TextIO
+from typing import TextIO
 
 from . import portability, upkeep
 from .domain import asked as asked_about
@@ -56,7 +56,8 @@ class MemoryService(Writing):
         clock: Callable[[], datetime] = utcnow,
         guard: GuardPolicy | None = None,
     ) -> None:
-        self._engine = engine
+        self._uses = Uses()  # recalls' uses recorded after their replies (``uses.py``)
+        self._stored = engine
         self.policy = policy or ScoringPolicy()
         self.limits = limits or Limits()
         self.reranker = reranker or ContextReranker(self.policy)
@@ -65,14 +66,24 @@ class MemoryService(Writing):
         # Whom each user's recent views were about: the next recall's rewordings are embedded
         # beside its first stages (``perspective.foreseen``).
         self._acquaintances = perspective.Acquaintances()
-        self._uses = Uses()  # recalls' uses recorded after their replies (``uses.py``)
+
+    @property
+    def _engine(self) -> Engine:
+        """The engine, once every use a recall handed over is recorded: whatever reads or writes
+        memories through it (recall, write, get, list, prune, export, ...) sees them as before."""
+        self._uses.settle()
+        return self._stored
+
+    @_engine.setter
+    def _engine(self, engine: Engine) -> None:  # ``Writing`` declares the attribute writable
+        self._stored = engine
 
     # -- changes to stored memories ---------------------------------------------------
 
     def update(self, user_id: str, changed: Memory, actor: Actor = OPERATOR) -> Memory:
         """Store new values of one of the caller's memories' mutable fields (consolidation:
         counts, steps, confidence, provenance); identity, type, owner and links stay."""
-        stored = self.get(user_id, changed.id, include_catalog=False)  # settles pending uses
+        stored = self.get(user_id, changed.id, include_catalog=False)
         fixed = [
             n for n in codec.NAMES if n not in codec.MUTABLE and getattr(changed, n) != getattr(stored, n)
         ]
@@ -114,7 +125,6 @@ class MemoryService(Writing):
         with ``uses_after`` the use is not recorded here but appended to it, for the caller to
         start once the reply is written (``Use.start``; the hits are the same).
         """
-        self._uses.settle()  # an earlier recall's use first: this one must see it
         now = self.clock()
         asked = RecallQuery(
             user_id,
@@ -146,7 +156,7 @@ class MemoryService(Writing):
         if uses_after is None:
             self._engine.touch(user_id, used, at)
         else:
-            uses_after.append(self._uses.later(partial(self._engine.touch, user_id, used, at)))
+            uses_after.append(self._uses.later(partial(self._stored.touch, user_id, used, at)))
         return ranking.after_use(hits, used, at)
 
     def _meaning(self, plan: RecallPlan) -> str | None:
@@ -176,7 +186,6 @@ class MemoryService(Writing):
     # -- read / forget -----------------------------------------------------------------
 
     def get(self, user_id: str, memory_id: str, *, include_catalog: bool = True) -> Memory:
-        self._uses.settle()
         found = self._engine.get(user_id, [inputs.memory_id(memory_id)], include_catalog=include_catalog)
         found = [m for m in found if not expired(m, self.clock())]
         if not found:
@@ -185,7 +194,6 @@ class MemoryService(Writing):
 
     def forget(self, user_id: str, memory_id: str, actor: Actor = OPERATOR) -> str:
         """Delete one memory; the audit trail keeps its id, never its text."""
-        self._uses.settle()
         if not self._engine.forget(user_id, inputs.memory_id(memory_id)):
             raise NotFound(f"memory {memory_id!r} not found; recall it first to get a valid id")
         self._engine.record([audit.changed("forget", user_id, memory_id, actor, self.clock())])
@@ -208,7 +216,6 @@ class MemoryService(Writing):
         since: datetime | None = None,
         oldest_first: bool = False,
     ) -> list[Memory]:
-        self._uses.settle()
         kinds = None
         if memory_types is not None:
             kinds = frozenset(inputs.memory_type(t, MemoryType) for t in memory_types)
@@ -218,7 +225,6 @@ class MemoryService(Writing):
 
     def get_many(self, user_id: str, ids: Sequence[str]) -> builtins.list[Memory]:
         """The caller's memories among ``ids`` (unknown ids skipped), in the order asked."""
-        self._uses.settle()
         wanted = [inputs.memory_id(i) for i in ids]
         return self._engine.get(user_id, wanted) if wanted else []
 
@@ -325,10 +331,6 @@ class MemoryService(Writing):
         """A service on the same engine, limits and clock that scores with another policy (ablation)."""
         return MemoryService(self._engine, policy, self.limits, reranker, self.clock, self.guard)
 
-    def write(self, user_id: str, text: str, memory_type: str = "semantic", **options: Any) -> WriteResult:
-        self._uses.settle()  # a write reads what it may supersede or duplicate, uses included
-        return super().write(user_id, text, memory_type, **options)
-
     def close(self) -> None:
         self._uses.close()
-        self._engine.close()
+        self._stored.close()

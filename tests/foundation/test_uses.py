@@ -10,7 +10,7 @@ from atlas_mcp.uses import Use, Uses
 
 
 def _stored_uses(service: MemoryService, memory_id: str) -> int:
-    (memory,) = service._engine.get("u", [memory_id])  # the store itself: no settling on the way
+    (memory,) = service._stored.get("u", [memory_id])  # the engine itself: no settling on the way
     return memory.use_count
 
 
