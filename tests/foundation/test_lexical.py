@@ -245,3 +245,28 @@ def _run_at_once(threads: list[threading.Thread]) -> None:
             thread.join()
     finally:
         sys.setswitchinterval(switch)
+
+
+def test_the_c_stemmers_give_snowballs_own_stems():
+    """PyStemmer is a core dependency for speed alone: where it is installed, the stemmers in use
+    are its C ones, and they must stem every word as snowballstemmer's own Python does, or a
+    store written on one machine would miss its words on another."""
+    stemmer_module = pytest.importorskip("Stemmer", reason="PyStemmer has no wheel on this platform")
+    import importlib
+    import random
+
+    from atlas_mcp.domain.lexical import SNOWBALL, _stemmer
+
+    rng = random.Random(29)
+    letters = "abcdefghijklmnopqrstuvwxyzàâäçéèêëîïôöùûüÿñßœæãõìòá"
+    words = [
+        "".join(rng.choice(letters) for _ in range(rng.randint(1, 14))) for _ in range(3000)
+    ] + "running generously nationalization Häuser Mädchen corazones habitaciones nationaux".split()
+    for language, algorithm in SNOWBALL.items():
+        in_use = _stemmer(language)
+        assert isinstance(in_use, stemmer_module.Stemmer)
+        module = importlib.import_module(f"snowballstemmer.{algorithm}_stemmer")
+        python_stemmer = getattr(module, f"{algorithm.capitalize()}Stemmer")()
+        for word in words:
+            word = word.lower()
+            assert in_use.stemWord(word) == python_stemmer.stemWord(word), (language, word)
