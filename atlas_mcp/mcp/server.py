@@ -8,6 +8,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult
+from mcp_types import Tool as ListedTool
 from pydantic import ValidationError
 
 from .. import __version__, scopes
@@ -18,6 +19,7 @@ from .access import ScopeGate
 from .arguments import invalid_arguments, unknown_arguments
 from .lane import install_recall_lane
 from .profile import install_profile
+from .schemas import published
 from .tools import register_tools
 
 INSTRUCTIONS = """\
@@ -47,10 +49,21 @@ atlas-mcp is this user's long-term memory. Rules:
 
 
 class StrictToolServer(MCPServer):
-    """An MCPServer whose tools refuse argument names they do not take, and say what is wrong
-    with a bad value in the project's words rather than the validator's."""
+    """An MCPServer whose tools refuse argument names they do not take, say what is wrong
+    with a bad value in the project's words rather than the validator's, and publish their
+    output schemas in the form clients check fastest (``schemas.published``)."""
 
     _arguments: dict[str, tuple[str, ...]] | None = None
+
+    async def list_tools(self) -> list[ListedTool]:
+        # Rewritten at each listing (a client lists once a session; ~0.1 ms a schema): the
+        # SDK's own schema stays the one it derives from the result model.
+        return [
+            tool.model_copy(update={"output_schema": published(tool.output_schema)})
+            if tool.output_schema is not None
+            else tool
+            for tool in await super().list_tools()
+        ]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
