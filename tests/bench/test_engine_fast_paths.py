@@ -467,3 +467,46 @@ def test_a_pools_cosines_by_row_keys_are_its_cosines_by_id(seed):
         assert found.tolist() == [i in by_id for i in ids]
         assert cosine[found].tolist() == [by_id[i] for i in ids if i in by_id]
         assert np.isnan(cosine[~found]).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_owners_best_rows_are_the_merged_orders(seed):
+    """``DenseScan.best`` over one owner returns ``top_rows``' order as it is; it is the order
+    the owners' merge gives (here beside an owner without rows), ties by row included."""
+    rng = np.random.default_rng(seed)
+    n = 300
+    index = OwnerIndex(8, capacity=n)
+    index.fill([(r + 1, f"m-{r}", "episodic", 0) for r in range(n)])
+    empty = OwnerIndex(8, capacity=1)
+    scores = np.round(rng.standard_normal(n), 1).astype(np.float32)  # many ties
+    allowed = rng.random(n) < 0.8
+    mine = dense.OwnerRows("u", index, allowed, np.ones(n, bool), versions.Stamp(1, 0))
+    none = dense.OwnerRows("", empty, np.zeros(0, bool), np.zeros(0, bool), versions.Stamp(0, 0))
+    query = {0: SpaceQuery(np.ones(8, np.float32), REFERENCE_BACKGROUND)}
+    for window in (1, 40, 250, 400):
+        alone = dense.DenseScan([mine], [scores], [np.zeros(n, np.int64)], query).best(window)
+        merged = dense.DenseScan(
+            [mine, none],
+            [scores, np.zeros(0, np.float32)],
+            [np.zeros(n, np.int64), np.zeros(0, np.int64)],
+            query,
+        ).best(window)
+        assert alone.dtype == merged.dtype and alone.tolist() == merged.tolist()
+
+
+def test_a_catalog_searched_once_it_has_a_row(tmp_path):
+    """An owner without rows is left out of a recall's search (the catalog, in most stores):
+    the catalog's first entry, loaded after recalls that found it empty, is recalled at once."""
+    engine = EmbeddedEngine(tmp_path / "atlas.db", default_embedder())
+    service = MemoryService(engine)
+    try:
+        service.write(USER, "The user keeps the spare key under the blue flowerpot.")
+        assert [h.memory.id for h in service.recall(USER, "zigbee channel", min_relevance=0.0)] != ["cat-1"]
+        service.load_catalog(
+            [{"id": "cat-1", "title": "Zigbee", "text": "Use Zigbee channel 25 to avoid wifi"}]
+        )
+        hits = service.recall(USER, "zigbee channel", min_relevance=0.0)
+        assert hits[0].memory.id == "cat-1" and hits[0].memory.memory_type is MemoryType.CATALOG
+        assert "cat-1" not in [h.memory.id for h in service.recall(USER, "zigbee", include_catalog=False)]
+    finally:
+        engine.close()

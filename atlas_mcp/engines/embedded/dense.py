@@ -61,6 +61,8 @@ class DenseScan:
         ]
         if not tops:
             return np.zeros(0, dtype=np.int64)
+        if len(tops) == 1:  # one owner (most recalls): ``top_rows``' order is already this one
+            return row_keys(0, tops[0])
         cosine = np.concatenate(
             [c[rows] for c, rows in zip(self.scores, tops, strict=True)], dtype=np.float64
         )

@@ -279,12 +279,17 @@ class Search:
     def _visible(
         self, conn: sqlite3.Connection, plan: RecallPlan, stamps: list[Stamp] | None = None
     ) -> list[OwnerRows]:
-        """The plan's owners' rows as of ``conn``'s snapshot (``stamps``: theirs, if read)."""
+        """The plan's owners' rows as of ``conn``'s snapshot (``stamps``: theirs, if read).
+        An owner after the first with no rows is left out: it could add no candidate and no
+        count to BM25's statistics, and an empty catalog (most stores) cost every recall ~20
+        array operations over empty arrays in each branch, fusion and the pool's columns."""
         types = {t.value for t in plan.memory_types}
         out = []
         for at, owner in enumerate(self._owners(plan)):
             stamp = versions.stamp(conn, owner) if stamps is None else stamps[at]
             index = self._index.get(conn, owner, stamp.version)
+            if at and not index.size:
+                continue
             allowed = index.allowed(types, plan.include_superseded)
             if plan.time.active and owner != CATALOG_OWNER:  # the catalog has no history
                 allowed = allowed & timing.rows_in_time(conn, owner, index.rowids, index.size, plan.time)
