@@ -279,10 +279,7 @@ class Search:
     def _visible(
         self, conn: sqlite3.Connection, plan: RecallPlan, stamps: list[Stamp] | None = None
     ) -> list[OwnerRows]:
-        """The plan's owners' rows as of ``conn``'s snapshot (``stamps``: theirs, if read).
-        An owner after the first with no rows is left out: it could add no candidate and no
-        count to BM25's statistics, and an empty catalog (most stores) cost every recall ~20
-        array operations over empty arrays in each branch, fusion and the pool's columns."""
+        """The owners' rows in ``conn``'s snapshot (``stamps``: theirs), but empty ones after the first."""
         types = {t.value for t in plan.memory_types}
         out = []
         for at, owner in enumerate(self._owners(plan)):
