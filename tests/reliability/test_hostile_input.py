@@ -4,6 +4,7 @@ the server stays up, and nothing but the caller's own data changes (and only as 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import anyio
@@ -78,6 +79,8 @@ def test_hostile_arguments_over_stdio(store, stdio_server: StdioWire) -> None:
         is_error, payload = tool_payload(stdio_server.call_tool(tool, args))
         check_call(tool, is_error, payload, before, snapshot(db), ATTACKER)
         assert stdio_server.alive
+        if tool == "recall_memory" and not is_error:
+            uses_recorded(db, payload, before)
         _count("stdio", is_error)
 
     one_call()
@@ -85,6 +88,21 @@ def test_hostile_arguments_over_stdio(store, stdio_server: StdioWire) -> None:
     assert {i: r for i, r in after.items() if r["user_id"] != ATTACKER} == victim_before
     assert stdio_server.alive and integrity(db) == "ok"
     print(f"hostile stdio cases: {CASES_TRIED}")
+
+
+def uses_recorded(db: Path, payload: dict, before: dict[str, dict]) -> None:
+    """Over stdio a recall records its use just after its reply (``atlas_mcp/uses.py``): wait
+    until the store holds the use counts the reply showed, so the next call's "before" is the
+    store as this call left it (and a use that is never recorded fails here)."""
+    replied = {
+        m["id"]: m["use_count"]
+        for m in payload["memories"]
+        if m["id"] in before and "use_count" in m and m["use_count"] != before[m["id"]]["use_count"]
+    }
+    deadline = time.monotonic() + 10
+    while any(snapshot(db)[i]["use_count"] != n for i, n in replied.items()):
+        assert time.monotonic() < deadline, "a recall's use was never recorded"
+        time.sleep(0.005)
 
 
 @pytest.mark.slow
