@@ -392,13 +392,13 @@ def test_the_rows_a_recall_may_return_follow_supersessions_and_appends():
     check()
 
 
+@pytest.mark.parametrize("n", [1_000, 20_000])  # a cut-off without a guess, then with one
 @pytest.mark.parametrize("kind", ["normal", "coarse", "ascending", "descending", "flat", "strided"])
-def test_the_best_rows_are_the_sorted_rows_also_past_the_guessed_cut_off(kind):
+def test_the_best_rows_are_the_sorted_rows_also_past_the_guessed_cut_off(kind, n):
     """``top_rows`` guesses its cut-off on a sample of a large owner's rows; whatever the
     scores, it returns the window a full sort by (score, row) gives: ties at the cut-off go
     to the lower rows, also when the guess falls short."""
     rng = np.random.default_rng(11)
-    n = 20_000
     scores = {
         "normal": rng.standard_normal(n),
         "coarse": np.round(rng.standard_normal(n), 1),  # thousands of ties
@@ -410,7 +410,8 @@ def test_the_best_rows_are_the_sorted_rows_also_past_the_guessed_cut_off(kind):
     allowed = rng.random(n) < 0.9
     if kind == "strided":  # the sampled rows are the best: the guess keeps too few, the whole selection runs
         allowed[:] = True
-        scores[:: n // dense.GUESS_SAMPLE] = 1 + rng.random(len(scores[:: n // dense.GUESS_SAMPLE]))
+        step = max(n // dense.GUESS_SAMPLE, 1)
+        scores[::step] = 1 + rng.random(len(scores[::step]))
     for window in (1, 50, 300, 2_000):
         rows = np.flatnonzero(allowed)
         want = rows[np.lexsort((rows, -scores[rows]))][:window]

@@ -39,7 +39,7 @@ from .dense import (
 )
 from .fixed_texts import MINILM_MODELS, FixedTexts
 from .index import IndexCache, OwnerIndex
-from .keys import ROW_BITS, ROW_MASK, id_order, ids_of
+from .keys import ROW_BITS, ROW_MASK, id_order, ids_of, row_keys
 from .memory_cache import Entry, MemoryCache
 from .pending import DeferredEmbeddings
 from .postings import bm25
@@ -82,11 +82,9 @@ class Search:
         self._filled = False
 
     def candidates(self, plan: RecallPlan) -> Pool:
-        """BM25 and cosine over each visible owner's rows, fused; all reads from one snapshot.
-
-        The snapshot (one read transaction) means the owners' indexes and the rows loaded at
-        the end agree even while other processes write.
-        """
+        """BM25 and cosine over each visible owner's rows, fused; all reads from one snapshot (one
+        read transaction), so the owners' indexes and the rows loaded at the end agree even while
+        other processes write."""
         self.recalls.started()  # the preload's first reads step aside (``preload.py``)
         if not plan.dense:
             return self._lexical_candidates(plan)
@@ -193,8 +191,8 @@ class Search:
             kept = [at for at, entry in enumerate(entries) if entry is not None]
             keys, ranks, rrf = keys[kept], ranks[kept], rrf[kept]
             entries = [entries[at] for at in kept]
-        with_none = np.append(lexical_scores, np.nan)
-        bm25_scores = with_none[np.where(ranks[:, 0] > 0, ranks[:, 0] - 1, len(lexical_scores))]
+        # a rank's score; rank 0's index, -1, reads the NaN after them
+        bm25_scores = np.concatenate((lexical_scores, [np.nan]))[ranks[:, 0] - 1]
         if dense is None:
             cosine, spaces, pending = (
                 np.full(len(keys), np.nan),
@@ -362,6 +360,8 @@ class Search:
         ]
         if not tops:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if len(tops) == 1:  # one owner (most recalls): ``top_rows``' order is already this one
+            return row_keys(0, scored[0][0][tops[0]]), scored[0][1][tops[0]]
         score = np.concatenate(
             [scores[at] for (_, scores), at in zip(scored, tops, strict=True)], dtype=np.float64
         )
