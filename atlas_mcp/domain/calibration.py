@@ -215,13 +215,14 @@ def coverages(words: list[str], pool: Pool, language: str = "en") -> np.ndarray:
     # ``coverage_words`` answer whether it holds it, its ``coverage_stems`` whether it holds a
     # word with the same stem.
     held = _held(words, [stem(w, language) for w in words], pool.word_codes, len(pool))
-    counts = held.sum(axis=0)
-    weight = [math.log(1 + len(pool) / (1 + int(c))) for c in counts]
+    size = len(pool)
+    # the counts as Python ints (iterating the array makes a numpy scalar of each)
+    weight = [math.log(1 + size / (1 + c)) for c in np.add.reduce(held, axis=0, dtype=np.int64).tolist()]
     total = sum(weight)
     # word by word, so each sum adds in the query's order: a running sum along the words
-    # (``np.cumsum`` adds in order, where a sum may pair them), its last column the total;
-    # three array operations instead of three per word
-    covered: np.ndarray = np.cumsum(np.where(held, np.array(weight), 0.0), axis=1)[:, -1]
+    # (``np.add.accumulate``, what ``np.cumsum`` runs, adds in order, where a sum may pair them),
+    # its last column the total; three array operations instead of three per word
+    covered: np.ndarray = np.add.accumulate(np.where(held, np.array(weight), 0.0), axis=1)[:, -1]
     return covered / total
 
 
@@ -232,20 +233,19 @@ def _held(words: list[str], stems: list[str], flat: np.ndarray, rows: int) -> np
     intersection per candidate costs ~0.5 us each."""
     forms = list(dict.fromkeys([*words, *stems]))
     column = {form: at for at, form in enumerate(forms)}
-    asks = np.zeros((len(forms), len(words)), dtype=np.uint8)  # form → the query words it answers
-    for j, (word, stemmed) in enumerate(zip(words, stems, strict=True)):
-        asks[column[word], j] = asks[column[stemmed], j] = 1
-    present = np.zeros((rows, len(forms)), dtype=np.uint8)
+    present = np.zeros((rows, len(forms)), dtype=bool)  # memory → the query's forms it holds
     known = [(code, at) for at, form in enumerate(forms) if (code := vocabulary.WORDS.code(form))]  # not END
     if known:  # a form no memory holds is held by none of these
         known.sort()
+        codes = np.array([code for code, _ in known])
         wanted = np.zeros(vocabulary.WORDS.size(), dtype=bool)  # every code in the pool is below the size
-        wanted[[code for code, _ in known]] = True
+        wanted[codes] = True
         hits = wanted.take(flat).nonzero()[0]  # where in ``flat`` a query form is
+        which = codes.searchsorted(flat[hits])  # the array's method: ``np.searchsorted``'s layer is Python
         ends = (flat == vocabulary.END).nonzero()[0]  # where each memory's codes end, in order
-        which = np.searchsorted([code for code, _ in known], flat[hits])
-        present[np.searchsorted(ends, hits, side="right"), np.array([at for _, at in known])[which]] = 1
-    held: np.ndarray = (present @ asks) > 0
+        present[ends.searchsorted(hits, side="right"), np.array([at for _, at in known])[which]] = True
+    # a word is held where its own form or its stem is (a word and its stem may be one form)
+    held: np.ndarray = present[:, [column[w] for w in words]] | present[:, [column[s] for s in stems]]
     return held
 
 
