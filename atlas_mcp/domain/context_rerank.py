@@ -33,6 +33,7 @@ gap of ``T·ln(1/m)`` in fused score for a multiplier ``m`` (decay, catalog prio
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -174,9 +175,11 @@ class Episodes:
         episode, and whether it has such a neighbour (``near``: not to be written to)."""
         ordered = values[self.order]
         count = len(ordered)
-        previous = np.full(count, -np.inf)
+        previous = np.empty(count)  # ``np.full``'s Python layer costs more than its two steps
+        previous[:1] = -np.inf
         previous[1:] = np.where(self.before[1:], ordered[:-1], -np.inf)
-        following = np.full(count, -np.inf)
+        following = np.empty(count)
+        following[-1:] = -np.inf
         following[:-1] = np.where(self.after[:-1], ordered[1:], -np.inf)
         return np.maximum(previous, following), self.near
 
@@ -198,14 +201,22 @@ def episodes(pool: Pool, gap: timedelta) -> Episodes:
 def _episodes(pool: Pool, gap: timedelta) -> Episodes:
     events = ((pool.kind == EPISODIC) & (pool.occurred != NO_TIME)).nonzero()[0]
     owners = _owner_codes(pool.owners, events)
-    order = events[np.lexsort((pool.created[events], pool.occurred[events], owners))]
-    owner_of = np.empty(len(pool), dtype=np.int64)
-    owner_of[events] = owners
+    one_owner = not owners.any()  # nearly every pool: the owner neither orders nor splits
+    keys = (
+        (pool.created[events], pool.occurred[events])
+        if one_owner
+        else (pool.created[events], pool.occurred[events], owners)
+    )
+    order = events[np.lexsort(keys)]
     starts = np.ones(len(order), dtype=bool)
     if len(order) > 1:
-        dates, owned = pool.occurred[order], owner_of[order]  # differences by slices: np.diff's
-        apart = (dates[1:] - dates[:-1]) > gap // MICROSECOND  # Python layer costs ~5-25 us a call
-        starts[1:] = apart | (owned[1:] != owned[:-1])
+        dates = pool.occurred[order]  # differences by slices: np.diff's Python layer costs ~5-25 us a call
+        starts[1:] = (dates[1:] - dates[:-1]) > gap // MICROSECOND
+        if not one_owner:
+            owner_of = np.empty(len(pool), dtype=np.int64)
+            owner_of[events] = owners
+            owned = owner_of[order]
+            starts[1:] |= owned[1:] != owned[:-1]
     return Episodes.of(order, starts)
 
 
@@ -224,25 +235,34 @@ def _owner_codes(owners: list[str], rows: np.ndarray) -> np.ndarray:
 
 def fused_scores(pool: Pool, policy: ContextRerankPolicy) -> np.ndarray:
     """The fused score of every candidate (higher is better), before context."""
-    present = ~np.isnan(pool.cosine)
-    floor = float(pool.cosine[present].min()) if present.any() else 0.0
-    dense = np.where(present, pool.cosine, floor)
+    dense = pool.cosine
+    missing = np.isnan(dense)
+    if missing.any():  # the least cosine there is (``fmin`` passes over NaN; all NaN: 0)
+        floor = float(np.fmin.reduce(dense))
+        dense = np.where(missing, 0.0 if math.isnan(floor) else floor, dense)
     bm25 = np.where(np.isnan(pool.bm25), 0.0, pool.bm25)  # np.nan_to_num's result, ~15x cheaper
     if np.isinf(bm25).any():  # ... for finite scores; nan_to_num also caps infinities
         bm25 = np.nan_to_num(pool.bm25, nan=0.0)
-    score = policy.dense_weight * zscores(dense, policy.dense_min_spread)
+    score = zscores(dense, policy.dense_min_spread)
+    if policy.dense_weight != 1.0:  # a product by 1.0 is the same floats
+        score *= policy.dense_weight
     score += policy.bm25_weight * zscores(bm25, policy.bm25_min_spread)
     events = pool.kind == EPISODIC
-    if np.count_nonzero(events) >= policy.length_min_events and policy.length_weight:
+    count = np.count_nonzero(events)
+    if count >= policy.length_min_events and policy.length_weight:
         # Events only, among events: a chat turn of one word ("ok!") rarely answers, while a
         # fact or playbook was written to be short and complete (on facts, the prior put "Lena
         # prefers green tea to coffee" above "Lena is allergic to hazelnuts" for "which foods
         # should Lena avoid?"). Capped, so a long note gains at most length_weight × cap. Only
         # among enough events to have a typical length: among three full sentences the spread
         # floor made 22 words against 16 worth half a standard deviation of cosine.
-        words = pool.log_words[events]
+        every = count == len(events)  # a chat's pool: no gather, no scatter
+        words = pool.log_words if every else pool.log_words[events]
         z = _clipped(zscores(words, policy.length_min_spread), -policy.length_z_floor, policy.length_z_cap)
-        score[events] += policy.length_weight * z
+        if every:
+            score += policy.length_weight * z
+        else:
+            score[events] += policy.length_weight * z
     return score
 
 
@@ -262,9 +282,8 @@ def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> 
     bonus they can never have.
     """
     found = episodes(pool, policy.episode_gap)
-    sizes = found.sizes
     if policy.standalone_context:
-        grouped = sizes > 1
+        grouped = found.near  # in an episode of two or more: next to another of its events
         others = (pool.kind != EPISODIC).nonzero()[0]
         standalone = np.concatenate([others, found.order[~grouped]])
     else:
@@ -278,9 +297,9 @@ def with_context(score: np.ndarray, pool: Pool, policy: ContextRerankPolicy) -> 
     if policy.reply_weight and len(found.order) > 1:
         out += replies(score, pool, found, policy.reply_weight)
     if (len(members) or len(standalone)) and policy.episode_weight:
-        starts = found.starts[grouped].nonzero()[0]
-        unit_best = (
-            np.repeat(np.maximum.reduceat(out[members], starts), sizes[grouped][starts])  # each its size
+        starts = found.starts[grouped]
+        unit_best = (  # each member its episode's best, by the episode's number among them
+            np.maximum.reduceat(out[members], starts.nonzero()[0])[starts.cumsum() - 1]
             if len(members)
             else members
         )
@@ -331,8 +350,9 @@ def context_match(query: str, pool: Pool, policy: ContextRerankPolicy) -> np.nda
     if policy.speaker_weight:
         # the distinct speakers read from their codes: a list of ~300 names costs a pass over
         # the candidates' facts, most of them cache misses in a recall (~70 us)
+        # (a set of the codes as Python ints: ``np.unique``'s Python layer and sort cost ~3x that)
         speakers = [
-            SPEAKERS.name(code) for code in np.unique(pool.speaker_codes).tolist() if code != NO_SPEAKER
+            SPEAKERS.name(code) for code in sorted(set(pool.speaker_codes.tolist())) if code != NO_SPEAKER
         ]
         named = [name for name in speakers if name and named_in(name, query)]
         if named:
