@@ -511,3 +511,61 @@ def test_a_catalog_searched_once_it_has_a_row(tmp_path):
         assert "cat-1" not in [h.memory.id for h in service.recall(USER, "zigbee", include_catalog=False)]
     finally:
         engine.close()
+
+
+def test_a_recall_reuses_its_owners_stamps_until_the_file_changes(tmp_path):
+    """A recall reads its owners' stamps in a transaction only when something was committed
+    since the last read (this connection's writes, or another's): otherwise it runs SQLite's
+    ``data_version`` alone, and what another connection writes is recalled at once."""
+    embedder = default_embedder()
+    path = tmp_path / "atlas.db"
+    first, second = EmbeddedEngine(path, embedder), EmbeddedEngine(path, embedder)
+    try:
+        one, two = MemoryService(first), MemoryService(second)
+        one.write(USER, "Owns a green kayak.")
+        statements: list[str] = []
+        first.store.conn.set_trace_callback(statements.append)
+        one.recall(USER, "kayak", touch=False)  # the write changed the file: stamps read
+        assert "BEGIN" in statements and any("FROM owner_versions" in s for s in statements)
+        statements.clear()
+        one.recall(USER, "kayak", touch=False)  # nothing changed: the stamps of the last read
+        assert statements == ["PRAGMA data_version"]
+        written = two.write(USER, "Owns a red canoe.")  # another connection
+        statements.clear()
+        hits = one.recall(USER, "red canoe", touch=False)
+        assert written.id in [h.memory.id for h in hits]
+        assert any("FROM owner_versions" in s for s in statements)
+        mine = one.write(USER, "Owns a blue paddle.")  # this connection: no data_version change
+        assert mine.id in [h.memory.id for h in one.recall(USER, "blue paddle", touch=False)]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_write_between_reused_stamps_and_the_first_read_makes_the_recall_read_again(tmp_path):
+    """If another connection commits after a recall reused its stamps and before its first read
+    (here: a memory not in the cache), the recall starts again on a new snapshot instead of
+    reading rows newer than its indexes: it finds what was written meanwhile."""
+    embedder = default_embedder()
+    path = tmp_path / "atlas.db"
+    first, second = EmbeddedEngine(path, embedder), EmbeddedEngine(path, embedder)
+    try:
+        one, two = MemoryService(first), MemoryService(second)
+        one.write(USER, "Owns a green kayak.")
+        one.recall(USER, "kayak", touch=False)
+        one.recall(USER, "kayak", touch=False)  # the stamps are kept now
+        search = first.search
+        search._memories = type(search._memories)()  # every memory is read from the store
+        bm25, written = search._bm25, []
+
+        def bm25_then_another_write(*args):
+            if not written:
+                written.append(two.write(USER, "Owns a red kayak paddle."))
+            return bm25(*args)
+
+        search._bm25 = bm25_then_another_write
+        hits = one.recall(USER, "red kayak paddle", touch=False)
+        assert written[0].id in [h.memory.id for h in hits]
+    finally:
+        first.close()
+        second.close()

@@ -34,6 +34,7 @@ from .index import IndexCache
 from .memory_cache import MemoryCache
 from .passages import embed_by_model, to_blob
 from .pending import DeferredEmbeddings, Embedded, PendingRow
+from .reading import Moved
 from .search import Search
 from .slots import CATALOG_OWNER, owner_key
 from .stats import store_stats
@@ -202,7 +203,10 @@ class EmbeddedEngine(Engine):
             return audit_log.read(self.store.conn, query)
 
     def candidates(self, plan: RecallPlan) -> Pool:
-        return self.search.candidates(plan)
+        try:
+            return self.search.candidates(plan)
+        except Moved:  # committed to between the stamps it reused and its first read: read again
+            return self.search.candidates(plan)
 
     def cosines(self, plan: RecallPlan, text: str, ids: Sequence[str]) -> dict[str, float]:
         return self.search.cosines(plan, text, ids)

@@ -97,7 +97,7 @@ class Search:
         guessed = self.query_vectors.start(plan.query, plan.foreseen, spaces)
         settled = False  # the owners' pending rows are waited for first, unless there are none
         while True:
-            with self._store.snapshot() as conn:
+            with self._store.reading() as conn:
                 stamps = versions.stamps(conn, owners)
                 found = (
                     self._search(conn, plan, stamps, guessed)

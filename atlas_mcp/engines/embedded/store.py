@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ...domain.model import Memory, iso
 from ...domain.supersession import changed_meanwhile
@@ -26,6 +26,7 @@ from ...errors import BackendUnavailable, ConfigurationError, Conflict
 from ..base import ListQuery
 from . import cipher, holders, migrations, rekey, rows, schema
 from .cipher import StoreKey
+from .reading import Mark, Reading
 
 BUSY_TIMEOUT_S = 30.0
 # Lookups by id check the owner as a filter, never through memories_by_owner: with a few
@@ -74,6 +75,7 @@ class Store:
             # asks of the commits inside it (None: the store's setting).
             self._mode: str = schema.SYNCHRONOUS
             self._asked: str | None = None
+            self._stamps_kept: dict[tuple[str, ...], tuple[Mark, list[Any]]] = {}  # ``reading``'s
         except BaseException as exc:
             self._hold.release()
             if isinstance(exc, cipher.errors("DatabaseError")):
@@ -109,6 +111,17 @@ class Store:
         """A read transaction: every read inside it sees the same committed state."""
         with self.transaction("BEGIN") as tx:
             yield tx.conn
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """``snapshot`` for a recall, begun by its first read, whose ``versions.stamps`` are
+        reused while the file is unchanged (``reading.py``)."""
+        with self.lock:
+            reads = Reading(self.conn, self._stamps_kept)
+            try:
+                yield cast(sqlite3.Connection, reads)
+            finally:
+                reads.end()
 
     @contextmanager
     def synchronous(self, mode: str) -> Iterator[None]:

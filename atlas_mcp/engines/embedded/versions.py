@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .reading import Reading
+
 
 class Stamp(NamedTuple):
     version: int  # bumped by every change to the owner's rows
@@ -48,7 +50,14 @@ def stamp(conn: sqlite3.Connection, owner: str) -> Stamp:
 
 
 def stamps(conn: sqlite3.Connection, owners: Sequence[str]) -> list[Stamp]:
-    """``stamp`` of each of ``owners`` (a user and the catalog, in a recall), in one read."""
+    """``stamp`` of each of ``owners`` (a user and the catalog, in a recall), in one read; in a
+    ``Store.reading`` block, those of the last read while the file is unchanged."""
+    if isinstance(conn, Reading):
+        return conn.stamps(owners, _read)
+    return _read(conn, owners)
+
+
+def _read(conn: sqlite3.Connection, owners: Sequence[str]) -> list[Stamp]:
     if len(owners) == 1:
         return [stamp(conn, owners[0])]
     marks = ",".join("?" * len(owners))
