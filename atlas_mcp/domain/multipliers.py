@@ -216,36 +216,46 @@ def factors(
 ) -> dict[str, np.ndarray]:
     """Every factor of ``Multipliers`` for every candidate, by name."""
     kind = pool.kind
-    uses, last_used = pool.used()
-    wins, losses = pool.track_records()
-    events, facts = kind == EPISODIC, kind == SEMANTIC
-    happened = np.where(pool.occurred != NO_TIME, pool.occurred, pool.created)
-    learnt = np.where(last_used != NO_TIME, last_used, pool.created)
-    references = np.where(events, happened, np.where(facts, learnt, NO_TIME))
-    now_us = microseconds(now)
-    ages = _days_between(now_us, np.where(references == NO_TIME, now_us, references))
     # A pool of events (a chat) has no memory that tracks use or is a playbook: those factors
-    # are all 1.0 then, without working them out for every candidate first.
+    # are all 1.0 then, and the uses, track records and dates they read are not gathered.
     tracking, playbooks = pool.tracks_usage, kind == PROCEDURAL
+    tracked, played = bool(tracking.any()), bool(playbooks.any())
+    uses, last_used = pool.used() if tracked else (None, None)
+    events = kind == EPISODIC
+    happened = np.where(pool.occurred != NO_TIME, pool.occurred, pool.created)
+    if events.all():  # every reference is when the event happened
+        references = happened
+    else:
+        learnt = (
+            pool.created if last_used is None else np.where(last_used != NO_TIME, last_used, pool.created)
+        )
+        references = np.where(events, happened, np.where(kind == SEMANTIC, learnt, NO_TIME))
+    now_us = microseconds(now)
+    dated = references != NO_TIME
+    if dated.all():  # the where()s below would keep every value
+        decay = gaussian_decay(_days_between(now_us, references), policy)
+    else:
+        ages = _days_between(now_us, np.where(dated, references, now_us))
+        decay = np.where(dated, gaussian_decay(ages, policy), 1.0)
     return {
-        "decay": np.where(references != NO_TIME, gaussian_decay(ages, policy), 1.0),
-        "use_boost": np.where(tracking, use_boost(uses, policy), 1.0)
-        if tracking.any()
-        else np.ones(len(kind)),
+        "decay": decay,
+        "use_boost": np.ones(len(kind)) if uses is None else np.where(tracking, use_boost(uses, policy), 1.0),
         "catalog_prior": np.where(kind == CATALOG, policy.catalog_prior, 1.0),
-        "track_record": np.where(playbooks, track_record(wins, losses, policy), 1.0)
-        if playbooks.any()
+        "track_record": np.where(playbooks, track_record(*pool.track_records(), policy), 1.0)
+        if played
         else np.ones(len(kind)),
         "time_fit": time_fit,
     }
 
 
 def product(found: dict[str, np.ndarray]) -> np.ndarray:
-    """The factors multiplied, in their declared order (as ``Multipliers.product``)."""
-    out = np.ones(len(next(iter(found.values()))))
-    for name in FACTORS:
+    """The factors multiplied, in their declared order (as ``Multipliers.product``): the first
+    times the next and so on (1.0 times the first is the first, to the bit)."""
+    first, *rest = FACTORS
+    out = found[first]
+    for name in rest:
         out = out * found[name]
-    return out
+    return out if rest else out.copy()
 
 
 def explained(found: dict[str, np.ndarray], i: int, memory: Memory) -> Multipliers:
