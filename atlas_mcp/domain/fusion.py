@@ -148,13 +148,14 @@ def fused_keys(
         ranks[size : size + len(new), position] = new + 1
         size += len(new)
     keys, ranks = keys[:size], ranks[:size]
+    # each list's terms over the whole table at once, subtracted list by list (the same float
+    # operations as a pass per list), the best rank the least of the present ones
+    present = ranks > 0
+    terms = 1.0 / (rank_constant + ranks)
     score = np.zeros(size, dtype=np.float64)
-    best = np.empty(size, dtype=np.int64)
-    best.fill(window + 1)
-    for rank in ranks.T:
-        present = rank > 0
-        np.subtract(score, 1.0 / (rank_constant + rank), out=score, where=present)
-        np.minimum(best, rank, out=best, where=present)
+    for position in range(len(columns)):
+        np.subtract(score, terms[:, position], out=score, where=present[:, position])
+    best = np.minimum.reduce(np.where(present, ranks, window + 1), axis=1, initial=window + 1)
     # (score, best, id) by two sorts: (best, id) first, as one number per key (an id's place is
     # below 2**32, as a row is: ``keys.ROW_BITS``), all distinct, so any sort gives one order
     # (~2x faster than a stable sort by two keys); then score, stably
