@@ -73,6 +73,12 @@ class DenseScan:
         """``of`` for each row of ``keys`` (``row_keys``), as columns: the cosine on one scale
         (NaN: none), the space it came from (-1: none) and whether the row is still without
         vectors."""
+        if len(self.owners) == 1:  # most recalls: every key is a row of the one owner (place 0)
+            owner, vectors = self.owners[0], self.owners[0].index.vectors
+            searched = owner.searched[keys]
+            if searched.all():  # each a gather, not a scatter into NaN and -1 columns
+                found = self.scores[0][keys].astype(np.float64), vectors.spaces[keys].astype(np.int64)
+                return *found, ~vectors.ready_at(keys)
         cosine = np.full(len(keys), np.nan, dtype=np.float64)
         spaces = np.full(len(keys), -1, dtype=np.int64)
         pending = np.zeros(len(keys), dtype=bool)
