@@ -69,14 +69,21 @@ _LOCAL = "#/$defs/"
 def published(schema: Schema) -> Schema:
     """``schema`` (a root with local ``$defs``) with non-recursive ``$ref``s inlined and
     ``anyOf: [S, {type: null}]`` written as S with ``type: [T, "null"]`` where S's other
-    keywords apply to type T alone; definitions that are recursive stay, referenced."""
+    keywords apply to type T alone; the definitions still referenced (recursive ones, or
+    one whose ``$ref`` could not be merged with its siblings) stay."""
     defs: dict[str, Schema] = schema.get("$defs", {})
     recursive = {name for name in defs if name in _reachable(defs, name)}
     rewritten: Schema = _rewrite(schema, defs, recursive)
-    kept = {name: _rewrite(defs[name], defs, recursive) for name in defs if name in recursive}
     rewritten.pop("$defs", None)
+    kept: dict[str, Schema] = {}
+    todo = _refs(rewritten)
+    while todo:
+        name = todo.pop()
+        if name in defs and name not in kept:
+            kept[name] = _rewrite(defs[name], defs, recursive)
+            todo |= _refs(kept[name])
     if kept:
-        rewritten["$defs"] = kept
+        rewritten["$defs"] = {name: kept[name] for name in defs if name in kept}
     return rewritten
 
 
@@ -140,10 +147,9 @@ def _rewrite(node: Any, defs: dict[str, Schema], recursive: set[str]) -> Any:
 
 
 def _merged(outer: Schema, inner: Schema) -> Schema | None:
-    """``outer`` and ``inner`` as one schema (both apply), or None when a keyword that
-    validates is in both; where both annotate the same thing, ``outer``'s words stand."""
-    clash = (outer.keys() & inner.keys()) - _ANNOTATIONS
-    if clash:
+    """``outer`` and ``inner`` as one schema (both apply), or None when a keyword is in both
+    with different values (two constraints, or two descriptions: neither may be lost)."""
+    if any(outer[key] != inner[key] for key in outer.keys() & inner.keys()):
         return None
     return {**inner, **outer}
 
@@ -162,7 +168,7 @@ def _nullable(node: Schema) -> Schema:
     if allowed is None or not set(other) - {"type"} <= allowed | _ANNOTATIONS:
         return node
     rest = {k: v for k, v in node.items() if k != "anyOf"}
-    if (rest.keys() & other.keys()) - _ANNOTATIONS:
+    if "type" in rest or _merged(rest, other) is None:  # a type beside the anyOf refuses null
         return node
     out: Schema = {}
     for key, value in node.items():

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from atlas_mcp.domain.guard import GuardPolicy
 from atlas_mcp.mcp.schemas import published
@@ -280,3 +280,55 @@ def test_a_recursive_model_keeps_its_definition():
     ):
         old, new = _verdicts((wrapped, rewritten), instance)
         assert old == new, instance
+
+
+class Child(BaseModel):
+    """A child's own words."""
+
+    name: str | None = None
+
+
+class Parent(BaseModel):
+    child: Child = Field(description="the field's own words")
+    other: Child | None = Field(None, description="maybe one")
+    third: Child
+    count: int | None = Field(None, ge=0)
+
+
+def test_nothing_is_merged_that_would_lose_words_or_change_a_verdict():
+    """A ``$ref`` whose siblings describe it otherwise stays a reference (its definition
+    kept); a nullable pair whose two sides both describe themselves stays a pair."""
+    derived = TypeAdapter(Parent).json_schema()
+    rewritten = published(derived)
+    assert rewritten["properties"]["child"]["$ref"] == "#/$defs/Child" and "Child" in rewritten["$defs"]
+    assert "anyOf" in rewritten["properties"]["other"] and "$ref" not in json.dumps(
+        rewritten["properties"]["other"]
+    )
+    assert rewritten["properties"]["third"]["description"] == "A child's own words."
+    assert rewritten["properties"]["count"] == {
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "default": None,
+        "title": "Count",
+    }
+    assert _descriptions(rewritten) == _descriptions(derived)
+    for instance in (
+        {"child": {}, "third": {"name": "a"}},
+        {"child": {"name": None}, "third": {}, "other": None, "count": None},
+        {"child": {"name": 1}, "third": {}},
+        {"child": {}, "third": {}, "other": {"name": []}},
+        {"child": {}, "third": {}, "count": -1},
+        {"child": {}, "third": {}, "count": 1.5},
+        {"child": {}},
+        {"child": None, "third": {}},
+    ):
+        old, new = _verdicts((derived, rewritten), instance)
+        assert old == new, instance
+
+
+def test_a_type_beside_a_nullable_pair_keeps_refusing_null():
+    schema = {
+        "type": "object",
+        "properties": {"x": {"type": "string", "anyOf": [{"type": "string"}, {"type": "null"}]}},
+    }
+    assert published(schema) == schema
