@@ -11,13 +11,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from ...inference.base import Embedder
 from ...inference.embedder import ModelChoice, embed_query
 from .dense import SpaceQuery
+from .handoff import Pool, Task
 
 QUERY_THREADS = 2  # query texts embedded at once (a query and its rewording; HTTP sessions)
 # Recent queries' vectors, per space: an agent that recalls the user's message, then recalls it
@@ -26,8 +26,8 @@ RECENT_QUERIES = 64
 
 
 class Ready:
-    """A vector at hand, read like a finished ``Future`` (whose lock and condition cost more
-    than the look-up that found the vector)."""
+    """A vector at hand, read like a finished ``Task`` (whose locks cost more than the look-up
+    that found the vector)."""
 
     __slots__ = ("_value",)
 
@@ -47,12 +47,12 @@ class QueryVectors:
     def __init__(self, models: ModelChoice, model_of: Callable[[int], str]) -> None:
         self.models = models
         self._model_of = model_of  # a space's code -> the model id whose vectors live there
-        self._pool = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="atlas-query")
+        self._pool = Pool(QUERY_THREADS, "atlas-query")  # ``handoff.py``
         self._recent: OrderedDict[tuple[str, str], SpaceQuery] = OrderedDict()
-        self._coming: dict[tuple[str, str], Future[SpaceQuery]] = {}  # started by ``foresee``
+        self._coming: dict[tuple[str, str], Task[SpaceQuery]] = {}  # started by ``foresee``
         self._lock = threading.Lock()
 
-    def submit(self, text: str, code: int) -> Future[SpaceQuery] | Ready:
+    def submit(self, text: str, code: int) -> Task[SpaceQuery] | Ready:
         """``get`` on the pool; a recent vector, or the run already started for ``text``
         (``foresee``), without a trip through the pool."""
         with self._lock:
@@ -61,13 +61,13 @@ class QueryVectors:
 
     def start(
         self, text: str, foreseen: Sequence[str], codes: Iterable[int]
-    ) -> dict[int, Future[SpaceQuery] | Ready]:
+    ) -> dict[int, Task[SpaceQuery] | Ready]:
         """``submit`` ``text`` and ``foresee`` ``foreseen`` in each space of ``codes``. The query
         and the first foreseen text that is not at hand are one task on the pool, which a model
         that runs pairs (``Embedder.embed_pair``) embeds in one run: at 1k one-chat memories
         that took 3.6-3.7 instead of 3.9-4.1 ms of CPU per recall, and no longer recall."""
         codes = tuple(codes)
-        out: dict[int, Future[SpaceQuery] | Ready] = {}
+        out: dict[int, Task[SpaceQuery] | Ready] = {}
         for code in codes:
             model = self._model_of(code)
             query, view = (model, text), None
@@ -76,7 +76,7 @@ class QueryVectors:
                 if at_hand is None:
                     view = next((t for t in foreseen if t != text and self._unknown((model, t))), None)
                 if view is not None:
-                    together: tuple[Future[SpaceQuery], Future[SpaceQuery]] = (Future(), Future())
+                    together: tuple[Task[SpaceQuery], Task[SpaceQuery]] = (Task(), Task())
                     self._coming[(model, view)] = together[1]
             if at_hand is not None:
                 out[code] = at_hand
@@ -123,7 +123,7 @@ class QueryVectors:
     def close(self) -> None:
         self._pool.shutdown()
 
-    def _at_hand(self, key: tuple[str, str]) -> Ready | Future[SpaceQuery] | None:
+    def _at_hand(self, key: tuple[str, str]) -> Ready | Task[SpaceQuery] | None:
         """A recent vector, or the run already started for it (under the lock)."""
         found = self._recent.get(key)
         if found is not None:
@@ -134,7 +134,7 @@ class QueryVectors:
     def _unknown(self, key: tuple[str, str]) -> bool:
         return key not in self._recent and key not in self._coming
 
-    def _together(self, keys: tuple[tuple[str, str], ...], futures: tuple[Future[SpaceQuery], ...]) -> None:
+    def _together(self, keys: tuple[tuple[str, str], ...], futures: tuple[Task[SpaceQuery], ...]) -> None:
         """``start``'s task: both texts in one run if the model runs pairs and neither was taken
         (``get`` takes a foreseen text off the queue by cancelling it); else each as before,
         the second beside the first on the pool."""
@@ -162,7 +162,7 @@ class QueryVectors:
         if live[0]:
             self._settle(keys[0], futures[0])
 
-    def _settle(self, key: tuple[str, str], future: Future[SpaceQuery]) -> None:
+    def _settle(self, key: tuple[str, str], future: Task[SpaceQuery]) -> None:
         try:
             future.set_result(self._embedded(key, key[1]))
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting recalls, as a pool task's is
@@ -170,7 +170,7 @@ class QueryVectors:
         finally:
             self._forget(key, future)
 
-    def _forget(self, key: tuple[str, str], future: Future[SpaceQuery]) -> None:
+    def _forget(self, key: tuple[str, str], future: Task[SpaceQuery]) -> None:
         with self._lock:
             if self._coming.get(key) is future:
                 del self._coming[key]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future
 from functools import partial
 from typing import cast
 
@@ -38,6 +37,7 @@ from .dense import (
     top_rows,
 )
 from .fixed_texts import MINILM_MODELS, FixedTexts
+from .handoff import Task
 from .index import IndexCache, OwnerIndex
 from .keys import ROW_BITS, ROW_MASK, id_order, ids_of, row_keys
 from .memory_cache import Entry, MemoryCache
@@ -129,7 +129,7 @@ class Search:
         conn: sqlite3.Connection,
         plan: RecallPlan,
         stamps: list[Stamp],
-        guessed: dict[int, Future[SpaceQuery] | Ready],
+        guessed: dict[int, Task[SpaceQuery] | Ready],
     ) -> tuple[FusedKeys, list[Entry | None], np.ndarray, DenseScan, list[str]]:
         """``candidates``' reads in its snapshot, the owners' rows settled: what ``_candidates``
         makes the pool of."""
