@@ -313,7 +313,11 @@ def calibrated(found: PoolFeatures, window: np.ndarray | None, model: Calibratio
 
 def _sigmoids(x: np.ndarray) -> np.ndarray:
     # exp(-x) is only kept where x > -500: elsewhere it is taken at -500, so nothing overflows
-    # (the same values as without the bound, without the cost of an errstate around it)
+    # (the same values as without the bound, without the cost of an errstate around it); when
+    # every x is above it (nearly always; NaN is not) the bound and the where() keep every value
+    if np.minimum.reduce(x, initial=np.inf) > -500:
+        plain: np.ndarray = 1.0 / (1.0 + np.exp(-x))
+        return plain
     return np.where(x > -500, 1.0 / (1.0 + np.exp(-np.maximum(x, -500.0))), 0.0)
 
 

@@ -200,14 +200,16 @@ def episodes(pool: Pool, gap: timedelta) -> Episodes:
 
 def _episodes(pool: Pool, gap: timedelta) -> Episodes:
     events = ((pool.kind == EPISODIC) & (pool.occurred != NO_TIME)).nonzero()[0]
-    owners = _owner_codes(pool.owners, events)
-    one_owner = not owners.any()  # nearly every pool: the owner neither orders nor splits
-    keys = (
-        (pool.created[events], pool.occurred[events])
-        if one_owner
-        else (pool.created[events], pool.occurred[events], owners)
-    )
-    order = events[np.lexsort(keys)]
+    # nearly every pool is one owner's (a list of one name: counted in C): the owner neither
+    # orders nor splits, and a pool of dated events (a chat) is sorted without a gather
+    same = not pool.owners or pool.owners.count(pool.owners[0]) == len(pool.owners)
+    owners = np.zeros(0, dtype=np.int64) if same else _owner_codes(pool.owners, events)
+    one_owner = same or not owners.any()
+    if one_owner and len(events) == len(pool):
+        order = np.lexsort((pool.created, pool.occurred))
+    else:
+        keys = (pool.created[events], pool.occurred[events])
+        order = events[np.lexsort(keys if one_owner else (*keys, owners))]
     starts = np.ones(len(order), dtype=bool)
     if len(order) > 1:
         dates = pool.occurred[order]  # differences by slices: np.diff's Python layer costs ~5-25 us a call
@@ -362,5 +364,5 @@ def context_match(query: str, pool: Pool, policy: ContextRerankPolicy) -> np.nda
             score[lifted] += policy.speaker_weight
     if policy.attribute_weight:
         score = with_attribute(score, query, pool, policy)
-    matches: np.ndarray = np.exp((score - score.max()) / policy.relevance_temperature)
+    matches: np.ndarray = np.exp((score - np.maximum.reduce(score)) / policy.relevance_temperature)
     return matches

@@ -47,7 +47,7 @@ def from_their_side(
     if not found:  # most questions (~45% of a chat's): the pool as it is, not a copy of it
         return pool
     cosine, heard = pool.cosine.copy(), pool.relevance_cosine.copy()
-    own = ~pool.stretched  # relevance reads the cosine as it is, until a view is heard
+    own = pool.unstretched  # relevance reads the cosine as it is, until a view is heard
     for view in found:
         if pool.measure is not None and pool.handles is not None:
             seen, has, discounts = _measured(pool.measure, view, pool.handles[list(view.members)])

@@ -340,10 +340,15 @@ class Pool(Sequence[Candidate]):
     @property
     def stretched(self) -> np.ndarray:
         """Per candidate: does calibration read another cosine than its own?"""
+        return ~self.unstretched
+
+    @property
+    def unstretched(self) -> np.ndarray:
+        """Per candidate: does calibration read its own cosine (``stretched``'s complement)?"""
         same: np.ndarray = (self.cosine == self.relevance_cosine) | (
             np.isnan(self.cosine) & np.isnan(self.relevance_cosine)
         )
-        return ~same
+        return same
 
     def used(self) -> tuple[np.ndarray, np.ndarray]:
         """Per candidate, its use count and last use (microseconds, NO_TIME), of the memories

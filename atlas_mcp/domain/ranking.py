@@ -246,7 +246,8 @@ def rank(
         relevance[current] = max(relevance[current], relevance[older])
     # the resolved order's candidates that clear the floor, the first k: as arrays, not a pass
     # over every candidate below the floor
-    shown = np.asarray(resolved.order, dtype=np.intp)
+    # resolution keeps the order as it is for most pools (a chat's has no facts): no list read back
+    shown = order if resolved.order == ranked else np.asarray(resolved.order, dtype=np.intp)
     shown = shown[relevance[shown] >= plan.min_relevance]
     returned: list[int] = (shown[: plan.k] if plan.k else shown).tolist()
     return _hits(pool, returned, match, reranker.name, found, scores, features, relevance, resolved)
@@ -258,7 +259,7 @@ def _reach(relevance: np.ndarray, plan: RecallPlan) -> int:
     hits are then the first ``k`` of what a recall of every candidate shows above the floor,
     whatever its ``k``; counting the first ``k`` candidates instead left a fact shown without its
     group when a candidate above it falls under the floor."""
-    clearing = np.flatnonzero(relevance >= plan.min_relevance)
+    clearing = (relevance >= plan.min_relevance).nonzero()[0]  # np.flatnonzero's layer is Python
     if plan.k and len(clearing) >= plan.k:
         return int(clearing[plan.k - 1]) + 1
     return int(clearing[-1]) + 1 if len(clearing) else 0

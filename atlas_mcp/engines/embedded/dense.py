@@ -274,6 +274,12 @@ def keyed_cosines(
     """``member_cosines`` of the rows of ``keys`` (``row_keys`` of ``owners``) as columns: per
     key, the cosine (NaN: none) and whether the row has one; the same values, read by row."""
     ((code, query),) = queries.items()
+    if len(owners) == 1:  # most recalls: every key is a row of the one owner
+        vectors = owners[0].index.vectors
+        if (vectors.ready_at(keys) & (vectors.spaces[keys] == code)).all():  # no scatter into NaN columns
+            values = row_similarities(vectors, keys, query)
+            (scaled,) = on_one_scale([values], [np.full(len(values), code)], {code: query.background})
+            return scaled.astype(np.float64), np.ones(len(keys), dtype=bool)
     cosine = np.full(len(keys), np.nan, dtype=np.float64)
     found = np.zeros(len(keys), dtype=bool)
     places, all_rows = keys >> ROW_BITS, keys & ROW_MASK
