@@ -3,6 +3,8 @@ where the query pool reads them: order, cancellation, errors, shutdown."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from concurrent.futures import CancelledError
 
@@ -75,3 +77,25 @@ def test_shutdown_runs_what_was_queued_and_takes_nothing_more() -> None:
     gate.set()
     closing.join(10)
     assert not closing.is_alive() and queued.result(timeout=1) == "ran" and all(b.result() for b in blocked)
+
+
+def test_a_task_under_way_at_exit_finishes_before_the_interpreter_does(tmp_path) -> None:
+    """A process that exits without shutting its pool down still lets a running task finish
+    (a model run cut off at finalization aborts the process), and does not hang."""
+
+    script = tmp_path / "exit.py"
+    script.write_text(
+        "import threading, time\n"
+        "from atlas_mcp.engines.embedded.handoff import Pool\n"
+        "started = threading.Event()\n"
+        "def run():\n"
+        "    started.set(); time.sleep(0.5); print('finished', flush=True)\n"
+        "pool = Pool(1, 'test-exit')\n"
+        "pool.submit(run)\n"
+        "started.wait()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "finished"

@@ -16,6 +16,7 @@ taken, and what was queued still runs.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import CancelledError
 from queue import SimpleQueue
@@ -98,8 +99,9 @@ class Pool:
             if self._closed:
                 raise RuntimeError("cannot schedule new tasks after shutdown")
             if not self._threads:
+                _shut_down_at_exit(self)
                 for n in range(self._size):
-                    thread = threading.Thread(target=self._work, name=f"{self._name}_{n}", daemon=True)
+                    thread = threading.Thread(target=self._work, name=f"{self._name}_{n}")
                     thread.start()
                     self._threads.append(thread)
             self._queue.put((task, function, args))
@@ -128,3 +130,17 @@ class Pool:
             else:
                 task.set_result(result)
             del item, task, function, args  # nothing of a finished task is kept until the next
+
+
+def _shut_down_at_exit(pool: Pool) -> None:
+    """Shut ``pool`` down when the interpreter exits, before it waits for its threads (as
+    ``concurrent.futures`` does): a task under way finishes first. A daemon thread still inside
+    onnxruntime's run when the interpreter finalizes is ended as it takes the GIL back, inside
+    C++ frames, which aborts the process."""
+    kept = weakref.ref(pool)
+
+    def shut_down() -> None:
+        if (alive := kept()) is not None:
+            alive.shutdown()
+
+    threading._register_atexit(shut_down)  # type: ignore[attr-defined]  # the hook concurrent.futures uses
