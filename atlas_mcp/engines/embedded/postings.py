@@ -361,8 +361,11 @@ def _scored(
     """One owner's matched rows and scores from each word's (rows, counts, weight, idf)."""
     sizes = [len(r) for r, _, _, _ in parts]
     matched_rows = np.concatenate([r for r, _, _, _ in parts])
-    frequency = np.repeat([w for _, _, w, _ in parts], sizes) * np.concatenate([c for _, c, _, _ in parts])
-    idf = np.repeat([i for _, _, _, i in parts], sizes)
+    # the arrays' own repeat (np.repeat's Python layer costs more than the repeat here)
+    frequency = np.array([w for _, _, w, _ in parts]).repeat(sizes) * np.concatenate(
+        [c for _, c, _, _ in parts]
+    )
+    idf = np.array([i for _, _, _, i in parts]).repeat(sizes)
     norm = K1 * (1 - B + B * p.lengths[matched_rows] / mean_length)
     scores = np.bincount(
         matched_rows, weights=idf * frequency * (K1 + 1) / (frequency + norm), minlength=p.size
