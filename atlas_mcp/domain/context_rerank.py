@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .asked import asked, setting
 from .fact_columns import MICROSECOND, NO_TIME
 from .gist import gist
-from .pool import EPISODIC, Pool
+from .pool import EPISODIC, SEMANTIC, Pool
 from .vocabulary import NO_SPEAKER, SPEAKERS
 
 
@@ -330,8 +330,11 @@ def with_attribute(score: np.ndarray, query: str, pool: Pool, policy: ContextRer
     """The facts that set what ``query`` asks about gain ``attribute_weight``; on a sure reading
     (``domain.asked``), enough for the best of them to lead the pool by ``attribute_lead``."""
     question = asked(query, pool.meaning)
-    found = [] if question is None else setting(question, pool.memories, (-score).argsort(kind="stable"))
-    if question is None or not found:
+    # only a fact sets an attribute: a pool without one (a chat's) reads no memory for it
+    if question is None or not (pool.kind == SEMANTIC).any():
+        return score
+    found = setting(question, pool.memories, (-score).argsort(kind="stable"))
+    if not found:
         return score
     out = score.copy()
     out[found] += policy.attribute_weight

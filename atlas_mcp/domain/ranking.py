@@ -238,10 +238,11 @@ def rank(
     )
     relevance = calibration.calibrated(features, window, policy.calibration)
     ranked = order.tolist()
-    if policy.calibration.attribute_evidence:
+    facts = pool.kind == SEMANTIC
+    if policy.calibration.attribute_evidence and facts.any():  # only a fact sets what is asked
         setting = setting_what_is_asked(plan.query, pool.memories, ranked, pool.meaning)
         relevance = calibration.with_attribute(relevance, setting, policy.calibration)
-    resolved = resolve(pool.memories, ranked, _reach(relevance[order], plan), pool.kind == SEMANTIC)
+    resolved = resolve(pool.memories, ranked, _reach(relevance[order], plan), facts)
     for current, older in resolved.lifted.items():
         relevance[current] = max(relevance[current], relevance[older])
     # the resolved order's candidates that clear the floor, the first k: as arrays, not a pass
