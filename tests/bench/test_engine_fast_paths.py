@@ -7,6 +7,10 @@ exactly as a fresh engine on the same file does.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -43,6 +47,22 @@ def _assert_same(cached, fresh) -> None:
     vector = default_embedder().embed_batch(["a long meeting about the roadmap"])[0]
     query = {0: SpaceQuery(vector, REFERENCE_BACKGROUND)}  # one model: space 0
     assert np.array_equal(similarities(cached.vectors, query, 1), similarities(fresh.vectors, query, 1))
+
+
+@contextmanager
+def two_connections(
+    tmp_path: Path,
+) -> Iterator[tuple[EmbeddedEngine, MemoryService, MemoryService]]:
+    """Two engines on one store, each with its own connection (as two processes have): the
+    first, and both services. Both engines are closed at the end."""
+    embedder = default_embedder()
+    path = tmp_path / "atlas.db"
+    first, second = EmbeddedEngine(path, embedder), EmbeddedEngine(path, embedder)
+    try:
+        yield first, MemoryService(first), MemoryService(second)
+    finally:
+        first.close()
+        second.close()
 
 
 def test_own_writes_update_the_cache_in_place_exactly(tmp_path):
@@ -98,11 +118,7 @@ def test_recall_after_writes_ranks_like_a_fresh_engine(tmp_path):
 
 
 def test_another_process_write_still_reloads(tmp_path):
-    embedder = default_embedder()
-    path = tmp_path / "atlas.db"
-    first, second = EmbeddedEngine(path, embedder), EmbeddedEngine(path, embedder)
-    try:
-        one, two = MemoryService(first), MemoryService(second)
+    with two_connections(tmp_path) as (first, one, two):
         one.write(USER, "Owns a green kayak.")
         one.recall(USER, "kayak", touch=False)
         written = two.write(USER, "Owns a red canoe.")
@@ -110,9 +126,6 @@ def test_another_process_write_still_reloads(tmp_path):
         hits = one.recall(USER, "red canoe", touch=False)
         assert written.id in [h.memory.id for h in hits]
         _assert_same(first._index._owners[USER], _fresh_cache(first, USER))
-    finally:
-        first.close()
-        second.close()
 
 
 def test_lookup_by_many_ids_stays_scoped_to_the_caller(tmp_path):
@@ -517,11 +530,7 @@ def test_a_recall_reuses_its_owners_stamps_until_the_file_changes(tmp_path):
     """A recall reads its owners' stamps in a transaction only when something was committed
     since the last read (this connection's writes, or another's): otherwise it runs SQLite's
     ``data_version`` alone, and what another connection writes is recalled at once."""
-    embedder = default_embedder()
-    path = tmp_path / "atlas.db"
-    first, second = EmbeddedEngine(path, embedder), EmbeddedEngine(path, embedder)
-    try:
-        one, two = MemoryService(first), MemoryService(second)
+    with two_connections(tmp_path) as (first, one, two):
         one.write(USER, "Owns a green kayak.")
         statements: list[str] = []
         first.store.conn.set_trace_callback(statements.append)
@@ -537,20 +546,13 @@ def test_a_recall_reuses_its_owners_stamps_until_the_file_changes(tmp_path):
         assert any("FROM owner_versions" in s for s in statements)
         mine = one.write(USER, "Owns a blue paddle.")  # this connection: no data_version change
         assert mine.id in [h.memory.id for h in one.recall(USER, "blue paddle", touch=False)]
-    finally:
-        first.close()
-        second.close()
 
 
 def test_a_write_between_reused_stamps_and_the_first_read_makes_the_recall_read_again(tmp_path):
     """If another connection commits after a recall reused its stamps and before its first read
     (here: a memory not in the cache), the recall starts again on a new snapshot instead of
     reading rows newer than its indexes: it finds what was written meanwhile."""
-    embedder = default_embedder()
-    path = tmp_path / "atlas.db"
-    first, second = EmbeddedEngine(path, embedder), EmbeddedEngine(path, embedder)
-    try:
-        one, two = MemoryService(first), MemoryService(second)
+    with two_connections(tmp_path) as (first, one, two):
         one.write(USER, "Owns a green kayak.")
         one.recall(USER, "kayak", touch=False)
         one.recall(USER, "kayak", touch=False)  # the stamps are kept now
@@ -566,6 +568,3 @@ def test_a_write_between_reused_stamps_and_the_first_read_makes_the_recall_read_
         search._bm25 = bm25_then_another_write
         hits = one.recall(USER, "red kayak paddle", touch=False)
         assert written[0].id in [h.memory.id for h in hits]
-    finally:
-        first.close()
-        second.close()
