@@ -1,5 +1,6 @@
 """The cosine scan over many rows, split between the caller and helper threads: the same scores
-as one thread, and no thread left burning a core once the scan is done."""
+as one thread, summed in float32 on every CPU, and no thread left burning a core once the scan is
+done."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+import simsimd
 
 from atlas_mcp.domain.similarity import REFERENCE_BACKGROUND
 from atlas_mcp.engines.embedded import dense
@@ -59,3 +61,19 @@ def test_no_thread_spins_once_a_parallel_scan_is_done(monkeypatch):
         time.sleep(0.1)
         idle.append(time.process_time() - before)
     assert min(idle) < 0.002, idle  # the process's CPU while it sleeps, every thread counted
+
+
+def test_the_scan_sums_in_float32_on_every_cpu():
+    """Each cosine is the float32 sum of its float16 products, whichever kernel the CPU gets:
+    SimSIMD's AVX512-FP16 kernel (Sapphire Rapids) sums in float16, which moved cosines by up to
+    5e-4 and turned a user's memory and a catalog entry with the same words into a tie the
+    catalog won. The same floats as the float64 sum to float32's precision."""
+    rng = np.random.default_rng(11)
+    matrix = rng.standard_normal((500, 384)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix16 = matrix.astype(np.float16)
+    query16 = (0.8 * matrix[0] + 0.6 * matrix[1]).astype(np.float16)[None, :]
+    exact = matrix16.astype(np.float64) @ query16[0].astype(np.float64)
+    scores = dense._dot(query16, matrix16, 1)
+    assert np.max(np.abs(scores - exact)) < 2e-6
+    assert not any(simsimd.get_capabilities().get(kernel) for kernel in dense.HALF_SUMMING_KERNELS)

@@ -29,6 +29,23 @@ PARALLEL_SCAN_ROWS = 50_000
 SCAN_CHUNK_ROWS = 25_000  # rows a scan thread takes at a time (~1.2 ms at 384 dimensions)
 GUESS_SAMPLE = 2048  # rows ``top_rows`` guesses its cut-off on, past four times as many
 
+# SimSIMD's float16 dot products for AVX512-FP16 (Intel Sapphire Rapids and later) and for SVE
+# sum in float16: a cosine keeps three digits (0.79825 reads 0.79785), so near ties would rank
+# by the CPU a server runs on. Its other kernels widen to float32 before they multiply.
+HALF_SUMMING_KERNELS = ("sapphire", "sve_f16")
+
+
+def _float32_sums() -> None:
+    """Turn off the kernels that sum in float16, for the whole process (SimSIMD dispatches by
+    these process-wide capabilities)."""
+    capabilities = simsimd.get_capabilities()
+    for kernel in HALF_SUMMING_KERNELS:
+        if capabilities.get(kernel):
+            simsimd.disable_capability(kernel)
+
+
+_float32_sums()
+
 
 @dataclass(frozen=True, slots=True)
 class OwnerRows:
